@@ -1,0 +1,194 @@
+//! The per-call capability context and the guard every capability call passes.
+//!
+//! [`CapCtx`] is what a plugin store (or a workflow run) carries: who is calling,
+//! with which grants, bound to which VMs, inside which run, and the shared
+//! services (lock store, checkpoint store, cluster clients). [`CapCtx::guard`]
+//! is the one path a call takes: permission check, then the work, then one
+//! journal record of the outcome (denials included). Nothing is performed for
+//! a denied call.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::checkpoint::CheckpointStore;
+use super::grants::Grants;
+use super::lock::{Holder, LockStore};
+use super::policy::{self, Call, RunScope};
+use crate::journal::{CallOutcome, JournalWriter};
+
+/// The kinds of the WIT `error` variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Outside the grant.
+    Denied,
+    /// Does not exist.
+    NotFound,
+    /// The world is in the way (lock held, VM locked, ...).
+    Conflict,
+    /// Bad arguments.
+    Invalid,
+    /// May pass; only idempotent calls may be retried.
+    Transient,
+    /// Anything else.
+    Failed,
+}
+
+impl ErrorKind {
+    /// The WIT case name (`not-found`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Denied => "denied",
+            ErrorKind::NotFound => "not-found",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Transient => "transient",
+            ErrorKind::Failed => "failed",
+        }
+    }
+}
+
+/// A failed capability call: the WIT `error` variant on the host side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CapError {
+    /// The case.
+    pub kind: ErrorKind,
+    /// What happened, naming the thing concerned.
+    pub message: String,
+}
+
+impl CapError {
+    /// Build an error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> CapError {
+        CapError { kind, message: message.into() }
+    }
+    /// A `failed` error.
+    pub fn failed(message: impl Into<String>) -> CapError {
+        CapError::new(ErrorKind::Failed, message)
+    }
+    /// An `invalid` error.
+    pub fn invalid(message: impl Into<String>) -> CapError {
+        CapError::new(ErrorKind::Invalid, message)
+    }
+}
+
+impl From<policy::Denied> for CapError {
+    fn from(d: policy::Denied) -> CapError {
+        CapError::new(ErrorKind::Denied, d.to_string())
+    }
+}
+
+/// One run: its identity, journal and the locks it holds. Shared by every store
+/// the run creates; the locks still held are released when the run ends.
+#[derive(Debug)]
+pub struct RunHandle {
+    /// The run id (also the journal's).
+    pub run_id: String,
+    /// Who this run is, as a lock holder.
+    pub holder: Holder,
+    /// The run's journal; `None` for calls outside a recorded run (inspection).
+    pub journal: Option<JournalWriter>,
+    /// Lock keys this run holds, with how many nested acquisitions are open:
+    /// a nested step's release must not free the outer step's lock.
+    pub held_locks: Mutex<BTreeMap<String, u32>>,
+}
+
+impl RunHandle {
+    /// A run with `run_id`, held as this process.
+    pub fn new(run_id: String, journal: Option<JournalWriter>) -> RunHandle {
+        let holder = Holder::current(&run_id);
+        RunHandle { run_id, holder, journal, held_locks: Mutex::new(BTreeMap::new()) }
+    }
+}
+
+/// Services shared by every call of an environment.
+pub struct Services {
+    /// Workflow locks.
+    pub locks: Arc<dyn LockStore>,
+    /// Finalization checkpoints.
+    pub checkpoints: CheckpointStore,
+    /// The environment's Proxmox API, when it has one.
+    pub proxmox: Option<Arc<super::proxmox::client::ProxmoxClient>>,
+    /// Named HTTP endpoints.
+    pub http: super::http::Endpoints,
+    /// The tokio runtime host calls run their I/O on (host calls are made from
+    /// blocking threads, so they `block_on` this handle).
+    pub rt: tokio::runtime::Handle,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services").field("proxmox", &self.proxmox.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// The capability context of one store or workflow run.
+#[derive(Debug, Clone)]
+pub struct CapCtx {
+    /// Plugin name, or `workflow`.
+    pub caller: String,
+    /// Where the grants come from in cradle.toml (`plugins.direct.grants`).
+    pub origin: String,
+    /// The grants.
+    pub grants: Arc<Grants>,
+    /// The VMs and nodes the calls are bound to.
+    pub scope: Arc<RunScope>,
+    /// The VM a backend call works on, for the journal.
+    pub vm: Option<String>,
+    /// The run.
+    pub run: Arc<RunHandle>,
+    /// Shared services.
+    pub services: Arc<Services>,
+    /// For plugin calls: the guest's deadline clock, touched when a host call
+    /// returns so time spent in the host does not count against the plugin.
+    pub clock: Option<Arc<crate::plugin::store::GuestClock>>,
+}
+
+impl CapCtx {
+    /// Check `call`, run `work` if allowed, and journal the outcome.
+    pub fn guard<T>(
+        &self,
+        function: &str,
+        call: Call<'_>,
+        work: impl FnOnce() -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        let started = Instant::now();
+        let cap = call.capability();
+        let result = match policy::check(&self.grants, &self.origin, &self.scope, &call) {
+            Err(denied) => {
+                tracing::warn!(caller = %self.caller, capability = %cap, function, scope = %denied.scope, "capability call denied");
+                Err(CapError::from(denied))
+            }
+            Ok(()) => work(),
+        };
+        let outcome = match &result {
+            Ok(_) => CallOutcome::Ok,
+            Err(e) if e.kind == ErrorKind::Denied => CallOutcome::Denied {
+                scope: e.message.strip_prefix(&format!("{cap}: ")).unwrap_or(&e.message).to_string(),
+            },
+            Err(e) => CallOutcome::Failed { kind: e.kind.as_str().to_string(), message: e.message.clone() },
+        };
+        if let Some(clock) = &self.clock {
+            clock.touch();
+        }
+        if let Some(journal) = &self.run.journal
+            && let Err(e) = journal.capability_call(
+                self.vm.as_deref(),
+                &self.caller,
+                cap.name(),
+                function,
+                outcome,
+                started.elapsed(),
+            ) {
+                // The call already happened; failing it now would hide its effect.
+                tracing::error!(error = %e, "could not journal a capability call");
+            }
+        result
+    }
+
+    /// Run a future to completion from the blocking thread a host call runs on.
+    pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
+        self.services.rt.block_on(fut)
+    }
+}

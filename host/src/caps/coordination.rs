@@ -1,0 +1,152 @@
+//! WIT adapters of the run-coordination capabilities, `lock` and `checkpoint`,
+//! shared by plugins and workflow host modules.
+//!
+//! Locks are held by the run, not by a store: a key acquired in one backend
+//! call stays held across later calls of the same run (nested steps reuse it)
+//! and [`RunHandle::release_all`] frees whatever the run still holds when it
+//! ends, on every path.
+
+use super::checkpoint::{CheckpointError, Finalization as StoredFinalization};
+use super::context::{CapCtx, CapError, ErrorKind, RunHandle};
+use super::lock::{Holder as StoredHolder, LockError};
+use super::policy::Call;
+use crate::plugin::bindings::cradle::host::checkpoint::{self, Finalization};
+use crate::plugin::bindings::cradle::host::lock::{self, Holder};
+use crate::plugin::bindings::cradle::host::types::Error as WitError;
+
+impl From<LockError> for CapError {
+    fn from(e: LockError) -> CapError {
+        let kind = match &e {
+            LockError::Held { .. }
+            | LockError::UnknownHolder { .. }
+            | LockError::NotHolder { .. }
+            | LockError::NotStale { .. } => ErrorKind::Conflict,
+            LockError::InvalidKey { .. } => ErrorKind::Invalid,
+            _ => ErrorKind::Failed,
+        };
+        CapError::new(kind, e.to_string())
+    }
+}
+
+impl From<CheckpointError> for CapError {
+    fn from(e: CheckpointError) -> CapError {
+        let kind = match &e {
+            CheckpointError::Mismatch { .. } => ErrorKind::Conflict,
+            CheckpointError::InvalidName { .. } => ErrorKind::Invalid,
+            _ => ErrorKind::Failed,
+        };
+        CapError::new(kind, e.to_string())
+    }
+}
+
+fn wit_holder(h: StoredHolder) -> Holder {
+    Holder { host: h.host, pid: h.pid, started: h.started, run_id: h.run_id }
+}
+
+fn wit_finalization(f: StoredFinalization) -> Finalization {
+    Finalization { vm_name: f.vm_name, vmid: f.vmid, node: f.node, stage: f.stage, written: f.written }
+}
+
+impl RunHandle {
+    /// Release every lock the run still holds; returns the keys that could not
+    /// be released (already logged).
+    pub fn release_all(&self, locks: &dyn super::lock::LockStore) -> Vec<String> {
+        let keys: Vec<String> =
+            std::mem::take(&mut *self.held_locks.lock().unwrap_or_else(|e| e.into_inner())).into_keys().collect();
+        let mut failed = Vec::new();
+        for key in keys {
+            if let Err(e) = locks.release(&key, &self.run_id) {
+                tracing::error!(key = %key, error = %e, "could not release a lock at the end of the run");
+                failed.push(key);
+            }
+        }
+        failed
+    }
+}
+
+impl CapCtx {
+    /// Take `key` for this run.
+    pub fn lock_acquire(&self, key: &str) -> Result<Holder, CapError> {
+        self.guard("acquire", Call::Lock { key }, || {
+            self.services.locks.acquire(key, &self.run.holder)?;
+            *self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_string()).or_insert(0) += 1;
+            Ok(wit_holder(self.run.holder.clone()))
+        })
+    }
+
+    /// Release `key` if this run holds it. A nested acquisition's release only
+    /// closes that nesting level; the lock is freed when the outermost releases.
+    pub fn lock_release(&self, key: &str) -> Result<(), CapError> {
+        self.guard("release", Call::Lock { key }, || {
+            let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
+            match held.get_mut(key) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    Ok(())
+                }
+                _ => {
+                    self.services.locks.release(key, &self.run.run_id)?;
+                    held.remove(key);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    /// Who holds `key`.
+    pub fn lock_holder(&self, key: &str) -> Result<Option<Holder>, CapError> {
+        self.guard("current-holder", Call::Lock { key }, || Ok(self.services.locks.holder(key)?.map(wit_holder)))
+    }
+
+    /// The checkpoint of `vm_name`.
+    pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
+        self.guard("read", Call::Checkpoint { vm_name }, || {
+            Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
+        })
+    }
+
+    /// Write a checkpoint (the host sets `written`).
+    pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
+        let vm_name = cp.vm_name.clone();
+        self.guard("write", Call::Checkpoint { vm_name: &vm_name }, || {
+            let stored = StoredFinalization {
+                vm_name: cp.vm_name,
+                vmid: cp.vmid,
+                node: cp.node,
+                stage: cp.stage,
+                written: String::new(),
+            };
+            self.services.checkpoints.write(&stored)?;
+            Ok(())
+        })
+    }
+
+    /// Clear the checkpoint of `vm_name`/`vmid`.
+    pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
+        self.guard("clear", Call::Checkpoint { vm_name }, || Ok(self.services.checkpoints.clear(vm_name, vmid)?))
+    }
+}
+
+impl lock::Host for CapCtx {
+    fn acquire(&mut self, key: String) -> Result<Holder, WitError> {
+        self.lock_acquire(&key).map_err(Into::into)
+    }
+    fn release(&mut self, key: String) -> Result<(), WitError> {
+        self.lock_release(&key).map_err(Into::into)
+    }
+    fn current_holder(&mut self, key: String) -> Result<Option<Holder>, WitError> {
+        self.lock_holder(&key).map_err(Into::into)
+    }
+}
+
+impl checkpoint::Host for CapCtx {
+    fn read(&mut self, vm_name: String) -> Result<Option<Finalization>, WitError> {
+        self.checkpoint_read(&vm_name).map_err(Into::into)
+    }
+    fn write(&mut self, cp: Finalization) -> Result<(), WitError> {
+        self.checkpoint_write(cp).map_err(Into::into)
+    }
+    fn clear(&mut self, vm_name: String, vmid: u32) -> Result<(), WitError> {
+        self.checkpoint_clear(&vm_name, vmid).map_err(Into::into)
+    }
+}

@@ -1,0 +1,210 @@
+//! Workflow locks (invariant 1: one workflow per VM).
+//!
+//! Contract:
+//! - A lock is keyed by a string, normally `<API endpoint>|<canonical VM name>`,
+//!   and held by a run ([`Holder`]: host, pid, start time, run id, and the pid's
+//!   start ticks to detect pid reuse).
+//! - [`LockStore::acquire`] takes it at once or fails at once: held by another run
+//!   is [`LockError::Held`], naming the holder and how to proceed. Taking a lock the
+//!   same run holds succeeds with `reentrant: true` and adds no count — only the
+//!   acquisition that returned `reentrant: false` should release.
+//! - [`LockStore::release`] by a run that does not hold the lock is refused;
+//!   releasing a free lock is a no-op, so failure paths can always release.
+//! - A stale lock is removed only by [`LockStore::remove_stale`] (the operator's
+//!   `cradle unlock`), never as a side effect of acquiring: it refuses while the
+//!   holder is alive on this host, and for another host unless the caller's
+//!   liveness check says the holder is gone.
+//! - A lock whose holder cannot be read (a crash between taking the lock and
+//!   recording the holder) counts as held by an unknown holder, never as free.
+//!
+//! [`FsLockStore`] (atomic `mkdir`) is the default; the trait leaves room for etcd.
+
+mod fs;
+mod process;
+
+pub use fs::FsLockStore;
+pub use process::{local_liveness, pid_start_ticks, process_liveness};
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::StateError;
+
+/// Who holds a lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The control node's host name.
+    pub host: String,
+    /// The process id there.
+    pub pid: u32,
+    /// When the lock was taken (RFC 3339).
+    pub started: String,
+    /// The run that holds it.
+    pub run_id: String,
+    /// Field 22 of `/proc/<pid>/stat` (process start time in clock ticks), so a
+    /// reused pid is not mistaken for the holder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start_ticks: Option<u64>,
+}
+
+impl Holder {
+    /// This process as the holder for `run_id`, started now.
+    pub fn current(run_id: &str) -> Holder {
+        let pid = std::process::id();
+        Holder {
+            host: crate::state::host_name(),
+            pid,
+            started: crate::journal::Timestamp::now().to_string(),
+            run_id: run_id.to_string(),
+            pid_start_ticks: pid_start_ticks(pid),
+        }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {} (host {}, pid {}, since {})", self.run_id, self.host, self.pid, self.started)
+    }
+}
+
+/// The result of a successful [`LockStore::acquire`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquired {
+    /// The run already held the lock; the caller must not release it for this
+    /// acquisition (the outer one will).
+    pub reentrant: bool,
+}
+
+/// Whether a holder's process still exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// It is running.
+    Alive,
+    /// It has exited (or its pid now belongs to another process).
+    Gone,
+    /// It cannot be told from here (another host, no permission to look).
+    Unknown,
+}
+
+/// What [`LockStore::remove_stale`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// Nothing was locked under that key.
+    NotLocked,
+    /// The lock was removed; `holder` is who held it (none: unknown holder).
+    Removed {
+        /// The former holder, if it was recorded.
+        holder: Option<Holder>,
+    },
+}
+
+/// A store of workflow locks.
+pub trait LockStore: Send + Sync {
+    /// Takes `key` for `holder.run_id`, or fails at once if another run holds it.
+    fn acquire(&self, key: &str, holder: &Holder) -> Result<Acquired, LockError>;
+    /// Releases `key` if `run_id` holds it; a free lock is Ok, another holder is refused.
+    fn release(&self, key: &str, run_id: &str) -> Result<(), LockError>;
+    /// The current holder of `key`, if any.
+    fn holder(&self, key: &str) -> Result<Option<Holder>, LockError>;
+    /// Removes a lock whose holder is gone (the operator's `cradle unlock`).
+    fn remove_stale(&self, key: &str, liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError>;
+}
+
+/// The VM part of a `<endpoint>|<vm>` key, for the `cradle unlock` hint.
+fn unlock_hint(key: &str) -> &str {
+    key.rsplit('|').next().unwrap_or(key)
+}
+
+/// Why a lock operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another run holds the lock.
+    #[error(
+        "lock `{key}` is held by {holder}; wait for that run to finish, or once that \
+         process is gone run `cradle unlock {}`",
+        unlock_hint(key)
+    )]
+    Held {
+        /// The key.
+        key: String,
+        /// Who holds it.
+        holder: Box<Holder>,
+    },
+    /// The lock exists but its holder was never recorded.
+    #[error(
+        "lock `{key}` is held by an unknown holder: {} has no holder.json (locked since \
+         {since}); a run is taking it right now or crashed while taking it — if no cradle \
+         run is active, run `cradle unlock {}`",
+        dir.display(),
+        unlock_hint(key)
+    )]
+    UnknownHolder {
+        /// The key.
+        key: String,
+        /// The lock directory.
+        dir: PathBuf,
+        /// The lock directory's modification time (RFC 3339).
+        since: String,
+    },
+    /// A run tried to release a lock it does not hold.
+    #[error("run {run_id} cannot release lock `{key}`: it is held by {holder}")]
+    NotHolder {
+        /// The key.
+        key: String,
+        /// The run that asked.
+        run_id: String,
+        /// Who holds it.
+        holder: Box<Holder>,
+    },
+    /// `remove_stale` refused because the holder may still be running.
+    #[error("refusing to remove lock `{key}`: {reason}")]
+    NotStale {
+        /// The key.
+        key: String,
+        /// Why, and what to check.
+        reason: String,
+    },
+    /// The recorded holder cannot be parsed.
+    #[error(
+        "lock `{key}`: {} is corrupt ({detail}); inspect it, and if no cradle run \
+         holds the lock, remove {} by hand",
+        path.display(),
+        path.parent().map(|p| p.display().to_string()).unwrap_or_default()
+    )]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The holder file.
+        path: PathBuf,
+        /// What the parser said.
+        detail: String,
+    },
+    /// The key cannot be used.
+    #[error("invalid lock key `{key}`: {reason}")]
+    InvalidKey {
+        /// The key (control characters escaped).
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The state directory could not be used.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A filesystem operation failed.
+    #[error("lock `{key}`: cannot {action} {}: {source}", path.display())]
+    Io {
+        /// The key.
+        key: String,
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! UPIDs and tasks: parsing, waiting, listing.
+//!
+//! Contract: [`parse_upid`] accepts exactly PVE's format
+//! `UPID:<node>:<pid 8 hex>:<pstart 8-9 hex>:<starttime 8 hex>:<type>:<id>:<user>:`.
+//! [`ProxmoxClient::wait_task`] polls the task status until the task stops or the
+//! timeout passes; a timeout returns the *running* status (the task may still
+//! succeed — never report it as failed). `ok` is true only for `OK` and `WARNINGS: N`.
+//! Polls start at a few round-trips of the server (at most ~100 ms, so a fast
+//! simulator is not slowed down) and double up to 2 s.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::decode;
+use super::{Call, Idempotency, ProxmoxClient, segment};
+use crate::caps::proxmox::errors::ProxmoxError;
+use crate::plugin::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
+
+/// The first pause is this many round-trips of the first status request...
+const FIRST_POLL_RTTS: u32 = 4;
+/// ...but at least this long,
+const MIN_POLL: Duration = Duration::from_millis(2);
+/// and at most this long.
+const FIRST_POLL_MAX: Duration = Duration::from_millis(100);
+/// The longest pause between two polls.
+const MAX_POLL: Duration = Duration::from_secs(2);
+
+/// A parsed task id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upid {
+    /// The node the task runs on.
+    pub node: String,
+    /// The worker's process id.
+    pub pid: u32,
+    /// The worker's process start time (clock ticks).
+    pub pstart: u64,
+    /// The task's start time, seconds since the epoch.
+    pub starttime: u64,
+    /// The worker type (`qmclone`, `qmstart`, ...).
+    pub kind: String,
+    /// The worker id (for `qmclone` the SOURCE VMID); may be empty.
+    pub id: String,
+    /// Who started it (`root@pam!cradle` for a token).
+    pub user: String,
+}
+
+/// Parses a UPID string.
+pub fn parse_upid(text: &str) -> Result<Upid, ProxmoxError> {
+    let fail = |reason: &str| ProxmoxError::Upid { upid: text.to_string(), reason: reason.to_string() };
+    let parts: Vec<&str> = text.split(':').collect();
+    let [prefix, node, pid, pstart, starttime, kind, id, user, tail] = parts[..] else {
+        return Err(fail(&format!(
+            "it has {} ':'-separated fields, a UPID has 8 and a trailing ':'",
+            parts.len().saturating_sub(1)
+        )));
+    };
+    if prefix != "UPID" {
+        return Err(fail("it does not start with UPID:"));
+    }
+    if !tail.is_empty() {
+        return Err(fail("it does not end with ':'"));
+    }
+    let node_ok = !node.is_empty()
+        && node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !node.starts_with('-')
+        && !node.ends_with('-');
+    if !node_ok {
+        return Err(fail("the node is not a host name"));
+    }
+    let hex = |field: &str, value: &str, lens: &[usize]| -> Result<u64, ProxmoxError> {
+        if !lens.contains(&value.len()) || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(fail(&format!(
+                "the {field} {value:?} is not {} hex digits",
+                lens.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(" or ")
+            )));
+        }
+        u64::from_str_radix(value, 16).map_err(|_| fail(&format!("the {field} is not hex")))
+    };
+    let pid = u32::try_from(hex("pid", pid, &[8])?).map_err(|_| fail("the pid does not fit 32 bits"))?;
+    let pstart = hex("pstart", pstart, &[8, 9])?;
+    let starttime = hex("starttime", starttime, &[8])?;
+    let plain = |s: &str| !s.chars().any(char::is_whitespace);
+    if kind.is_empty() || !plain(kind) {
+        return Err(fail("the worker type is empty or has whitespace"));
+    }
+    if !plain(id) {
+        return Err(fail("the worker id has whitespace"));
+    }
+    if user.is_empty() || !plain(user) {
+        return Err(fail("the user is empty or has whitespace"));
+    }
+    Ok(Upid {
+        node: node.to_string(),
+        pid,
+        pstart,
+        starttime,
+        kind: kind.to_string(),
+        id: id.to_string(),
+        user: user.to_string(),
+    })
+}
+
+/// `ok` per PVE: `OK` or `WARNINGS: <n>`; anything else is the error text.
+pub fn exit_ok(exitstatus: &str) -> bool {
+    exitstatus == "OK"
+        || exitstatus.strip_prefix("WARNINGS: ").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn task_status_from(upid: &str, data: &Value) -> Result<TaskStatus, String> {
+    let o = decode::object(data, "the task status")?;
+    let status = decode::string(o, "status")?;
+    let exitstatus = decode::opt_string(o, "exitstatus");
+    match status.as_str() {
+        "running" => Ok(TaskStatus { upid: upid.to_string(), status, exitstatus: None, ok: false }),
+        "stopped" => {
+            let ok = exitstatus.as_deref().is_some_and(exit_ok);
+            Ok(TaskStatus { upid: upid.to_string(), status, exitstatus, ok })
+        }
+        other => Err(format!("task status {other:?} is neither running nor stopped")),
+    }
+}
+
+impl ProxmoxClient {
+    /// One poll of `GET /nodes/{node}/tasks/{upid}/status`.
+    pub async fn task_status(&self, node: &str, upid: &str) -> Result<TaskStatus, ProxmoxError> {
+        let parsed = parse_upid(upid)?;
+        if parsed.node != node {
+            return Err(ProxmoxError::InvalidArgument(format!(
+                "task {upid} runs on node {}, not on {node}; ask that node",
+                parsed.node
+            )));
+        }
+        let path = format!("/nodes/{}/tasks/{}/status", segment("node", node)?, segment("UPID", upid)?);
+        self.fetch(Call::new(Method::GET, path, Idempotency::Idempotent), |data| task_status_from(upid, data)).await
+    }
+
+    /// Polls the task until it stops or `timeout` passes; on timeout returns the
+    /// last (running) status rather than an error.
+    pub async fn wait_task(&self, node: &str, upid: &str, timeout: Duration) -> Result<TaskStatus, ProxmoxError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause: Option<Duration> = None;
+        loop {
+            let asked = Instant::now();
+            let status = self.task_status(node, upid).await?;
+            if status.status != "running" {
+                return Ok(status);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(status);
+            }
+            let next = match pause {
+                None => (now - asked).saturating_mul(FIRST_POLL_RTTS).clamp(MIN_POLL, FIRST_POLL_MAX),
+                Some(p) => p.saturating_mul(2).min(MAX_POLL),
+            };
+            pause = Some(next);
+            tokio::time::sleep(next.min(deadline - now)).await;
+        }
+    }
+
+    /// `GET /nodes/{node}/tasks?source=all[&vmid=N][&typefilter=kind]`: active and
+    /// archived tasks, how a restarted run finds what it started.
+    pub async fn list_tasks(
+        &self,
+        node: &str,
+        vmid: Option<u32>,
+        kind: Option<&str>,
+    ) -> Result<Vec<TaskSummary>, ProxmoxError> {
+        let path = format!("/nodes/{}/tasks", segment("node", node)?);
+        let call = Call::new(Method::GET, path, Idempotency::Idempotent)
+            .opt_param("vmid", vmid.map(|v| v.to_string()))
+            .opt_param("typefilter", kind)
+            .param("source", "all");
+        self.fetch(call, |data| decode::objects(data, "the task list")?.into_iter().map(task_summary).collect()).await
+    }
+}
+
+fn task_summary(o: &decode::Object) -> Result<TaskSummary, String> {
+    let upid = decode::string(o, "upid")?;
+    // `type`, `id` and `starttime` are in every entry PVE lists; the UPID carries
+    // the same facts, so it fills them should a server omit them.
+    let parsed = parse_upid(&upid).map_err(|e| e.to_string())?;
+    Ok(TaskSummary {
+        kind: decode::opt_string(o, "type").unwrap_or(parsed.kind),
+        id: decode::opt_string(o, "id").unwrap_or(parsed.id),
+        starttime: decode::opt_u64(o, "starttime")?.unwrap_or(parsed.starttime),
+        status: decode::opt_string(o, "status"),
+        upid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CLONE: &str = "UPID:pve1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam!cradle:";
+
+    #[test]
+    fn upid_of_a_token_started_clone_parses_into_its_fields() {
+        let u = parse_upid(CLONE).expect("valid UPID");
+        assert_eq!(
+            u,
+            Upid {
+                node: "pve1".into(),
+                pid: 0x000A_1B2C,
+                pstart: 0x0042_F1E3,
+                starttime: 0x6745_A0B1,
+                kind: "qmclone".into(),
+                id: "9000".into(),
+                user: "root@pam!cradle".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn upid_with_nine_digit_pstart_and_empty_id_parses() {
+        let u = parse_upid("UPID:node-2:00001234:1A2B3C4D5:6745A0B1:vzdump::root@pam:").expect("valid UPID");
+        assert_eq!(u.pstart, 0x1_A2B3_C4D5);
+        assert_eq!(u.id, "");
+        assert_eq!(u.node, "node-2");
+    }
+
+    #[test]
+    fn malformed_upids_are_refused_with_the_reason() {
+        for (bad, why) in [
+            ("UPID:pve1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam!cradle", "trailing"),
+            ("TASK:pve1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam:", "UPID:"),
+            ("UPID:pve1:0A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam:", "pid"),
+            ("UPID:pve1:000A1B2C:0042F1E3:6745A0BZ:qmclone:9000:root@pam:", "starttime"),
+            ("UPID:pve_1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam:", "node"),
+            ("UPID:pve1:000A1B2C:0042F1E3:6745A0B1::9000:root@pam:", "worker type"),
+            ("UPID:pve1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000::", "user"),
+            ("", "fields"),
+        ] {
+            let e = parse_upid(bad).expect_err(bad);
+            assert_eq!(e.kind(), crate::caps::context::ErrorKind::Invalid);
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn only_ok_and_warnings_count_as_success() {
+        assert!(exit_ok("OK"));
+        assert!(exit_ok("WARNINGS: 2"));
+        assert!(!exit_ok("WARNINGS: "));
+        assert!(!exit_ok("unable to create VM 100: config file already exists"));
+        assert!(!exit_ok("ok"));
+    }
+
+    #[test]
+    fn running_tasks_have_no_exitstatus_and_are_not_ok() {
+        let s = task_status_from(CLONE, &json!({"status": "running", "upid": CLONE})).expect("running");
+        assert_eq!((s.status.as_str(), s.exitstatus, s.ok), ("running", None, false));
+        let s = task_status_from(CLONE, &json!({"status": "stopped", "exitstatus": "WARNINGS: 1"})).expect("stopped");
+        assert!(s.ok);
+        let s = task_status_from(CLONE, &json!({"status": "stopped", "exitstatus": "VM is locked (clone)"}))
+            .expect("stopped");
+        assert!(!s.ok);
+        assert!(task_status_from(CLONE, &json!({"status": "paused"})).is_err());
+    }
+
+    #[test]
+    fn task_list_entries_keep_type_id_and_status() {
+        let s = task_summary(
+            decode::object(
+                &json!({"upid": CLONE, "type": "qmclone", "id": "9000", "starttime": 1732616369, "status": "OK"}),
+                "t",
+            )
+            .expect("object"),
+        )
+        .expect("summary");
+        assert_eq!(
+            (s.kind.as_str(), s.id.as_str(), s.starttime, s.status.as_deref()),
+            ("qmclone", "9000", 1732616369, Some("OK"))
+        );
+        let s = task_summary(decode::object(&json!({"upid": CLONE}), "t").expect("object")).expect("summary from upid");
+        assert_eq!((s.kind.as_str(), s.id.as_str(), s.starttime, s.status), ("qmclone", "9000", 0x6745_A0B1, None));
+    }
+}

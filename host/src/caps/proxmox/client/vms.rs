@@ -1,0 +1,254 @@
+//! Per-VM calls under `/nodes/{node}/qemu/{vmid}`.
+//!
+//! Contract: each method is one request with its idempotency stated at the call.
+//! Writes (clone, config, resize, migrate, power, destroy) are sent once; reads and
+//! the agent ping may be repeated after transient errors. Calls that start a task
+//! return its UPID, checked to be one. Arguments that would change the meaning of
+//! the request (`skiplock`, a key set twice) are refused before anything is sent.
+
+use std::collections::BTreeSet;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::decode;
+use super::tasks::parse_upid;
+use super::{Call, Idempotency, ProxmoxClient, flag, segment};
+use crate::caps::proxmox::errors::ProxmoxError;
+use crate::plugin::bindings::cradle::host::proxmox::{CloneRequest, PendingEntry, PowerAction, VmRuntime};
+use crate::plugin::bindings::cradle::host::types::Entry;
+
+/// Config keys `set_config` refuses: they are request parameters, not config, and
+/// `skiplock` would bypass the VM lock that keeps concurrent changes apart.
+const RESERVED_KEYS: &[&str] = &["delete", "digest", "revert", "skiplock", "node", "vmid"];
+
+/// The UPID a task-starting call returns.
+pub(crate) fn upid_from(data: &Value) -> Result<String, String> {
+    let upid = data.as_str().ok_or_else(|| format!("expected a UPID string, got {data}"))?;
+    parse_upid(upid).map_err(|e| e.to_string())?;
+    Ok(upid.to_string())
+}
+
+/// The action's path segment.
+pub fn power_path(action: PowerAction) -> &'static str {
+    match action {
+        PowerAction::Start => "start",
+        PowerAction::Stop => "stop",
+        PowerAction::Shutdown => "shutdown",
+        PowerAction::Reboot => "reboot",
+        PowerAction::Reset => "reset",
+    }
+}
+
+fn config_entries(data: &Value) -> Result<Vec<Entry>, String> {
+    let o = decode::object(data, "the VM config")?;
+    // serde_json's map is ordered by key (no preserve_order feature); sort anyway
+    // so the contract does not hang on a feature flag.
+    let mut entries: Vec<Entry> =
+        o.iter().filter_map(|(k, v)| decode::render(v).map(|value| Entry { key: k.clone(), value })).collect();
+    entries.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(entries)
+}
+
+fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, String> {
+    let mut out = Vec::new();
+    for o in decode::objects(data, "the pending list")? {
+        // `delete` is 1 (delete) or 2 (forced delete); both mean the key goes away.
+        let delete = decode::opt_u64(o, "delete")?.is_some_and(|d| d > 0);
+        out.push(PendingEntry {
+            key: decode::string(o, "key")?,
+            value: decode::opt_string(o, "value"),
+            pending: decode::opt_string(o, "pending"),
+            delete,
+        });
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}
+
+fn vm_runtime(data: &Value) -> Result<VmRuntime, String> {
+    let o = decode::object(data, "the VM status")?;
+    let ha_managed = match o.get("ha") {
+        Some(ha) => decode::flag(decode::object(ha, "field \"ha\"")?, "managed")?,
+        None => false,
+    };
+    Ok(VmRuntime {
+        status: decode::string(o, "status")?,
+        qmpstatus: decode::opt_string(o, "qmpstatus"),
+        lock: decode::opt_string(o, "lock"),
+        uptime: decode::opt_u64(o, "uptime")?.unwrap_or(0),
+        ha_managed,
+    })
+}
+
+impl ProxmoxClient {
+    fn vm_path(&self, node: &str, vmid: u32, tail: &str) -> Result<String, ProxmoxError> {
+        Ok(format!("/nodes/{}/qemu/{vmid}{tail}", segment("node", node)?))
+    }
+
+    /// `POST .../{template}/clone`; returns the UPID. Never retried.
+    pub async fn clone_vm(&self, req: &CloneRequest) -> Result<String, ProxmoxError> {
+        let call =
+            Call::new(Method::POST, self.vm_path(&req.node, req.template_vmid, "/clone")?, Idempotency::NotIdempotent)
+                .param("newid", req.newid.to_string())
+                .param("name", req.name.clone())
+                .param("full", flag(req.full))
+                .opt_param("storage", req.storage.clone())
+                .opt_param("target", req.target.clone())
+                .opt_param("description", req.description.clone());
+        self.fetch(call, upid_from).await
+    }
+
+    /// `GET .../config`: every key (including `digest`), sorted by key.
+    pub async fn get_config(&self, node: &str, vmid: u32) -> Result<Vec<Entry>, ProxmoxError> {
+        let call = Call::new(Method::GET, self.vm_path(node, vmid, "/config")?, Idempotency::Idempotent);
+        self.fetch(call, config_entries).await
+    }
+
+    /// `GET .../pending`, sorted by key.
+    pub async fn get_pending(&self, node: &str, vmid: u32) -> Result<Vec<PendingEntry>, ProxmoxError> {
+        let call = Call::new(Method::GET, self.vm_path(node, vmid, "/pending")?, Idempotency::Idempotent);
+        self.fetch(call, pending_entries).await
+    }
+
+    /// `PUT .../config` (synchronous) with `delete=a,b` and `digest`. Never retried:
+    /// after an ambiguous failure the caller re-reads the config (and its digest).
+    pub async fn set_config(
+        &self,
+        node: &str,
+        vmid: u32,
+        set: &[Entry],
+        delete: &[String],
+        digest: Option<&str>,
+    ) -> Result<(), ProxmoxError> {
+        let mut seen = BTreeSet::new();
+        for key in set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)) {
+            let well_formed =
+                !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !well_formed || RESERVED_KEYS.contains(&key) {
+                return Err(ProxmoxError::InvalidArgument(format!(
+                    "config key {key:?} cannot be set on VM {vmid} on node {node}: it is not a config key or is reserved"
+                )));
+            }
+            if !seen.insert(key) {
+                return Err(ProxmoxError::InvalidArgument(format!(
+                    "config key {key:?} of VM {vmid} on node {node} is set or deleted twice in one call"
+                )));
+            }
+        }
+        let mut call = Call::new(Method::PUT, self.vm_path(node, vmid, "/config")?, Idempotency::NotIdempotent);
+        for e in set {
+            call = call.param(&e.key, e.value.clone());
+        }
+        if !delete.is_empty() {
+            call = call.param("delete", delete.join(","));
+        }
+        call = call.opt_param("digest", digest);
+        self.call(&call).await.map(drop)
+    }
+
+    /// `PUT .../resize` with `disk` and `size` (`+10G` or absolute); returns the UPID.
+    pub async fn resize_disk(&self, node: &str, vmid: u32, disk: &str, size: &str) -> Result<String, ProxmoxError> {
+        let call = Call::new(Method::PUT, self.vm_path(node, vmid, "/resize")?, Idempotency::NotIdempotent)
+            .param("disk", disk)
+            .param("size", size);
+        self.fetch(call, upid_from).await
+    }
+
+    /// `POST .../migrate` with `target`, `online`, `with-local-disks`; returns the UPID.
+    pub async fn migrate(
+        &self,
+        node: &str,
+        vmid: u32,
+        target: &str,
+        online: bool,
+        with_local_disks: bool,
+    ) -> Result<String, ProxmoxError> {
+        let call = Call::new(Method::POST, self.vm_path(node, vmid, "/migrate")?, Idempotency::NotIdempotent)
+            .param("target", target)
+            .param("online", flag(online))
+            .param("with-local-disks", flag(with_local_disks));
+        self.fetch(call, upid_from).await
+    }
+
+    /// `GET .../status/current`.
+    pub async fn vm_status(&self, node: &str, vmid: u32) -> Result<VmRuntime, ProxmoxError> {
+        let call = Call::new(Method::GET, self.vm_path(node, vmid, "/status/current")?, Idempotency::Idempotent);
+        self.fetch(call, vm_runtime).await
+    }
+
+    /// `POST .../status/{action}`; returns the UPID. Never retried.
+    pub async fn power(&self, node: &str, vmid: u32, action: PowerAction) -> Result<String, ProxmoxError> {
+        let tail = format!("/status/{}", power_path(action));
+        let call = Call::new(Method::POST, self.vm_path(node, vmid, &tail)?, Idempotency::NotIdempotent);
+        self.fetch(call, upid_from).await
+    }
+
+    /// `DELETE .../qemu/{vmid}` (`?purge=1&destroy-unreferenced-disks=1` when `purge`); returns the UPID.
+    pub async fn destroy(&self, node: &str, vmid: u32, purge: bool) -> Result<String, ProxmoxError> {
+        let mut call = Call::new(Method::DELETE, self.vm_path(node, vmid, "")?, Idempotency::NotIdempotent);
+        if purge {
+            call = call.param("purge", "1").param("destroy-unreferenced-disks", "1");
+        }
+        self.fetch(call, upid_from).await
+    }
+
+    /// `POST .../agent/ping`. Idempotent: a ping changes nothing in the guest.
+    pub async fn agent_ping(&self, node: &str, vmid: u32) -> Result<(), ProxmoxError> {
+        let call = Call::new(Method::POST, self.vm_path(node, vmid, "/agent/ping")?, Idempotency::Idempotent);
+        self.call(&call).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn config_entries_are_sorted_strings_with_numbers_rendered_plainly() {
+        let data = json!({"name": "test-0", "cores": 2, "memory": "2048", "digest": "abc", "ide2": "local-lvm:vm-100-cloudinit,media=cdrom", "onboot": 1});
+        let keys: Vec<(String, String)> =
+            config_entries(&data).expect("config").into_iter().map(|e| (e.key, e.value)).collect();
+        assert_eq!(
+            keys,
+            [
+                ("cores", "2"),
+                ("digest", "abc"),
+                ("ide2", "local-lvm:vm-100-cloudinit,media=cdrom"),
+                ("memory", "2048"),
+                ("name", "test-0"),
+                ("onboot", "1")
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
+
+    #[test]
+    fn pending_deletes_count_forced_deletes_too() {
+        let data = json!([{"key": "ide2", "value": "local-lvm:vm-100-cloudinit,media=cdrom", "delete": 1}, {"key": "cores", "value": 2, "pending": 4}, {"key": "sata0", "delete": 2}]);
+        let p = pending_entries(&data).expect("pending");
+        assert_eq!(
+            p.iter().map(|e| (e.key.as_str(), e.delete)).collect::<Vec<_>>(),
+            [("cores", false), ("ide2", true), ("sata0", true)]
+        );
+        assert_eq!(p[0].pending.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn vm_status_reads_ha_managed_as_bool() {
+        let r = vm_runtime(&json!({"status": "running", "qmpstatus": "running", "uptime": 42, "ha": {"managed": 1, "state": "started"}})).expect("status");
+        assert!(r.ha_managed);
+        assert_eq!(r.uptime, 42);
+        let r = vm_runtime(&json!({"status": "stopped", "ha": {"managed": 0}, "lock": "clone"})).expect("status");
+        assert!(!r.ha_managed);
+        assert_eq!(r.lock.as_deref(), Some("clone"));
+    }
+
+    #[test]
+    fn task_starting_calls_must_answer_a_upid() {
+        assert!(upid_from(&json!("UPID:pve1:000A1B2C:0042F1E3:6745A0B1:qmstart:100:root@pam!cradle:")).is_ok());
+        assert!(upid_from(&Value::Null).is_err());
+        assert!(upid_from(&json!("started")).is_err());
+    }
+}

@@ -1,0 +1,346 @@
+//! Errors of the Proxmox VE API client and their mapping onto the WIT `error` cases.
+//!
+//! Contract: every failure of [`super::client::ProxmoxClient`] is a [`ProxmoxError`]
+//! whose message names what was asked (method, path with node/VMID, URL) and what
+//! to do about it, and whose [`ProxmoxError::kind`] is one of the WIT cases:
+//!
+//! | kind | when |
+//! |---|---|
+//! | not-found | HTTP 404, `Configuration file 'nodes/<n>/qemu-server/<vmid>.conf' does not exist`, `no such ha rule` |
+//! | conflict | `VM is locked (...)`, `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
+//! | invalid | HTTP 400 parameter errors (with the `errors` map), bad arguments, bad configuration |
+//! | transient | HTTP 5xx not matched above (incl. `can't lock file ... got timeout`, `got no worker upid`), 596, connect/reset/timeout |
+//! | denied | HTTP 401/403: Proxmox refused the API token (not a cradle grant denial) |
+//! | failed | TLS trust failures, undecodable answers, anything else |
+//!
+//! The classification is one ordered table ([`classify`]) matched on the texts PVE
+//! really sends (see `reference/proxmox-api.md`), so review happens in one place.
+//!
+//! Secrets: no variant holds the API token. Messages that come from the server are
+//! scrubbed of the token by the client before they are stored here.
+
+use std::collections::BTreeMap;
+
+use crate::caps::context::{CapError, ErrorKind};
+
+/// A failed Proxmox API call or client setup.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxmoxError {
+    /// The configured endpoint URL is unusable.
+    #[error(
+        "Proxmox endpoint {endpoint:?} is not usable: {reason}; configure the base URL, e.g. https://pve1.example.net:8006"
+    )]
+    Endpoint {
+        /// The endpoint as configured.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The API token does not have the `USER@REALM!TOKENID=SECRET` shape.
+    #[error(
+        "the Proxmox API token for {endpoint} is malformed: {reason}; it must look like USER@REALM!TOKENID=SECRET (the value is not shown)"
+    )]
+    Token {
+        /// The endpoint the token is for.
+        endpoint: String,
+        /// What is missing (never a part of the token).
+        reason: &'static str,
+    },
+    /// The TLS trust configuration cannot be built (unreadable CA file, bad fingerprint).
+    #[error("TLS setup for {endpoint} failed: {reason}")]
+    TlsSetup {
+        /// The endpoint being configured.
+        endpoint: String,
+        /// What is wrong and where.
+        reason: String,
+    },
+    /// The server's certificate is not the pinned one.
+    #[error(
+        "the TLS certificate of {endpoint} does not match the pinned fingerprint: the server presented SHA-256 {presented}, \
+         the configuration pins {expected}. If the node's certificate was renewed on purpose, read the new fingerprint on the node \
+         (`pvenode cert info`, or `openssl x509 -noout -fingerprint -sha256 -in /etc/pve/local/pve-ssl.pem`) and update the cluster's \
+         fingerprint in cradle.toml; otherwise treat the connection as intercepted"
+    )]
+    FingerprintMismatch {
+        /// The endpoint connected to.
+        endpoint: String,
+        /// The SHA-256 fingerprint of the certificate the server presented (`AA:BB:...`).
+        presented: String,
+        /// The configured fingerprint (`AA:BB:...`).
+        expected: String,
+    },
+    /// The server's certificate failed verification against the configured CA.
+    #[error(
+        "TLS verification of {endpoint} failed: {detail}; check the CA configured for this cluster and that the endpoint's host name is in the certificate"
+    )]
+    TlsRejected {
+        /// The endpoint connected to.
+        endpoint: String,
+        /// The verifier's reason.
+        detail: String,
+    },
+    /// No complete HTTP response arrived (connect refused, reset, timeout).
+    #[error(
+        "{method} {url} got no complete response: {detail}; the cluster may still have acted on the request, \
+         so re-discover (list-vms, list-tasks) before repeating anything that is not idempotent"
+    )]
+    Transport {
+        /// The HTTP method.
+        method: String,
+        /// The URL (it never holds the token).
+        url: String,
+        /// The transport's reason.
+        detail: String,
+        /// Whether the request timed out.
+        timed_out: bool,
+    },
+    /// The API answered with an error status.
+    #[error("{}", api_display(.method, .path, .status, .reason, .message, .errors, .kind))]
+    Api {
+        /// The HTTP method.
+        method: String,
+        /// The request path below `/api2/json`, e.g. `/nodes/pve1/qemu/100/config`.
+        path: String,
+        /// The HTTP status.
+        status: u16,
+        /// The reason phrase (the first line of the message, as PVE sends it).
+        reason: String,
+        /// The `message` of the body, trimmed.
+        message: String,
+        /// The per-parameter `errors` map of a 400.
+        errors: BTreeMap<String, String>,
+        /// The WIT case, from [`classify`].
+        kind: ErrorKind,
+    },
+    /// `GET /cluster/nextid?vmid=N` refused the hint.
+    #[error(
+        "VMID {vmid} is already in use in the cluster ({detail}); pick another VMID in the inventory or let cradle probe nextid"
+    )]
+    VmidTaken {
+        /// The VMID asked for.
+        vmid: u32,
+        /// What Proxmox said.
+        detail: String,
+    },
+    /// A 2xx answer that does not have the documented shape.
+    #[error("unexpected answer to {method} {path}: {detail}; is {endpoint} a Proxmox VE 9 API?")]
+    Decode {
+        /// The endpoint.
+        endpoint: String,
+        /// The HTTP method.
+        method: String,
+        /// The request path.
+        path: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A string that is not a UPID.
+    #[error("invalid UPID {upid:?}: {reason}; expected UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:")]
+    Upid {
+        /// The text given.
+        upid: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An argument the client refuses before sending anything.
+    #[error("invalid Proxmox request: {0}")]
+    InvalidArgument(String),
+}
+
+impl ProxmoxError {
+    /// The WIT error case this error maps onto.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ProxmoxError::Endpoint { .. }
+            | ProxmoxError::Token { .. }
+            | ProxmoxError::TlsSetup { .. }
+            | ProxmoxError::Upid { .. }
+            | ProxmoxError::InvalidArgument(_) => ErrorKind::Invalid,
+            ProxmoxError::FingerprintMismatch { .. }
+            | ProxmoxError::TlsRejected { .. }
+            | ProxmoxError::Decode { .. } => ErrorKind::Failed,
+            ProxmoxError::Transport { .. } => ErrorKind::Transient,
+            ProxmoxError::Api { kind, .. } => *kind,
+            ProxmoxError::VmidTaken { .. } => ErrorKind::Conflict,
+        }
+    }
+
+    /// Whether an idempotent call may be repeated after this error.
+    pub fn is_transient(&self) -> bool {
+        self.kind() == ErrorKind::Transient
+    }
+}
+
+impl From<ProxmoxError> for CapError {
+    fn from(e: ProxmoxError) -> CapError {
+        CapError::new(e.kind(), e.to_string())
+    }
+}
+
+/// How a message text maps onto a kind, checked in order before the status fallbacks.
+/// Substrings are taken verbatim from what PVE sends (reference/proxmox-api.md).
+const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
+    // PVE::API2::HA::Rules answers a missing rule with a 500 `no such ha rule '<id>'`.
+    ("no such ha rule", ErrorKind::NotFound),
+    ("VM is locked (", ErrorKind::Conflict),
+    ("already running", ErrorKind::Conflict),
+    ("config file already exists", ErrorKind::Conflict),
+    ("already defined", ErrorKind::Conflict),
+    ("already used in another node affinity rule", ErrorKind::Conflict),
+    // The resource must be made HA-managed first: a state problem, not a passing one.
+    ("cannot use unmanaged resource", ErrorKind::Conflict),
+    // 500s that no retry can fix: the arguments do not fit the VM.
+    ("can't migrate running VM without --online", ErrorKind::Invalid),
+    ("(VM uses local storage)", ErrorKind::Invalid),
+    ("ha groups have been migrated to rules", ErrorKind::Invalid),
+    ("No QEMU guest agent configured", ErrorKind::Failed),
+    // Node-local flock contention and daemon hiccups: they pass.
+    ("got timeout", ErrorKind::Transient),
+    ("got no worker upid", ErrorKind::Transient),
+];
+
+/// Classifies an API error answer onto a WIT error kind.
+///
+/// Order: 401/403 → denied; 404 or the missing-VM config message → not-found;
+/// [`MESSAGE_RULES`]; then 400 → invalid, 5xx/596 → transient, anything else → failed.
+pub fn classify(status: u16, message: &str) -> ErrorKind {
+    if status == 401 || status == 403 {
+        return ErrorKind::Denied;
+    }
+    if status == 404 || (message.contains("Configuration file '") && message.contains("does not exist")) {
+        return ErrorKind::NotFound;
+    }
+    if let Some((_, kind)) = MESSAGE_RULES.iter().find(|(needle, _)| message.contains(needle)) {
+        return *kind;
+    }
+    match status {
+        400 => ErrorKind::Invalid,
+        500..=599 => ErrorKind::Transient,
+        _ => ErrorKind::Failed,
+    }
+}
+
+fn api_display(
+    method: &str,
+    path: &str,
+    status: &u16,
+    reason: &str,
+    message: &str,
+    errors: &BTreeMap<String, String>,
+    kind: &ErrorKind,
+) -> String {
+    let (status, kind) = (*status, *kind);
+    let mut out = format!("Proxmox API {method} {path}: HTTP {status} {reason}");
+    if !message.is_empty() && message != reason {
+        out.push_str(": ");
+        out.push_str(message);
+    }
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        out.push_str(&format!(" [parameter errors: {}]", list.join("; ")));
+    }
+    let hint = match (kind, status) {
+        (ErrorKind::Denied, 401) => {
+            " — Proxmox rejected the API token: check the token id and secret configured for this cluster (and that the token has not expired)"
+        }
+        (ErrorKind::Denied, _) => {
+            " — Proxmox denied this API token the operation (this is Proxmox's permission check, not a cradle grant): check the token's privileges on this path, and privilege separation"
+        }
+        (ErrorKind::Conflict, _) if message.contains("VM is locked") => {
+            " — another task holds the VM; wait for it (list-tasks) before changing the VM"
+        }
+        (ErrorKind::Transient, _) => " — this may pass; only idempotent calls are retried automatically",
+        _ => "",
+    };
+    out.push_str(hint);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_vm_config_message_is_not_found_even_with_status_500() {
+        let msg = "Configuration file 'nodes/pve1/qemu-server/123.conf' does not exist";
+        assert_eq!(classify(500, msg), ErrorKind::NotFound);
+        assert_eq!(classify(404, "no such resource"), ErrorKind::NotFound);
+        assert_eq!(classify(500, "no such ha rule 'web'"), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn lock_and_duplicate_messages_are_conflicts() {
+        for msg in [
+            "VM is locked (clone)",
+            "VM is locked (migrate)",
+            "VM 100 already running",
+            "unable to create VM 100: config file already exists",
+            "resource ID 'vm:100' already defined",
+            "HA rule 'web' already defined",
+            "resource 'vm:100' is already used in another node affinity rule",
+            "cannot use unmanaged resource(s) 'vm:100'",
+        ] {
+            assert_eq!(classify(500, msg), ErrorKind::Conflict, "{msg}");
+        }
+    }
+
+    #[test]
+    fn lock_timeouts_worker_failures_and_596_are_transient() {
+        assert_eq!(
+            classify(500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"),
+            ErrorKind::Transient
+        );
+        assert_eq!(classify(500, "got no worker upid - start worker failed"), ErrorKind::Transient);
+        assert_eq!(classify(596, ""), ErrorKind::Transient);
+        assert_eq!(classify(503, "service unavailable"), ErrorKind::Transient);
+    }
+
+    #[test]
+    fn parameter_errors_are_invalid_and_token_refusals_are_denied() {
+        assert_eq!(classify(400, "Parameter verification failed."), ErrorKind::Invalid);
+        assert_eq!(classify(500, "can't migrate running VM without --online"), ErrorKind::Invalid);
+        assert_eq!(classify(500, "can't clone VM to node 'pve2' (VM uses local storage)"), ErrorKind::Invalid);
+        assert_eq!(classify(401, "invalid token value!"), ErrorKind::Denied);
+        assert_eq!(classify(403, "Permission check failed (/vms/100, VM.Allocate)"), ErrorKind::Denied);
+        assert_eq!(classify(302, "moved"), ErrorKind::Failed);
+    }
+
+    #[test]
+    fn api_error_message_names_path_status_parameters_and_what_to_do() {
+        let mut errors = BTreeMap::new();
+        errors.insert("vmid".to_string(), "VM 100 already exists".to_string());
+        let e = ProxmoxError::Api {
+            method: "GET".into(),
+            path: "/cluster/nextid".into(),
+            status: 400,
+            reason: "Parameter verification failed.".into(),
+            message: "Parameter verification failed.".into(),
+            errors,
+            kind: ErrorKind::Invalid,
+        };
+        let text = e.to_string();
+        assert!(text.contains("GET /cluster/nextid: HTTP 400 Parameter verification failed."), "{text}");
+        assert!(text.contains("vmid: VM 100 already exists"), "{text}");
+        assert!(!text.contains("failed.: Parameter"), "reason repeated: {text}");
+
+        let denied = ProxmoxError::Api {
+            method: "POST".into(),
+            path: "/nodes/pve1/qemu/9000/clone".into(),
+            status: 403,
+            reason: "Permission check failed".into(),
+            message: "Permission check failed (/vms/9000, VM.Clone)".into(),
+            errors: BTreeMap::new(),
+            kind: ErrorKind::Denied,
+        };
+        assert_eq!(denied.kind(), ErrorKind::Denied);
+        assert!(denied.to_string().contains("check the token's privileges"), "{denied}");
+    }
+
+    #[test]
+    fn errors_convert_to_cap_errors_of_the_same_kind() {
+        let e = ProxmoxError::VmidTaken { vmid: 100, detail: "VM 100 already exists".into() };
+        let cap: CapError = e.into();
+        assert_eq!(cap.kind, ErrorKind::Conflict);
+        assert!(cap.message.contains("VMID 100"));
+    }
+}

@@ -1,0 +1,273 @@
+//! The `proxmox` capability's WIT adapter: every call is described as a
+//! [`ProxmoxCall`] (node, VMID, storage, template, destructive), checked by the
+//! policy, journaled, and only then sent through the environment's client.
+//!
+//! Reading the cluster inventory (`list-vms`, `list-ha-resources`,
+//! `list-ha-rules`) is not scoped: discovery must see name and VMID collisions
+//! outside the grant. Everything that names a VM, a node or a storage is.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
+use super::errors::ProxmoxError;
+use super::tls::TlsVerify;
+use crate::caps::context::{CapCtx, CapError};
+use crate::caps::policy::{Call, ProxmoxCall};
+use crate::config::{ClusterConfig, ClusterKind, Config};
+use crate::plugin::bindings::cradle::host::proxmox::{
+    CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, TaskStatus, TaskSummary,
+    VmResource, VmRuntime,
+};
+use crate::plugin::bindings::cradle::host::types::{Entry, Error as WitError};
+
+/// Connect to cluster `name` as configured: resolve the token, choose how the
+/// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
+/// simulator provides when it starts.
+pub fn connect(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, String> {
+    if cluster.kind == ClusterKind::Sim {
+        return Ok(None);
+    }
+    let endpoint = cluster.endpoint.clone().ok_or_else(|| format!("clusters.{name}.endpoint is missing"))?;
+    let token = cluster
+        .token
+        .as_ref()
+        .ok_or_else(|| format!("clusters.{name}.token is missing"))?
+        .resolve()
+        .map_err(|e| format!("clusters.{name}.token: {e}"))?;
+    let verify = match (&cluster.fingerprint, &cluster.ca_file) {
+        (Some(fp), _) => TlsVerify::Fingerprint(fp.clone()),
+        (None, Some(ca)) => TlsVerify::CaFile(config.resolve(ca)),
+        (None, None) => TlsVerify::Insecure,
+    };
+    let settings = ClientSettings {
+        endpoint,
+        token: token.expose().to_string(),
+        verify,
+        timeout: Duration::from_secs(30),
+        retry: RetryPolicy::default(),
+    };
+    ProxmoxClient::new(settings).map(Some).map_err(|e| format!("clusters.{name}: {e}"))
+}
+
+impl CapCtx {
+    /// The environment's client, or a `failed` error saying there is none.
+    fn pve_client(&self) -> Result<Arc<ProxmoxClient>, CapError> {
+        self.services.proxmox.clone().ok_or_else(|| {
+            CapError::failed("proxmox: this environment has no cluster connection (check its [clusters] entry)")
+        })
+    }
+
+    /// Check, journal and run one Proxmox call.
+    fn pve<T, F, Fut>(&self, function: &str, call: ProxmoxCall<'_>, work: F) -> Result<T, WitError>
+    where
+        F: FnOnce(Arc<ProxmoxClient>) -> Fut,
+        Fut: Future<Output = Result<T, ProxmoxError>>,
+    {
+        self.guard(function, Call::Proxmox(call), || {
+            let client = self.pve_client()?;
+            self.block_on(work(client)).map_err(CapError::from)
+        })
+        .map_err(Into::into)
+    }
+
+    /// The name of template `vmid`, for the template grant (looked up in the inventory).
+    fn template_name(&self, vmid: u32) -> Option<String> {
+        let client = self.pve_client().ok()?;
+        let vms = self.block_on(async move { client.list_vms().await }).ok()?;
+        vms.into_iter().find(|v| v.vmid == vmid).and_then(|v| v.name)
+    }
+}
+
+fn vm_call(node: &str, vmid: u32) -> ProxmoxCall<'_> {
+    ProxmoxCall { node: Some(node), vmid: Some(vmid), ..Default::default() }
+}
+
+impl Host for CapCtx {
+    fn list_vms(&mut self) -> Result<Vec<VmResource>, WitError> {
+        self.pve("list-vms", ProxmoxCall::default(), |c| async move { c.list_vms().await })
+    }
+
+    fn next_id(&mut self, hint: Option<u32>) -> Result<u32, WitError> {
+        let call = ProxmoxCall { vmid: hint, ..Default::default() };
+        self.pve("next-id", call, |c| async move { c.next_id(hint).await })
+    }
+
+    fn clone_vm(&mut self, req: CloneRequest) -> Result<String, WitError> {
+        let req = &req;
+        let name = self.template_name(req.template_vmid);
+        let call = ProxmoxCall {
+            node: Some(&req.node),
+            target_node: req.target.as_deref(),
+            vmid: Some(req.newid),
+            storage: req.storage.as_deref(),
+            template: Some((req.template_vmid, name.as_deref())),
+            destructive: false,
+        };
+        self.pve("clone-vm", call, |c| async move { c.clone_vm(req).await })
+    }
+
+    fn get_config(&mut self, node: String, vmid: u32) -> Result<Vec<Entry>, WitError> {
+        let node = node.as_str();
+        self.pve("get-config", vm_call(node, vmid), |c| async move { c.get_config(node, vmid).await })
+    }
+
+    fn get_pending(&mut self, node: String, vmid: u32) -> Result<Vec<PendingEntry>, WitError> {
+        let node = node.as_str();
+        self.pve("get-pending", vm_call(node, vmid), |c| async move { c.get_pending(node, vmid).await })
+    }
+
+    fn set_config(
+        &mut self,
+        node: String,
+        vmid: u32,
+        set: Vec<Entry>,
+        delete: Vec<String>,
+        digest: Option<String>,
+    ) -> Result<(), WitError> {
+        let node = node.as_str();
+        // Disk keys name a storage (`scsi1: local-lvm:10`); those must be granted too.
+        let storage = set.iter().find_map(|e| disk_storage(&e.key, &e.value)).map(str::to_string);
+        let call = ProxmoxCall { storage: storage.as_deref(), ..vm_call(node, vmid) };
+        self.pve(
+            "set-config",
+            call,
+            |c| async move { c.set_config(node, vmid, &set, &delete, digest.as_deref()).await },
+        )
+    }
+
+    fn resize_disk(&mut self, node: String, vmid: u32, disk: String, size: String) -> Result<String, WitError> {
+        let node = node.as_str();
+        let disk = disk.as_str();
+        let size = size.as_str();
+        self.pve("resize-disk", vm_call(node, vmid), |c| async move { c.resize_disk(node, vmid, disk, size).await })
+    }
+
+    fn migrate(
+        &mut self,
+        node: String,
+        vmid: u32,
+        target: String,
+        online: bool,
+        with_local_disks: bool,
+    ) -> Result<String, WitError> {
+        let node = node.as_str();
+        let target = target.as_str();
+        let call = ProxmoxCall { target_node: Some(target), ..vm_call(node, vmid) };
+        self.pve("migrate", call, |c| async move { c.migrate(node, vmid, target, online, with_local_disks).await })
+    }
+
+    fn vm_status(&mut self, node: String, vmid: u32) -> Result<VmRuntime, WitError> {
+        let node = node.as_str();
+        self.pve("vm-status", vm_call(node, vmid), |c| async move { c.vm_status(node, vmid).await })
+    }
+
+    fn power(&mut self, node: String, vmid: u32, action: PowerAction) -> Result<String, WitError> {
+        let node = node.as_str();
+        let destructive = matches!(action, PowerAction::Stop | PowerAction::Reset);
+        let call = ProxmoxCall { destructive, ..vm_call(node, vmid) };
+        self.pve("power", call, |c| async move { c.power(node, vmid, action).await })
+    }
+
+    fn destroy(&mut self, node: String, vmid: u32, purge: bool) -> Result<String, WitError> {
+        let node = node.as_str();
+        let call = ProxmoxCall { destructive: true, ..vm_call(node, vmid) };
+        self.pve("destroy", call, |c| async move { c.destroy(node, vmid, purge).await })
+    }
+
+    fn wait_task(&mut self, node: String, upid: String, timeout_ms: u64) -> Result<TaskStatus, WitError> {
+        let node = node.as_str();
+        let upid = upid.as_str();
+        let call = ProxmoxCall { node: Some(node), ..Default::default() };
+        self.pve("wait-task", call, |c| async move { c.wait_task(node, upid, Duration::from_millis(timeout_ms)).await })
+    }
+
+    fn list_tasks(
+        &mut self,
+        node: String,
+        vmid: Option<u32>,
+        kind: Option<String>,
+    ) -> Result<Vec<TaskSummary>, WitError> {
+        let node = node.as_str();
+        let call = ProxmoxCall { node: Some(node), ..Default::default() };
+        self.pve("list-tasks", call, |c| async move { c.list_tasks(node, vmid, kind.as_deref()).await })
+    }
+
+    fn storage_info(&mut self, storage: String) -> Result<StorageDefinition, WitError> {
+        let storage = storage.as_str();
+        let call = ProxmoxCall { storage: Some(storage), ..Default::default() };
+        self.pve("storage-info", call, |c| async move { c.storage_info(storage).await })
+    }
+
+    fn list_ha_resources(&mut self) -> Result<Vec<HaResource>, WitError> {
+        self.pve("list-ha-resources", ProxmoxCall::default(), |c| async move { c.list_ha_resources().await })
+    }
+
+    fn add_ha_resource(&mut self, vmid: u32, state: Option<String>, comment: Option<String>) -> Result<(), WitError> {
+        let call = ProxmoxCall { vmid: Some(vmid), ..Default::default() };
+        self.pve("add-ha-resource", call, |c| async move {
+            c.add_ha_resource(vmid, state.as_deref(), comment.as_deref()).await
+        })
+    }
+
+    fn remove_ha_resource(&mut self, vmid: u32) -> Result<(), WitError> {
+        let call = ProxmoxCall { vmid: Some(vmid), destructive: true, ..Default::default() };
+        self.pve("remove-ha-resource", call, |c| async move { c.remove_ha_resource(vmid).await })
+    }
+
+    fn list_ha_rules(&mut self) -> Result<Vec<HaRule>, WitError> {
+        self.pve("list-ha-rules", ProxmoxCall::default(), |c| async move { c.list_ha_rules().await })
+    }
+
+    fn put_ha_rule(&mut self, rule: HaRule) -> Result<(), WitError> {
+        // Every VM and node a rule names must be inside the grant.
+        for sid in rule.resources.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let vmid = sid.strip_prefix("vm:").and_then(|v| v.parse::<u32>().ok());
+            let Some(vmid) = vmid else {
+                return Err(
+                    CapError::invalid(format!("HA rule `{}`: resource `{sid}` is not vm:<vmid>", rule.rule)).into()
+                );
+            };
+            let call = ProxmoxCall { vmid: Some(vmid), ..Default::default() };
+            self.guard("put-ha-rule", Call::Proxmox(call), || Ok(())).map_err(WitError::from)?;
+        }
+        for node in rule.nodes.iter().flat_map(|n| n.split(',')).map(|n| n.split(':').next().unwrap_or(n).trim()) {
+            let call = ProxmoxCall { node: Some(node), ..Default::default() };
+            self.guard("put-ha-rule", Call::Proxmox(call), || Ok(())).map_err(WitError::from)?;
+        }
+        self.pve("put-ha-rule", ProxmoxCall::default(), |c| async move { c.put_ha_rule(&rule).await })
+    }
+
+    fn agent_ping(&mut self, node: String, vmid: u32) -> Result<(), WitError> {
+        let node = node.as_str();
+        self.pve("agent-ping", vm_call(node, vmid), |c| async move { c.agent_ping(node, vmid).await })
+    }
+}
+
+/// The storage a disk key's value names (`scsi1` = `local-lvm:10,...` → `local-lvm`).
+fn disk_storage<'a>(key: &str, value: &'a str) -> Option<&'a str> {
+    let is_disk = ["scsi", "virtio", "sata", "ide", "efidisk", "tpmstate"]
+        .iter()
+        .any(|p| key.strip_prefix(p).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())));
+    if !is_disk {
+        return None;
+    }
+    let first = value.split(',').next()?;
+    let (storage, _) = first.split_once(':')?;
+    (!storage.is_empty() && storage != "none" && storage != "cdrom").then_some(storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disk_storage;
+
+    #[test]
+    fn disk_keys_name_their_storage() {
+        assert_eq!(disk_storage("scsi1", "local-lvm:10,ssd=1"), Some("local-lvm"));
+        assert_eq!(disk_storage("ide2", "local-lvm:cloudinit"), Some("local-lvm"));
+        assert_eq!(disk_storage("ide2", "none,media=cdrom"), None);
+        assert_eq!(disk_storage("net0", "virtio=AA:BB,bridge=vmbr0"), None);
+        assert_eq!(disk_storage("scsihw", "virtio-scsi-pci"), None);
+    }
+}

@@ -1,0 +1,119 @@
+//! The `cradle` command line: argument parsing, logging set-up, and one small
+//! module per command group. Errors reach the operator as one paragraph
+//! (`error: ...` with its causes), never as a panic or a backtrace.
+
+mod plugins;
+mod run;
+mod runs;
+mod values;
+mod workflows;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::project::Project;
+
+/// Provision Proxmox VE virtual machines through sandboxed WebAssembly backends
+/// and operator-editable Rhai workflows.
+#[derive(Debug, Parser)]
+#[command(name = "cradle", version, about, long_about = None)]
+pub struct Cli {
+    /// The project configuration.
+    #[arg(long, global = true, env = "CRADLE_CONFIG", default_value = "cradle.toml")]
+    pub config: PathBuf,
+    /// cradle's state directory (journals, locks, checkpoints, cache).
+    #[arg(long, global = true, env = "CRADLE_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// More log output (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect the configured backend plugins.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCmd),
+    /// Check the workflow scripts.
+    #[command(subcommand)]
+    Workflows(workflows::WorkflowsCmd),
+    /// Run a workflow function.
+    Run(run::RunArgs),
+    /// Read run journals.
+    #[command(subcommand)]
+    Runs(runs::RunsCmd),
+}
+
+/// Parse the command line and run it; the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", crate::secrets::redact(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Plugins(cmd) => plugins::run(&cli, cmd),
+        Command::Workflows(cmd) => workflows::run(&cli, cmd),
+        Command::Run(args) => run::run(&cli, args).await,
+        Command::Runs(cmd) => runs::run(&cli, cmd),
+    }
+}
+
+impl Cli {
+    /// Open the project named by `--config`.
+    fn project(&self) -> anyhow::Result<Project> {
+        Ok(Project::open(&self.config, self.state_dir.as_deref())?)
+    }
+}
+
+fn init_tracing(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn,cradle=info",
+        (false, 1) => "debug,wasmtime=info,cranelift=info",
+        (false, _) => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CRADLE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// Print `value` as pretty JSON on stdout.
+fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `cradle plugins list` and `cradle plugins inspect NAME`.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::{Cli, Output, print_json};
+use crate::caps::Capability;
+use crate::plugin::admission;
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsCmd {
+    /// Every configured plugin, its version and whether it loads.
+    List,
+    /// A plugin's imports, exports, and requested vs granted capabilities.
+    Inspect {
+        /// The plugin's name in cradle.toml.
+        name: String,
+    },
+}
+
+pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
+    let project = cli.project()?;
+    match cmd {
+        PluginsCmd::List => {
+            let mut rows = Vec::new();
+            let mut all_ok = true;
+            for name in project.config.plugins.keys() {
+                match project.load_plugin(name) {
+                    Ok(p) => rows.push(json!({
+                        "name": name, "version": p.manifest.version, "path": p.path.display().to_string(),
+                        "hash": p.hash, "status": "ok", "description": p.manifest.description,
+                    })),
+                    Err(e) => {
+                        all_ok = false;
+                        rows.push(json!({ "name": name, "status": "error", "error": e.to_string() }));
+                    }
+                }
+            }
+            match cli.output {
+                Output::Json => print_json(&json!({ "plugins": rows }))?,
+                Output::Text => {
+                    for r in &rows {
+                        match r["status"].as_str() {
+                            Some("ok") => println!(
+                                "{:<12} {:<8} {}  {}",
+                                r["name"].as_str().unwrap_or(""),
+                                r["version"].as_str().unwrap_or(""),
+                                &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
+                                r["description"].as_str().unwrap_or("")
+                            ),
+                            _ => println!(
+                                "{:<12} ERROR    {}",
+                                r["name"].as_str().unwrap_or(""),
+                                r["error"].as_str().unwrap_or("")
+                            ),
+                        }
+                    }
+                }
+            }
+            Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        PluginsCmd::Inspect { name } => {
+            let pc = project.config.plugins.get(name).ok_or_else(|| {
+                anyhow::anyhow!("no plugin `{name}` in [plugins] of {}", project.config_path.display())
+            })?;
+            let path = project.config.resolve(&pc.path);
+            let compiled = project.host.compile(name, &path)?;
+            let inspected = admission::inspect(project.host.engine(), &compiled.component, name)?;
+            let verdict =
+                admission::admit(project.host.engine(), &compiled.component, name, &compiled.manifest, &pc.grants);
+            let caps: Vec<_> = Capability::ALL
+                .iter()
+                .map(|c| {
+                    json!({
+                        "capability": c.name(),
+                        "requested": compiled.manifest.needs.contains(c),
+                        "imported": inspected.capabilities.contains(c),
+                        "granted": pc.grants.allows(*c),
+                    })
+                })
+                .filter(|v| v["requested"] == true || v["imported"] == true || v["granted"] == true)
+                .collect();
+            let limits = pc.limits.resolve();
+            let doc = json!({
+                "name": name,
+                "manifest": { "name": compiled.manifest.name, "version": compiled.manifest.version, "description": compiled.manifest.description },
+                "path": path.display().to_string(),
+                "hash": compiled.hash,
+                "cache": format!("{:?}", compiled.cache),
+                "imports": inspected.imports,
+                "exports": inspected.exports.iter().map(|e| e.describe()).collect::<Vec<_>>(),
+                "capabilities": caps,
+                "limits": { "memory_limit_mib": limits.memory_bytes / (1024 * 1024), "timeout_ms": limits.timeout.as_millis() as u64 },
+                "admitted": verdict.is_ok(),
+                "refusal": verdict.as_ref().err().map(|e| e.to_string()),
+            });
+            match cli.output {
+                Output::Json => print_json(&doc)?,
+                Output::Text => print_inspect(&doc),
+            }
+            Ok(if verdict.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}
+
+fn print_inspect(doc: &serde_json::Value) {
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    println!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]));
+    println!("            {}", s(&doc["manifest"]["description"]));
+    println!("file        {}", s(&doc["path"]));
+    println!("sha256      {}", s(&doc["hash"]));
+    println!(
+        "limits      {} MiB memory, {} ms without a host call",
+        doc["limits"]["memory_limit_mib"], doc["limits"]["timeout_ms"]
+    );
+    println!("imports");
+    for i in doc["imports"].as_array().into_iter().flatten() {
+        println!("  {}", s(i));
+    }
+    println!("exports");
+    for e in doc["exports"].as_array().into_iter().flatten() {
+        println!("  {}", s(e));
+    }
+    println!("capabilities   requested  imported  granted");
+    for c in doc["capabilities"].as_array().into_iter().flatten() {
+        let yn = |v: &serde_json::Value| if v == true { "yes" } else { "-" };
+        println!(
+            "  {:<12} {:<10} {:<9} {}",
+            s(&c["capability"]),
+            yn(&c["requested"]),
+            yn(&c["imported"]),
+            yn(&c["granted"])
+        );
+    }
+    match doc["refusal"].as_str() {
+        None => println!("admitted    yes"),
+        Some(r) => println!("admitted    NO: {r}"),
+    }
+}

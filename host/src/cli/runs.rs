@@ -1,0 +1,49 @@
+//! `cradle runs list` and `cradle runs show ID`.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use super::{Cli, Output};
+use crate::journal;
+use crate::state::StateDir;
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCmd {
+    /// Recent runs, newest first.
+    List,
+    /// One run's steps, capability calls and denials.
+    Show {
+        /// The run id, or a unique prefix of it.
+        id: String,
+    },
+}
+
+pub fn run(cli: &Cli, cmd: &RunsCmd) -> anyhow::Result<ExitCode> {
+    // Reading journals needs no plugins: do not compile anything.
+    let explicit = match &cli.state_dir {
+        Some(p) => Some(p.clone()),
+        None => match crate::config::Config::load(&cli.config) {
+            Ok(c) => c.state_dir.as_ref().map(|p| c.resolve(p)),
+            Err(_) => None,
+        },
+    };
+    let state = StateDir::resolve(explicit.as_deref())?;
+    match cmd {
+        RunsCmd::List => {
+            let runs = journal::list_runs(&state)?;
+            match cli.output {
+                Output::Json => println!("{}", journal::render_list_json(&runs)?),
+                Output::Text => print!("{}", journal::render_list_text(&runs)),
+            }
+        }
+        RunsCmd::Show { id } => {
+            let run = journal::read_run(&state, id)?;
+            match cli.output {
+                Output::Json => println!("{}", journal::render_run_json(&run)?),
+                Output::Text => print!("{}", journal::render_run_text(&run)),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

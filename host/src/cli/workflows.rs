@@ -1,0 +1,61 @@
+//! `cradle workflows check`: compile every script and shared module.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::{Cli, Output, print_json};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowsCmd {
+    /// Compile every workflow; exit 1 naming file:line:column on the first error.
+    Check,
+}
+
+pub fn run(cli: &Cli, cmd: &WorkflowsCmd) -> anyhow::Result<ExitCode> {
+    let WorkflowsCmd::Check = cmd;
+    let project = cli.project()?;
+    // Backends that load register their methods; one that does not is reported
+    // but does not stop the scripts from being checked.
+    let mut plugins = std::collections::BTreeMap::new();
+    let mut plugin_errors = Vec::new();
+    for name in project.config.plugins.keys() {
+        match project.load_plugin(name) {
+            Ok(p) => {
+                plugins.insert(name.clone(), std::sync::Arc::new(p));
+            }
+            Err(e) => plugin_errors.push(e.to_string()),
+        }
+    }
+    let result = project.compile_workflows(&plugins);
+    let ok = result.is_ok() && plugin_errors.is_empty();
+    match cli.output {
+        Output::Json => {
+            let doc = match &result {
+                Ok(set) => json!({
+                    "ok": ok,
+                    "scripts": set.scripts().iter().map(|s| json!({"name": s.name, "file": s.file, "hash": s.hash})).collect::<Vec<_>>(),
+                    "modules": set.modules().iter().map(|s| json!({"name": s.name, "file": s.file, "hash": s.hash})).collect::<Vec<_>>(),
+                    "plugin_errors": plugin_errors,
+                }),
+                Err(e) => json!({ "ok": false, "error": e.to_string(), "plugin_errors": plugin_errors }),
+            };
+            print_json(&doc)?;
+        }
+        Output::Text => {
+            for e in &plugin_errors {
+                eprintln!("warning: {e}");
+            }
+            match &result {
+                Ok(set) => {
+                    for s in set.scripts().iter().chain(set.modules()) {
+                        println!("ok  {}", s.file);
+                    }
+                }
+                Err(e) => eprintln!("error: {e}"),
+            }
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

@@ -1,0 +1,421 @@
+//! `cradle.toml`: clusters, environments, plugins with their grants and limits,
+//! named HTTP endpoints and workflow settings.
+//!
+//! Contract: [`Config::load`] either returns a fully validated configuration or a
+//! [`ConfigError`] whose message names the file, the field and what to change.
+//! Unknown keys are errors (a typo in a grant must not silently widen or narrow
+//! it). Secrets are never inline: they are [`SecretRef`]s resolved later, by the
+//! capability that needs them. Relative paths are resolved against the directory
+//! that holds `cradle.toml`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::caps::grants::Grants;
+use crate::plugin::limits::LimitsConfig;
+use crate::secrets::SecretRef;
+
+/// The file name cradle looks for in the project directory.
+pub const CONFIG_FILE: &str = "cradle.toml";
+
+/// A validated `cradle.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where cradle keeps journals, locks, checkpoints and the component cache.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// The environment used when `--env` is not given.
+    #[serde(default)]
+    pub default_environment: Option<String>,
+    /// Workflow settings.
+    #[serde(default)]
+    pub workflow: WorkflowConfig,
+    /// Proxmox clusters by name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, ClusterConfig>,
+    /// Environments by name: which cluster and which backend.
+    #[serde(default)]
+    pub environments: BTreeMap<String, EnvironmentConfig>,
+    /// Backend plugins by name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginConfig>,
+    /// Named HTTP endpoints the `http` capability may reach.
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, EndpointConfig>,
+    /// The directory that held `cradle.toml` (set by [`Config::load`]).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// `[workflow]`: where scripts live, their grants and limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowConfig {
+    /// The workflow directory (default `workflows`).
+    #[serde(default = "default_workflow_dir")]
+    pub dir: PathBuf,
+    /// Operations a single script call may perform before it is stopped.
+    #[serde(default = "default_max_operations")]
+    pub max_operations: u64,
+    /// Maximum nesting of function calls.
+    #[serde(default = "default_max_call_depth")]
+    pub max_call_depth: usize,
+    /// Maximum size of one string, in bytes.
+    #[serde(default = "default_max_string_size")]
+    pub max_string_size: usize,
+    /// Maximum number of elements of one array or map.
+    #[serde(default = "default_max_array_size")]
+    pub max_array_size: usize,
+    /// What the workflow scripts themselves may do through host modules.
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+fn default_workflow_dir() -> PathBuf {
+    PathBuf::from("workflows")
+}
+fn default_max_operations() -> u64 {
+    50_000_000
+}
+fn default_max_call_depth() -> usize {
+    64
+}
+fn default_max_string_size() -> usize {
+    1 << 20
+}
+fn default_max_array_size() -> usize {
+    100_000
+}
+
+impl Default for WorkflowConfig {
+    fn default() -> Self {
+        WorkflowConfig {
+            dir: default_workflow_dir(),
+            max_operations: default_max_operations(),
+            max_call_depth: default_max_call_depth(),
+            max_string_size: default_max_string_size(),
+            max_array_size: default_max_array_size(),
+            grants: Grants::default(),
+        }
+    }
+}
+
+/// `[clusters.NAME]`: how to reach one Proxmox VE cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// `proxmox` (a real cluster) or `sim` (the built-in simulator).
+    #[serde(default)]
+    pub kind: ClusterKind,
+    /// The API base URL, e.g. `https://pve1.lab:8006` (required for `proxmox`).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The API token `USER@REALM!TOKENID=SECRET`, by reference.
+    #[serde(default)]
+    pub token: Option<SecretRef>,
+    /// The SHA-256 fingerprint of the node's certificate (`AA:BB:...`).
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    /// A CA certificate file (PEM) to verify the node's certificate with.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Skip TLS verification entirely (logged as a warning on every run).
+    #[serde(default)]
+    pub insecure_skip_verify: bool,
+}
+
+/// What kind of cluster a `[clusters.NAME]` is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterKind {
+    /// A real Proxmox VE cluster.
+    #[default]
+    Proxmox,
+    /// The simulated cluster built into cradle.
+    Sim,
+}
+
+/// `[environments.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentConfig {
+    /// The cluster name (a key of `[clusters]`).
+    pub cluster: String,
+    /// The backend plugin name (a key of `[plugins]`).
+    pub backend: String,
+}
+
+/// `[plugins.NAME]`: one backend plugin, its grants and limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// The component file (`.wasm`).
+    pub path: PathBuf,
+    /// What the operator grants this plugin. Nothing granted means nothing allowed.
+    #[serde(default)]
+    pub grants: Grants,
+    /// Resource limits for each instance.
+    #[serde(default, flatten)]
+    pub limits: LimitsConfig,
+}
+
+/// `[endpoints.NAME]`: a named HTTP endpoint; the host attaches its credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// The base URL; requests append their path to it.
+    pub url: String,
+    /// The credential, by reference.
+    #[serde(default)]
+    pub token: Option<SecretRef>,
+    /// How the credential is sent.
+    #[serde(default)]
+    pub auth: EndpointAuth,
+}
+
+/// How an endpoint's credential is attached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointAuth {
+    /// `Authorization: Bearer <token>`.
+    #[default]
+    Bearer,
+    /// `Authorization: Token <token>` (NetBox).
+    Token,
+    /// `X-API-KEY: <token>` (UniFi).
+    ApiKey,
+}
+
+/// Why `cradle.toml` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source} (create it, or pass --config PATH)")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or a field has the wrong type or name.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's message, which names the line, column and field.
+        message: String,
+    },
+    /// The values are individually fine but do not fit together.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to change.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Read and validate `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        Config::parse(&text, path, &base)
+    }
+
+    /// Parse `text` as if read from `path`, resolving relative paths against `base`.
+    pub fn parse(text: &str, path: &Path, base: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            // toml quotes the offending line; an inline secret must not be echoed.
+            message: crate::secrets::redact(e.to_string().trim_end()).into_owned(),
+        })?;
+        config.base_dir = base.to_path_buf();
+        config.validate().map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
+        Ok(config)
+    }
+
+    /// Resolve a path from the config against the config's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+    }
+
+    /// The environment named `name`, or the default one.
+    pub fn environment(&self, name: Option<&str>) -> Result<(&str, &EnvironmentConfig), String> {
+        let name = match name.or(self.default_environment.as_deref()) {
+            Some(n) => n,
+            None if self.environments.len() == 1 => {
+                self.environments.keys().next().map(String::as_str).unwrap_or_default()
+            }
+            None => {
+                return Err(format!(
+                    "no environment chosen: pass --env NAME or set default_environment (known: {})",
+                    join_keys(&self.environments)
+                ));
+            }
+        };
+        self.environments.get_key_value(name).map(|(k, v)| (k.as_str(), v)).ok_or_else(|| {
+            format!("environment `{name}` is not defined in [environments] (known: {})", join_keys(&self.environments))
+        })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if let Some(env) = &self.default_environment
+            && !self.environments.contains_key(env) {
+                return Err(format!(
+                    "default_environment = \"{env}\" is not defined in [environments] (known: {})",
+                    join_keys(&self.environments)
+                ));
+            }
+        for (name, env) in &self.environments {
+            if !self.clusters.contains_key(&env.cluster) {
+                return Err(format!(
+                    "environments.{name}.cluster = \"{}\" is not defined in [clusters] (known: {})",
+                    env.cluster,
+                    join_keys(&self.clusters)
+                ));
+            }
+            if !self.plugins.contains_key(&env.backend) {
+                return Err(format!(
+                    "environments.{name}.backend = \"{}\" is not defined in [plugins] (known: {})",
+                    env.backend,
+                    join_keys(&self.plugins)
+                ));
+            }
+        }
+        for (name, cluster) in &self.clusters {
+            cluster.validate().map_err(|m| format!("clusters.{name}: {m}"))?;
+        }
+        for (name, plugin) in &self.plugins {
+            plugin.grants.validate().map_err(|m| format!("plugins.{name}.grants: {m}"))?;
+            plugin.limits.validate().map_err(|m| format!("plugins.{name}: {m}"))?;
+            if let Some(http) = &plugin.grants.http {
+                for alias in &http.endpoints {
+                    if !self.endpoints.contains_key(alias) {
+                        return Err(format!(
+                            "plugins.{name}.grants.http.endpoints names `{alias}`, which is not defined in [endpoints] (known: {})",
+                            join_keys(&self.endpoints)
+                        ));
+                    }
+                }
+            }
+        }
+        self.workflow.grants.validate().map_err(|m| format!("workflow.grants: {m}"))?;
+        if self.workflow.max_operations == 0 {
+            return Err("workflow.max_operations must be at least 1".into());
+        }
+        for (name, ep) in &self.endpoints {
+            if !(ep.url.starts_with("https://") || ep.url.starts_with("http://")) {
+                return Err(format!("endpoints.{name}.url = \"{}\" must start with https:// or http://", ep.url));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ClusterConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.kind == ClusterKind::Proxmox {
+            let Some(endpoint) = &self.endpoint else {
+                return Err("endpoint is required, e.g. endpoint = \"https://pve1.lab:8006\"".into());
+            };
+            if !endpoint.starts_with("https://") {
+                return Err(format!(
+                    "endpoint = \"{endpoint}\" must be an https:// URL (the Proxmox API listens on HTTPS, port 8006)"
+                ));
+            }
+            if self.token.is_none() {
+                return Err("token is required, e.g. token = { env = \"PVE_TOKEN\" }".into());
+            }
+            let verifiers = [self.fingerprint.is_some(), self.ca_file.is_some(), self.insecure_skip_verify];
+            match verifiers.iter().filter(|v| **v).count() {
+                0 => {
+                    return Err("set fingerprint = \"AA:BB:..\" (SHA-256 of the node certificate) or ca_file = \"path.pem\" so the API's certificate can be verified".into());
+                }
+                1 => {}
+                _ => return Err("set only one of fingerprint, ca_file and insecure_skip_verify".into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn join_keys<V>(map: &BTreeMap<String, V>) -> String {
+    if map.is_empty() { "none".to_string() } else { map.keys().cloned().collect::<Vec<_>>().join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("cradle.toml"), Path::new("/proj"))
+    }
+
+    const GOOD: &str = r#"
+default_environment = "test"
+[clusters.lab]
+kind = "sim"
+[environments.test]
+cluster = "lab"
+backend = "sample"
+[plugins.sample]
+path = "plugins/sample.wasm"
+memory_limit_mib = 32
+[plugins.sample.grants.lock]
+prefixes = ["*"]
+[plugins.sample.grants.proxmox]
+nodes = ["pve1"]
+vmids = "100-199"
+"#;
+
+    #[test]
+    fn a_valid_config_loads_with_paths_relative_to_its_directory() {
+        let c = parse(GOOD).expect("valid");
+        let p = &c.plugins["sample"];
+        assert_eq!(c.resolve(&p.path), PathBuf::from("/proj/plugins/sample.wasm"));
+        assert_eq!(p.limits.memory_limit_mib, Some(32));
+        assert_eq!(c.environment(None).expect("env").0, "test");
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_it() {
+        let text = GOOD.replace("prefixes = [\"*\"]", "prefixes = [\"*\"]\n[plugins.sample.grants.proxmux]");
+        let err = parse(&text).expect_err("typo").to_string();
+        assert!(err.contains("proxmux"), "{err}");
+        assert!(err.starts_with("cradle.toml"), "{err}");
+    }
+
+    #[test]
+    fn an_environment_naming_a_missing_plugin_is_refused() {
+        let err = parse(&GOOD.replace("backend = \"sample\"", "backend = \"direct\"")).expect_err("bad");
+        assert!(err.to_string().contains("environments.test.backend = \"direct\""), "{err}");
+    }
+
+    #[test]
+    fn a_real_cluster_needs_certificate_verification() {
+        let text = GOOD.replace("kind = \"sim\"", "endpoint = \"https://pve1:8006\"\ntoken = { env = \"PVE_TOKEN\" }");
+        let err = parse(&text).expect_err("no verify").to_string();
+        assert!(err.contains("fingerprint"), "{err}");
+    }
+
+    #[test]
+    fn an_inline_token_is_refused() {
+        let text = GOOD.replace(
+            "kind = \"sim\"",
+            "endpoint = \"https://pve1:8006\"\ntoken = \"root@pam!x=CANARY-SECRET\"\nfingerprint = \"AA\"",
+        );
+        let err = parse(&text).expect_err("inline").to_string();
+        assert!(!err.contains("CANARY-SECRET"), "secret leaked into the error: {err}");
+    }
+
+    #[test]
+    fn a_malformed_vmid_range_names_the_field() {
+        let err = parse(&GOOD.replace("\"100-199\"", "\"199-100\"")).expect_err("bad range");
+        assert!(err.to_string().contains("vmids"), "{err}");
+    }
+}

@@ -1,0 +1,206 @@
+//! Reading journals back: the run list and one run's record.
+//!
+//! A journal without `run_finished` belongs to a run that crashed or is still
+//! running: its status is `interrupted`, and `in_progress` says whether the
+//! recorded process is still alive on this host. Only the last line may be torn
+//! (a crash mid-write); it is skipped and reported. A bad line elsewhere is
+//! [`JournalError::Corrupt`] naming `file:line`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::{CallOutcome, Event, JournalError, RunStatus, Timestamp};
+use crate::caps::lock::{Liveness, process_liveness};
+use crate::state::StateDir;
+
+/// A torn final line, skipped when reading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TornLine {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// How many bytes it had.
+    pub bytes: usize,
+}
+
+/// One row of `cradle runs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    /// The run id.
+    pub id: String,
+    /// The workflow, from `run_started`.
+    pub workflow: Option<String>,
+    /// When the run started.
+    pub started: Option<Timestamp>,
+    /// When it finished; none if `run_finished` was never written.
+    pub finished: Option<Timestamp>,
+    /// Its status; `interrupted` when it never finished.
+    pub status: RunStatus,
+    /// Unfinished and its process is still alive on this host.
+    pub in_progress: bool,
+    /// Steps started.
+    pub steps: usize,
+    /// Steps that finished with an error.
+    pub failed_steps: usize,
+    /// Capability calls denied by a grant.
+    pub denials: usize,
+    /// The last line was torn by a crash.
+    pub torn: bool,
+    /// Set (in [`list_runs`] only) when the journal could not be read; the
+    /// other fields are then empty.
+    pub problem: Option<String>,
+}
+
+impl RunSummary {
+    /// The status word shown to operators: `running`, `interrupted`,
+    /// `succeeded`, `failed` or `unreadable`.
+    pub fn status_word(&self) -> String {
+        if self.problem.is_some() {
+            "unreadable".into()
+        } else if self.finished.is_none() && self.in_progress {
+            "running".into()
+        } else {
+            self.status.to_string()
+        }
+    }
+}
+
+/// One run's full record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunRecord {
+    /// The summary.
+    pub summary: RunSummary,
+    /// The journal file.
+    pub path: PathBuf,
+    /// Every event, in order.
+    pub events: Vec<Event>,
+    /// The torn last line, if any.
+    pub torn_line: Option<TornLine>,
+}
+
+/// Every run in the state directory, newest first. A journal that cannot be read
+/// is listed with [`RunSummary::problem`] set rather than hiding the others.
+pub fn list_runs(state: &StateDir) -> Result<Vec<RunSummary>, JournalError> {
+    let dir = state.runs()?;
+    let mut runs: Vec<RunSummary> = run_ids(&dir)?
+        .into_iter()
+        .map(|id| {
+            let path = dir.join(format!("{id}.jsonl"));
+            match parse_file(&id, &path) {
+                Ok(record) => record.summary,
+                Err(e) => RunSummary { problem: Some(e.to_string()), ..empty_summary(id) },
+            }
+        })
+        .collect();
+    // Ids start with the UTC start second, so a reverse sort is newest first.
+    runs.sort_by(|a, b| b.id.cmp(&a.id));
+    Ok(runs)
+}
+
+/// The run whose id is `id_or_prefix` exactly, or the only one starting with it.
+pub fn read_run(state: &StateDir, id_or_prefix: &str) -> Result<RunRecord, JournalError> {
+    let dir = state.runs()?;
+    let ids = run_ids(&dir)?;
+    let id = if ids.iter().any(|i| i == id_or_prefix) {
+        id_or_prefix.to_string()
+    } else {
+        let mut matches: Vec<String> =
+            ids.into_iter().filter(|i| !id_or_prefix.is_empty() && i.starts_with(id_or_prefix)).collect();
+        matches.sort();
+        match matches.len() {
+            0 => {
+                return Err(JournalError::NotFound { prefix: id_or_prefix.to_string() });
+            }
+            1 => matches.remove(0),
+            _ => {
+                return Err(JournalError::Ambiguous { prefix: id_or_prefix.to_string(), candidates: matches });
+            }
+        }
+    };
+    let path = dir.join(format!("{id}.jsonl"));
+    parse_file(&id, &path)
+}
+
+fn run_ids(dir: &Path) -> Result<Vec<String>, JournalError> {
+    let read_err = |source| JournalError::Read { path: dir.to_path_buf(), source };
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_err)? {
+        let name = entry.map_err(read_err)?.file_name();
+        if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) {
+            // Hidden files are not journals (e.g. an editor's swap file).
+            if !id.is_empty() && !id.starts_with('.') {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    Ok(ids)
+}
+
+fn empty_summary(id: String) -> RunSummary {
+    RunSummary {
+        id,
+        workflow: None,
+        started: None,
+        finished: None,
+        status: RunStatus::Interrupted,
+        in_progress: false,
+        steps: 0,
+        failed_steps: 0,
+        denials: 0,
+        torn: false,
+        problem: None,
+    }
+}
+
+fn parse_file(id: &str, path: &Path) -> Result<RunRecord, JournalError> {
+    let bytes = std::fs::read(path).map_err(|source| JournalError::Read { path: path.to_path_buf(), source })?;
+    let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    // A complete file ends with '\n', which leaves one empty segment at the end.
+    if segments.last().is_some_and(|s| s.is_empty()) {
+        segments.pop();
+    }
+    let mut events = Vec::with_capacity(segments.len());
+    let mut torn_line = None;
+    let last = segments.len();
+    for (i, segment) in segments.into_iter().enumerate() {
+        match serde_json::from_slice::<Event>(segment) {
+            Ok(event) => events.push(event),
+            Err(_) if i + 1 == last => {
+                torn_line = Some(TornLine { line: i + 1, bytes: segment.len() });
+            }
+            Err(e) => {
+                return Err(JournalError::Corrupt { path: path.to_path_buf(), line: i + 1, detail: e.to_string() });
+            }
+        }
+    }
+    let summary = summarize(id, &events, torn_line.is_some());
+    Ok(RunRecord { summary, path: path.to_path_buf(), events, torn_line })
+}
+
+fn summarize(id: &str, events: &[Event], torn: bool) -> RunSummary {
+    let mut s = empty_summary(id.to_string());
+    s.torn = torn;
+    let mut process = None;
+    for event in events {
+        match event {
+            Event::RunStarted { workflow, at, host, pid, .. } => {
+                s.workflow = Some(workflow.clone());
+                s.started = Some(*at);
+                process = Some((host.clone(), *pid));
+            }
+            Event::StepStarted { .. } => s.steps += 1,
+            Event::StepFinished { error: Some(_), .. } => s.failed_steps += 1,
+            Event::CapabilityCall { outcome: CallOutcome::Denied { .. }, .. } => s.denials += 1,
+            Event::RunFinished { status, at, .. } => {
+                s.status = *status;
+                s.finished = Some(*at);
+            }
+            _ => {}
+        }
+    }
+    if s.finished.is_none() {
+        s.in_progress =
+            process.is_some_and(|(host, pid)| matches!(process_liveness(&host, pid, None), Liveness::Alive));
+    }
+    s
+}

@@ -1,0 +1,227 @@
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use super::*;
+
+fn state() -> (tempfile::TempDir, StateDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = StateDir::resolve(Some(&tmp.path().join("state"))).unwrap();
+    (tmp, s)
+}
+
+fn start(state: &StateDir) -> JournalWriter {
+    JournalWriter::start(
+        state,
+        RunStart {
+            workflow: "provision.rhai".into(),
+            workflow_hash: "ab".repeat(32),
+            plugins: vec![PluginVersion { name: "direct".into(), version: "0.1.0".into(), hash: "cd".repeat(32) }],
+            argv: vec!["cradle".into(), "provision".into()],
+        },
+    )
+    .unwrap()
+}
+
+/// Writes a journal file by hand (a run of another host, so never "running").
+fn write_raw(state: &StateDir, id: &str, lines: &[&str], final_newline: bool) {
+    let mut text = lines.join("\n");
+    if final_newline {
+        text.push('\n');
+    }
+    fs::write(state.runs().unwrap().join(format!("{id}.jsonl")), text).unwrap();
+}
+
+fn started_line(id: &str) -> String {
+    format!(
+        r#"{{"event":"run_started","run_id":"{id}","workflow":"w","workflow_hash":"h","plugins":[],"host":"elsewhere.invalid","pid":1,"argv":[],"at":"2026-11-30T08:00:00Z"}}"#
+    )
+}
+
+const STEP: &str = r#"{"event":"step_started","vm":"test-0","step":"discover","at":"2026-11-30T08:00:01Z"}"#;
+
+#[test]
+fn run_ids_are_timestamp_plus_hex_suffix_and_unique() {
+    let id = new_run_id();
+    let (stamp, suffix) = id.split_once('-').unwrap();
+    assert_eq!(stamp.len(), 16, "{id}");
+    assert!(stamp.starts_with("20") && stamp.ends_with('Z') && &stamp[8..9] == "T");
+    assert!(suffix.len() == 4 && suffix.chars().all(|c| c.is_ascii_hexdigit()));
+    let (_t, s) = state();
+    let ids: std::collections::HashSet<String> = (0..20).map(|_| start(&s).run_id().to_string()).collect();
+    assert_eq!(ids.len(), 20);
+}
+
+#[test]
+fn written_events_read_back_in_order_from_an_owner_only_file() {
+    let (_t, s) = state();
+    let w = start(&s);
+    w.step_started(Some("test-0"), "discover").unwrap();
+    w.capability_call(
+        Some("test-0"),
+        "direct",
+        "proxmox",
+        "clone",
+        CallOutcome::Denied { scope: "proxmox: vmid 5000 is outside 100..199".into() },
+        Duration::from_micros(40),
+    )
+    .unwrap();
+    w.step_finished(Some("test-0"), "discover", Duration::from_millis(1500), Some("boom")).unwrap();
+    w.run_finished(RunStatus::Failed, Some("boom")).unwrap();
+    let mode = fs::metadata(w.path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = fs::read_to_string(w.path()).unwrap();
+    assert!(text.lines().nth(1).unwrap().starts_with(r#"{"event":"step_started""#));
+
+    let run = read_run(&s, w.run_id()).unwrap();
+    assert_eq!(run.events.len(), 5);
+    assert!(matches!(&run.events[0], Event::RunStarted { pid, .. } if *pid == std::process::id()));
+    let sum = &run.summary;
+    assert_eq!((sum.steps, sum.failed_steps, sum.denials), (1, 1, 1));
+    assert_eq!(sum.status, RunStatus::Failed);
+    assert!(sum.finished.is_some() && run.torn_line.is_none());
+
+    let text = render_run_text(&run);
+    assert!(text.contains("!! DENIED proxmox.clone by direct: proxmox: vmid 5000"), "{text}");
+    assert!(text.contains("FAIL  discover (1.5 s): boom"), "{text}");
+    assert!(text.contains("status    failed: boom"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&render_run_json(&run).unwrap()).unwrap();
+    assert_eq!(json["summary"]["status"], "failed");
+}
+
+#[test]
+fn registered_secrets_never_reach_the_journal_in_any_field() {
+    let canary = "CANARY-journal-8812-secret";
+    crate::secrets::register(canary);
+    let (_t, s) = state();
+    let w = JournalWriter::start(
+        &s,
+        RunStart {
+            workflow: "w".into(),
+            workflow_hash: "h".into(),
+            plugins: vec![],
+            argv: vec![format!("--token={canary}")],
+        },
+    )
+    .unwrap();
+    w.log(
+        Some("test-0"),
+        LogLevel::Warn,
+        &format!("token is {canary}"),
+        vec![("auth".into(), format!("PVEAPIToken={canary}")), (canary.into(), "k".into())],
+    )
+    .unwrap();
+    let failed = CallOutcome::Failed { kind: "failed".into(), message: format!("401 for {canary}") };
+    w.capability_call(None, "workflow", "http", "get", failed, Duration::ZERO).unwrap();
+    w.step_finished(None, "s", Duration::ZERO, Some(canary)).unwrap();
+    w.run_finished(RunStatus::Failed, Some(&format!("x{canary}x"))).unwrap();
+    let text = fs::read_to_string(w.path()).unwrap();
+    assert!(!text.contains(canary), "{text}");
+    assert_eq!(text.matches("[redacted]").count(), 7, "{text}");
+}
+
+#[test]
+fn threads_sharing_a_writer_produce_whole_lines() {
+    let (_t, s) = state();
+    let w = start(&s);
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let msg = format!("thread {t} line {i} {}", "x".repeat(500));
+                    w.log(None, LogLevel::Info, &msg, vec![]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let run = read_run(&s, w.run_id()).unwrap();
+    assert_eq!(run.events.len(), 201);
+    assert!(run.torn_line.is_none());
+}
+
+#[test]
+fn torn_last_line_is_tolerated_and_reported() {
+    let (_t, s) = state();
+    let id = "20261130T080000Z-0001";
+    write_raw(&s, id, &[&started_line(id), STEP, r#"{"event":"step_fin"#], false);
+    let run = read_run(&s, id).unwrap();
+    assert_eq!(run.events.len(), 2);
+    assert_eq!(run.torn_line, Some(TornLine { line: 3, bytes: 18 }));
+    assert!(run.summary.torn);
+    let text = render_run_text(&run);
+    assert!(text.contains("status    interrupted: the journal has no run_finished"), "{text}");
+    assert!(render_run_text(&run).contains("line 3 (18 bytes) was torn"));
+}
+
+#[test]
+fn corrupt_middle_line_is_an_error_naming_file_and_line() {
+    let (_t, s) = state();
+    let id = "20261130T080000Z-0002";
+    write_raw(&s, id, &[&started_line(id), "{garbage", STEP], true);
+    let err = read_run(&s, id).unwrap_err().to_string();
+    assert!(err.contains(&format!("{id}.jsonl:2:")), "{err}");
+    // The run list still shows the other runs and flags this one.
+    let list = list_runs(&s).unwrap();
+    assert_eq!(list[0].status_word(), "unreadable");
+}
+
+#[test]
+fn unfinished_run_of_a_gone_process_is_interrupted_and_list_is_newest_first() {
+    let (_t, s) = state();
+    let old = "20261129T080000Z-aaaa";
+    let new = "20261130T080000Z-bbbb";
+    write_raw(&s, old, &[&started_line(old)], true);
+    let finished = r#"{"event":"run_finished","status":"succeeded","at":"2026-11-30T08:01:00Z","error":null}"#;
+    write_raw(&s, new, &[&started_line(new), STEP, finished], true);
+    let list = list_runs(&s).unwrap();
+    let ids: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, [new, old]);
+    assert_eq!(list[0].status_word(), "succeeded");
+    assert_eq!(list[1].status_word(), "interrupted");
+    assert!(list[1].finished.is_none());
+    let table = render_list_text(&list);
+    assert!(table.lines().nth(1).unwrap().starts_with(new), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&render_list_json(&list).unwrap()).unwrap();
+    assert_eq!(json[1]["status"], "interrupted");
+}
+
+#[test]
+fn unfinished_run_of_this_live_process_is_running() {
+    let (_t, s) = state();
+    let w = start(&s);
+    let list = list_runs(&s).unwrap();
+    assert_eq!(list[0].status_word(), "running");
+    w.run_finished(RunStatus::Succeeded, None).unwrap();
+    assert_eq!(list_runs(&s).unwrap()[0].status_word(), "succeeded");
+}
+
+#[test]
+fn prefixes_select_one_run_or_explain_why_not() {
+    let (_t, s) = state();
+    for id in ["20261130T080000Z-aaaa", "20261130T080000Z-aabb", "20261130T090000Z-cccc"] {
+        write_raw(&s, id, &[&started_line(id)], true);
+    }
+    assert_eq!(read_run(&s, "20261130T09").unwrap().summary.id, "20261130T090000Z-cccc");
+    let err = read_run(&s, "20261130T080000Z-aa").unwrap_err().to_string();
+    assert!(err.contains("-aaaa") && err.contains("-aabb"), "{err}");
+    let err = read_run(&s, "1999").unwrap_err();
+    assert!(matches!(err, JournalError::NotFound { .. }), "{err}");
+    assert!(matches!(read_run(&s, ""), Err(JournalError::NotFound { .. })));
+}
+
+#[test]
+fn a_journal_appended_after_a_crash_keeps_whole_lines() {
+    // Simulates the writer's own guarantee: one write per line, newline last.
+    let (_t, s) = state();
+    let w = start(&s);
+    let mut f = fs::OpenOptions::new().append(true).open(w.path()).unwrap();
+    f.write_all(br#"{"event":"log","vm":nu"#).unwrap();
+    let run = read_run(&s, w.run_id()).unwrap();
+    assert_eq!(run.events.len(), 1);
+    assert_eq!(run.torn_line.as_ref().map(|t| t.line), Some(2));
+}

@@ -1,0 +1,20 @@
+//! cradle: provision Proxmox VE virtual machines through sandboxed WebAssembly
+//! backends sequenced by operator-editable Rhai workflows.
+//!
+//! The binary (`src/main.rs`) is a thin shell over [`cli`]. Each concern lives in
+//! one module: [`config`] (cradle.toml), [`plugin`] (engine, cache, grants,
+//! limits), [`caps`] (one module per host capability), [`workflow`] (Rhai),
+//! [`journal`] (run records), [`reload`] (hot reload), [`state`] (owner-only files),
+//! [`secrets`] (secret references).
+
+pub mod caps;
+pub mod cli;
+pub mod config;
+pub mod journal;
+pub mod plugin;
+pub mod project;
+pub mod reload;
+pub mod run;
+pub mod secrets;
+pub mod state;
+pub mod workflow;

@@ -1,0 +1,320 @@
+//! The plugin host: one wasmtime engine, one linker with every capability, the
+//! component cache, and loaded plugins ready to instantiate.
+//!
+//! Loading a plugin ([`PluginHost::load`]) reads its manifest, compiles it (or
+//! loads the verified cached compilation), admits it against the manifest, the
+//! WIT version and the operator's grants, and pre-instantiates it. Each call
+//! ([`LoadedPlugin::invoke`]) gets a fresh store bound to the caller's
+//! capability context, with the plugin's memory limit and epoch deadline. A trap
+//! (panic, timeout, memory limit, malformed value) fails that call only, with
+//! the plugin's stderr attached; the host and other calls are unaffected.
+
+pub mod admission;
+pub mod backend;
+pub mod bindings;
+pub mod cache;
+pub mod limits;
+pub mod manifest;
+pub mod store;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
+use wasmtime::{Config, Engine};
+
+use self::admission::{AdmissionError, Admitted};
+use self::cache::{CacheOutcome, ComponentCache};
+use self::limits::{EPOCH_TICK, Limits};
+use self::manifest::{Manifest, ManifestError};
+use self::store::{Caps, GuestClock, StoreState, new_store};
+use crate::caps::context::CapCtx;
+use crate::caps::grants::Grants;
+
+/// Why a plugin could not be loaded or called.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error(
+        "plugin `{name}`: cannot read {path}: {source} (build the plugins as the README says, or fix plugins.{name}.path in cradle.toml)"
+    )]
+    Read {
+        /// The plugin.
+        name: String,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not a component, or no/bad manifest.
+    #[error("plugin `{name}`: {source}")]
+    Manifest {
+        /// The plugin.
+        name: String,
+        /// What is wrong.
+        source: ManifestError,
+    },
+    /// wasmtime could not compile it.
+    #[error("plugin `{name}` ({path}): cannot be compiled: {message}")]
+    Compile {
+        /// The plugin.
+        name: String,
+        /// The file.
+        path: PathBuf,
+        /// wasmtime's message.
+        message: String,
+    },
+    /// Refused by admission.
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
+    /// Its imports could not be satisfied by the linker.
+    #[error("plugin `{name}`: cannot be linked: {message}")]
+    Link {
+        /// The plugin.
+        name: String,
+        /// wasmtime's message.
+        message: String,
+    },
+    /// No such export.
+    #[error("plugin `{name}` has no function `{func}` (it exports: {available})")]
+    NoExport {
+        /// The plugin.
+        name: String,
+        /// The function asked for.
+        func: String,
+        /// What it exports.
+        available: String,
+    },
+    /// The call trapped: a panic, a limit, or a malformed value.
+    #[error("plugin `{name}`, function `{func}`: {message}{}", stderr_suffix(.stderr))]
+    Trap {
+        /// The plugin.
+        name: String,
+        /// The function.
+        func: String,
+        /// The trap.
+        message: String,
+        /// The tail of what the plugin wrote to stderr.
+        stderr: String,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() { String::new() } else { format!(" (plugin stderr: {stderr})") }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] so deadlines fire.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> EpochTicker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = engine.weak();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("cradle-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .ok();
+        EpochTicker { stop, thread }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The engine, linker and cache shared by every plugin of a process.
+pub struct PluginHost {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    cache: ComponentCache,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost").field("cache", &self.cache).finish_non_exhaustive()
+    }
+}
+
+/// A component compiled and inspected, before grants are applied.
+#[derive(Debug)]
+pub struct Compiled {
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// SHA-256 of the file, hex.
+    pub hash: String,
+    /// The compiled component.
+    pub component: Component,
+    /// Whether it came from the cache.
+    pub cache: CacheOutcome,
+}
+
+impl PluginHost {
+    /// An engine with epoch interruption, a linker with WASI and every cradle
+    /// capability, and a component cache in `cache_dir`.
+    pub fn new(cache_dir: &Path) -> wasmtime::Result<PluginHost> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::<StoreState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        bindings::Backend::add_to_linker::<StoreState, Caps>(&mut linker, |s| &mut s.caps)?;
+        let ticker = EpochTicker::start(&engine);
+        Ok(PluginHost { engine, linker, cache: ComponentCache::new(cache_dir), _ticker: ticker })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Read, check and compile (or load from cache) the component at `path`.
+    pub fn compile(&self, name: &str, path: &Path) -> Result<Compiled, PluginError> {
+        let bytes =
+            std::fs::read(path).map_err(|source| PluginError::Read { name: name.into(), path: path.into(), source })?;
+        let manifest =
+            Manifest::read(&bytes, path).map_err(|source| PluginError::Manifest { name: name.into(), source })?;
+        let hash = hex::encode(Sha256::digest(&bytes));
+        let (component, cache) = self
+            .cache
+            .load_or_compile(&self.engine, &bytes)
+            .map_err(|e| PluginError::Compile { name: name.into(), path: path.into(), message: format!("{e:#}") })?;
+        Ok(Compiled { manifest, hash, component, cache })
+    }
+
+    /// Compile, admit under `grants` and pre-instantiate the plugin `name`.
+    pub fn load(&self, name: &str, path: &Path, grants: Grants, limits: Limits) -> Result<LoadedPlugin, PluginError> {
+        let compiled = self.compile(name, path)?;
+        let admitted = admission::admit(&self.engine, &compiled.component, name, &compiled.manifest, &grants)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| PluginError::Link { name: name.into(), message: format!("{e:#}") })?;
+        let lifecycle = admission::lifecycle_export();
+        let iface = compiled.component.get_export_index(None, &lifecycle);
+        let mut funcs = HashMap::new();
+        for sig in &admitted.exports {
+            if let Some(idx) = compiled.component.get_export_index(iface.as_ref(), &sig.name) {
+                funcs.insert(sig.name.clone(), idx);
+            }
+        }
+        Ok(LoadedPlugin {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            manifest: compiled.manifest,
+            hash: compiled.hash,
+            cache: compiled.cache,
+            admitted,
+            grants: Arc::new(grants),
+            limits,
+            engine: self.engine.clone(),
+            pre,
+            funcs,
+        })
+    }
+}
+
+/// A plugin ready to be called.
+pub struct LoadedPlugin {
+    /// The name it has in cradle.toml.
+    pub name: String,
+    /// The component file.
+    pub path: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// SHA-256 of the component file, hex (recorded in journals).
+    pub hash: String,
+    /// Whether its compilation came from the cache.
+    pub cache: CacheOutcome,
+    /// Its imports and exports.
+    pub admitted: Admitted,
+    /// What the operator granted it.
+    pub grants: Arc<Grants>,
+    /// Its limits.
+    pub limits: Limits,
+    engine: Engine,
+    pre: InstancePre<StoreState>,
+    funcs: HashMap<String, ComponentExportIndex>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin").field("name", &self.name).field("hash", &self.hash).finish_non_exhaustive()
+    }
+}
+
+impl LoadedPlugin {
+    /// Instantiate a fresh instance bound to `caps` and call `func` (kebab-case
+    /// name of a lifecycle export) with `args`; the single result, if any.
+    pub fn invoke(&self, caps: CapCtx, func: &str, args: &[Val]) -> Result<Option<Val>, PluginError> {
+        let idx = self.funcs.get(func).ok_or_else(|| PluginError::NoExport {
+            name: self.name.clone(),
+            func: func.to_string(),
+            available: self.admitted.exports.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
+        })?;
+        let clock = GuestClock::start();
+        let caps = CapCtx { clock: Some(clock.clone()), caller: self.name.clone(), ..caps };
+        let mut store = new_store(&self.engine, &self.name, caps, self.limits, clock);
+        let trap = |store: &wasmtime::Store<StoreState>, e: wasmtime::Error| PluginError::Trap {
+            name: self.name.clone(),
+            func: func.to_string(),
+            message: e.root_cause().to_string(),
+            stderr: tail(&store.data().stderr(), 1024),
+        };
+        let instance = match self.pre.instantiate(&mut store) {
+            Ok(i) => i,
+            Err(e) => return Err(trap(&store, e)),
+        };
+        let Some(f) = instance.get_func(&mut store, idx) else {
+            return Err(PluginError::NoExport {
+                name: self.name.clone(),
+                func: func.to_string(),
+                available: String::new(),
+            });
+        };
+        let n = self.admitted.exports.iter().find(|e| e.name == func).map_or(0, |e| usize::from(e.result.is_some()));
+        let mut results = vec![Val::Bool(false); n];
+        if let Err(e) = f.call(&mut store, args, &mut results) {
+            return Err(trap(&store, e));
+        }
+        let out = store.data().stdout();
+        if !out.is_empty() {
+            tracing::debug!(plugin = %self.name, func, stdout = %tail(&out, 4096), "plugin wrote to stdout");
+        }
+        Ok(results.into_iter().next())
+    }
+}
+
+/// The last `max` bytes of `s`, on a char boundary.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("…{}", &s[start..])
+}

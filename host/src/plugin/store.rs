@@ -1,0 +1,127 @@
+//! The per-instance store: WASI context (no environment, no preopens, no
+//! network, captured stdio), the memory limiter, the capability context and the
+//! epoch-deadline bookkeeping.
+//!
+//! A fresh store is built for every backend call, so nothing a plugin does in
+//! one call (memory, globals, WASI state) leaks into the next.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{HasData, ResourceTable};
+use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::limits::{EPOCH_TICK, Limits, MemoryLimiter};
+use crate::caps::context::CapCtx;
+
+/// How much of a plugin's stdout/stderr is kept (for error messages and debug logs).
+const STDIO_CAPTURE: usize = 64 * 1024;
+
+/// When guest code last (re)gained control: the call's start or the return of
+/// its latest host call. The deadline counts from here.
+#[derive(Debug)]
+pub struct GuestClock {
+    base: Instant,
+    last_nanos: AtomicU64,
+}
+
+impl GuestClock {
+    /// A clock starting now.
+    pub fn start() -> Arc<GuestClock> {
+        Arc::new(GuestClock { base: Instant::now(), last_nanos: AtomicU64::new(0) })
+    }
+    /// Guest code regains control now.
+    pub fn touch(&self) {
+        let n = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_nanos.store(n, Ordering::Relaxed);
+    }
+    /// Time since guest code last regained control.
+    pub fn since(&self) -> Duration {
+        let now = self.base.elapsed();
+        now.saturating_sub(Duration::from_nanos(self.last_nanos.load(Ordering::Relaxed)))
+    }
+}
+
+/// The data of one plugin store.
+pub struct StoreState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryLimiter,
+    /// The capability context the plugin's imports run in.
+    pub caps: CapCtx,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Projects a store onto its capability context for `bindgen!`'s linker glue.
+pub struct Caps;
+
+impl HasData for Caps {
+    type Data<'a> = &'a mut CapCtx;
+}
+
+impl StoreState {
+    /// What the plugin wrote to stderr (lossy UTF-8, capped), e.g. a panic message.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents()).trim_end().to_string()
+    }
+    /// What the plugin wrote to stdout (lossy UTF-8, capped).
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.contents()).trim_end().to_string()
+    }
+}
+
+/// Build a store for one call of `plugin` with `caps`, under `limits`.
+pub fn new_store(
+    engine: &Engine,
+    plugin: &str,
+    caps: CapCtx,
+    limits: Limits,
+    clock: Arc<GuestClock>,
+) -> Store<StoreState> {
+    let stdout = MemoryOutputPipe::new(STDIO_CAPTURE);
+    let stderr = MemoryOutputPipe::new(STDIO_CAPTURE);
+    // No inherited environment, arguments or directories; no sockets at all.
+    let wasi = WasiCtxBuilder::new()
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build();
+    let state = StoreState {
+        wasi,
+        table: ResourceTable::new(),
+        limiter: MemoryLimiter { max_bytes: limits.memory_bytes },
+        caps,
+        stdout,
+        stderr,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    clock.touch();
+    let timeout = limits.timeout;
+    let plugin = plugin.to_string();
+    store.set_epoch_deadline(limits.ticks());
+    store.epoch_deadline_callback(move |_ctx| {
+        let since = clock.since();
+        if since >= timeout {
+            return Err(wasmtime::Error::msg(format!(
+                "timeout: plugin `{plugin}` ran for more than {} ms without returning to the host (raise timeout_ms in [plugins.{plugin}] if this is legitimate)",
+                timeout.as_millis()
+            )));
+        }
+        let left = (timeout - since).as_millis() / EPOCH_TICK.as_millis();
+        Ok(UpdateDeadline::Continue(u64::try_from(left).unwrap_or(1).max(1)))
+    });
+    store
+}

@@ -1,0 +1,314 @@
+//! A project: `cradle.toml`, its state directory, the plugin host, and the
+//! swappable [`Loaded`] unit (plugins + compiled workflows) that runs use.
+//!
+//! [`Project::run`] is the one way a workflow runs: it opens the journal,
+//! builds the run's capability context, calls the script function on the
+//! calling (blocking) thread, then — whatever happened — releases the locks
+//! the run still holds and records how the run ended.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rhai::Dynamic;
+
+use crate::caps::checkpoint::CheckpointStore;
+use crate::caps::context::{RunHandle, Services};
+use crate::caps::http::Endpoints;
+use crate::caps::lock::{FsLockStore, LockStore};
+use crate::caps::policy::{RunScope, ScopedVm};
+use crate::config::{Config, ConfigError};
+use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
+use crate::plugin::backend::PluginBackend;
+use crate::plugin::{LoadedPlugin, PluginError, PluginHost};
+use crate::run::RunData;
+use crate::state::{StateDir, StateError};
+use crate::workflow::{
+    Backend, BackendHandle, EngineOptions, RunContext, RunObserver, WorkflowError, WorkflowLimits, WorkflowSet,
+};
+
+/// Why a project could not be opened, loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// cradle.toml.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The state directory.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A plugin.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The workflows.
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+    /// The journal.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The engine could not be created.
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
+    /// Anything else about the environment.
+    #[error("{0}")]
+    Environment(String),
+}
+
+/// Plugins and workflows loaded together; swapped as one by hot reload, so a
+/// run always sees a consistent pair.
+pub struct Loaded {
+    /// The compiled workflows.
+    pub workflows: Arc<WorkflowSet>,
+    /// Loaded plugins by their cradle.toml name.
+    pub plugins: BTreeMap<String, Arc<LoadedPlugin>>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded")
+            .field("workflows", &self.workflows.hash())
+            .field("plugins", &self.plugins.keys())
+            .finish()
+    }
+}
+
+impl Loaded {
+    /// Plugin versions for the journal.
+    pub fn plugin_versions(&self) -> Vec<PluginVersion> {
+        self.plugins
+            .values()
+            .map(|p| PluginVersion { name: p.name.clone(), version: p.manifest.version.clone(), hash: p.hash.clone() })
+            .collect()
+    }
+}
+
+/// An opened project.
+#[derive(Debug)]
+pub struct Project {
+    /// The configuration.
+    pub config: Config,
+    /// Where it was read from.
+    pub config_path: PathBuf,
+    /// The state directory.
+    pub state: StateDir,
+    /// The plugin host.
+    pub host: PluginHost,
+}
+
+/// One workflow call to make.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// Environment name (default: the config's).
+    pub env: Option<String>,
+    /// Script name (`hello` for workflows/hello.rhai).
+    pub script: String,
+    /// Function to call.
+    pub func: String,
+    /// Arguments.
+    pub args: Vec<Dynamic>,
+    /// The command line, for the journal (already free of secrets).
+    pub argv: Vec<String>,
+    /// The VMs the run is about.
+    pub vms: Vec<ScopedVm>,
+}
+
+/// How a run went.
+#[derive(Debug)]
+pub struct RunReport {
+    /// The run id.
+    pub run_id: String,
+    /// The journal file.
+    pub journal: PathBuf,
+    /// The function's value, or the error.
+    pub result: Result<Dynamic, WorkflowError>,
+    /// Locks that could not be released at the end (should be empty).
+    pub unreleased_locks: Vec<String>,
+}
+
+impl Project {
+    /// Read `config_path` and open the state directory (`state_dir` overrides the config's).
+    pub fn open(config_path: &Path, state_dir: Option<&Path>) -> Result<Project, ProjectError> {
+        let config = Config::load(config_path)?;
+        let explicit =
+            state_dir.map(Path::to_path_buf).or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
+        let state = StateDir::resolve(explicit.as_deref())?;
+        let host =
+            PluginHost::new(&state.cache()?.join("components")).map_err(|e| ProjectError::Engine(format!("{e:#}")))?;
+        Ok(Project { config, config_path: config_path.to_path_buf(), state, host })
+    }
+
+    /// The workflow directory.
+    pub fn workflow_dir(&self) -> PathBuf {
+        self.config.resolve(&self.config.workflow.dir)
+    }
+
+    /// The `.wasm` files of every configured plugin.
+    pub fn plugin_paths(&self) -> Vec<PathBuf> {
+        self.config.plugins.values().map(|p| self.config.resolve(&p.path)).collect()
+    }
+
+    /// Load one configured plugin.
+    pub fn load_plugin(&self, name: &str) -> Result<LoadedPlugin, ProjectError> {
+        let pc = self.config.plugins.get(name).ok_or_else(|| {
+            ProjectError::Environment(format!(
+                "no plugin `{name}` in [plugins] of {} (known: {})",
+                self.config_path.display(),
+                self.config.plugins.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        Ok(self.host.load(name, &self.config.resolve(&pc.path), pc.grants.clone(), pc.limits.resolve())?)
+    }
+
+    /// Load every plugin and compile the workflows against them.
+    pub fn load(&self) -> Result<Loaded, ProjectError> {
+        let mut plugins = BTreeMap::new();
+        for name in self.config.plugins.keys() {
+            plugins.insert(name.clone(), Arc::new(self.load_plugin(name)?));
+        }
+        let workflows = self.compile_workflows(&plugins)?;
+        Ok(Loaded { workflows: Arc::new(workflows), plugins })
+    }
+
+    /// Compile the workflows with `plugins` as the known backends.
+    pub fn compile_workflows(
+        &self,
+        plugins: &BTreeMap<String, Arc<LoadedPlugin>>,
+    ) -> Result<WorkflowSet, ProjectError> {
+        let w = &self.config.workflow;
+        let limits = WorkflowLimits {
+            max_operations: w.max_operations,
+            max_call_depth: w.max_call_depth,
+            max_string_size: w.max_string_size,
+            max_array_size: w.max_array_size,
+            max_map_size: w.max_array_size,
+            ..WorkflowLimits::default()
+        };
+        let backends: Vec<Arc<dyn Backend>> =
+            plugins.values().map(|p| Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>).collect();
+        let opts = EngineOptions { limits, host_modules: crate::caps::script::modules(), backends };
+        Ok(WorkflowSet::load(&self.workflow_dir(), &opts)?)
+    }
+
+    /// The services of environment `env` (its cluster connection is made here).
+    pub fn services(&self, env: &str) -> Result<Services, ProjectError> {
+        let (_, environment) = self.config.environment(Some(env)).map_err(ProjectError::Environment)?;
+        let cluster = &self.config.clusters[&environment.cluster];
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| {
+            ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
+        })?;
+        let proxmox = crate::caps::proxmox::connect(&environment.cluster, cluster, &self.config)
+            .map_err(ProjectError::Environment)?
+            .map(Arc::new);
+        let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
+        Ok(Services {
+            locks,
+            checkpoints: CheckpointStore::new(self.state.checkpoints()?),
+            proxmox,
+            http: Endpoints::new(&self.config.endpoints),
+            rt,
+        })
+    }
+
+    /// Run `req` against `loaded`, on the calling thread (which must be a
+    /// blocking thread of a tokio runtime: host calls `block_on` it).
+    pub fn run(&self, loaded: &Loaded, req: RunRequest) -> Result<RunReport, ProjectError> {
+        let (env_name, env) = self.config.environment(req.env.as_deref()).map_err(ProjectError::Environment)?;
+        let env_name = env_name.to_string();
+        let services = Arc::new(self.services(&env_name)?);
+        let script_hash = loaded
+            .workflows
+            .scripts()
+            .into_iter()
+            .find(|s| s.name == req.script)
+            .map(|s| s.hash)
+            .unwrap_or_else(|| loaded.workflows.hash().to_string());
+        let journal = JournalWriter::start(
+            &self.state,
+            RunStart {
+                workflow: req.script.clone(),
+                workflow_hash: script_hash,
+                plugins: loaded.plugin_versions(),
+                argv: req.argv.clone(),
+            },
+        )?;
+        let run = Arc::new(RunHandle::new(journal.run_id().to_string(), Some(journal.clone())));
+        let backend = loaded
+            .plugins
+            .get(&env.backend)
+            .map(|p| BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>));
+        let data = RunData {
+            run: run.clone(),
+            services: services.clone(),
+            workflow_grants: Arc::new(self.config.workflow.grants.clone()),
+            scope: Arc::new(RunScope { vms: req.vms.clone(), nodes: Vec::new() }),
+            backend,
+            environment: env_name,
+        };
+        let observer = Arc::new(JournalObserver { journal: journal.clone(), open: Mutex::new(Vec::new()) });
+        let ctx = RunContext::new(observer, Arc::new(data));
+        let result = loaded.workflows.call(&req.script, &req.func, req.args, ctx);
+        // Every path: free what the run still holds, then record the end.
+        let unreleased_locks = run.release_all(services.locks.as_ref());
+        let (status, error) = match &result {
+            Ok(_) => (RunStatus::Succeeded, None),
+            Err(e) => (RunStatus::Failed, Some(e.to_string())),
+        };
+        if let Err(e) = journal.run_finished(status, error.as_deref()) {
+            tracing::error!(error = %e, "could not record the end of the run");
+        }
+        Ok(RunReport {
+            run_id: journal.run_id().to_string(),
+            journal: journal.path().to_path_buf(),
+            result,
+            unreleased_locks,
+        })
+    }
+}
+
+/// Writes a run's steps and script output to its journal.
+struct JournalObserver {
+    journal: JournalWriter,
+    open: Mutex<Vec<(Option<String>, String, Instant)>>,
+}
+
+impl RunObserver for JournalObserver {
+    fn step_started(&self, vm: Option<&str>, step: &str) {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).push((
+            vm.map(str::to_string),
+            step.to_string(),
+            Instant::now(),
+        ));
+        if let Err(e) = self.journal.step_started(vm, step) {
+            tracing::error!(error = %e, "could not journal a step start");
+        }
+        tracing::info!(vm = vm.unwrap_or("-"), step, "step started");
+    }
+
+    fn step_finished(&self, vm: Option<&str>, step: &str, error: Option<&str>) {
+        let started = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            let pos = open.iter().rposition(|(v, s, _)| v.as_deref() == vm && s == step);
+            pos.map(|i| open.remove(i).2)
+        };
+        let elapsed = started.map(|s| s.elapsed()).unwrap_or_default();
+        if let Err(e) = self.journal.step_finished(vm, step, elapsed, error) {
+            tracing::error!(error = %e, "could not journal a step end");
+        }
+        match error {
+            None => tracing::info!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done"),
+            Some(err) => tracing::warn!(vm = vm.unwrap_or("-"), step, error = err, "step failed"),
+        }
+    }
+
+    fn log(&self, level: tracing::Level, message: &str) {
+        let lvl = if level == tracing::Level::DEBUG { LogLevel::Debug } else { LogLevel::Info };
+        if let Err(e) = self.journal.log(None, lvl, message, Vec::new()) {
+            tracing::error!(error = %e, "could not journal script output");
+        }
+        if level == tracing::Level::DEBUG {
+            tracing::debug!(target: "cradle::script", "{message}");
+        } else {
+            tracing::info!(target: "cradle::script", "{message}");
+        }
+    }
+}

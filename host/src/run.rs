@@ -1,0 +1,51 @@
+//! One run's host-side data, carried through the workflow engine's
+//! [`crate::workflow::RunContext`] to host modules and backend calls.
+
+use std::sync::Arc;
+
+use crate::caps::context::{CapCtx, RunHandle, Services};
+use crate::caps::grants::Grants;
+use crate::caps::policy::RunScope;
+use crate::workflow::BackendHandle;
+
+/// What every capability call of a run needs.
+#[derive(Clone)]
+pub struct RunData {
+    /// The run (id, journal, held locks).
+    pub run: Arc<RunHandle>,
+    /// The environment's services.
+    pub services: Arc<Services>,
+    /// The workflow's own grants (`[workflow.grants]`).
+    pub workflow_grants: Arc<Grants>,
+    /// The run's VMs and the cluster's nodes.
+    pub scope: Arc<RunScope>,
+    /// The environment's backend, as scripts see it (`cradle::backend()`).
+    pub backend: Option<BackendHandle>,
+    /// The environment's name.
+    pub environment: String,
+}
+
+impl RunData {
+    /// The capability context for calls made by the workflow script itself.
+    pub fn workflow_caps(&self, vm: Option<String>) -> CapCtx {
+        CapCtx {
+            caller: "workflow".into(),
+            origin: "workflow.grants".into(),
+            grants: self.workflow_grants.clone(),
+            scope: self.scope.clone(),
+            vm,
+            run: self.run.clone(),
+            services: self.services.clone(),
+            clock: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RunData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunData")
+            .field("run", &self.run.run_id)
+            .field("environment", &self.environment)
+            .finish_non_exhaustive()
+    }
+}

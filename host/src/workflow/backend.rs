@@ -1,0 +1,217 @@
+//! The seam between workflows and backend plugins.
+//!
+//! The plugin runtime implements [`Backend`] for each loaded plugin; scripts get a
+//! [`BackendHandle`] and call the plugin's exports as methods, snake_case:
+//! `backend.check_ownership(vm, found)` calls `check-ownership`. Arguments are
+//! converted with [`to_val`] against the export's parameter types (errors name the
+//! parameter and field path). A `result<T, E>` return becomes `T` on `ok` and a
+//! thrown error on `err`: cradle's `error` variant (and any variant whose payload is
+//! a string) is thrown as `#{kind: "conflict", message: "..."}` so scripts can
+//! `try { } catch (e) { if e.kind == "conflict" { ... } }`; other error payloads
+//! are thrown as their converted value. A failure of the call itself (a trap, a
+//! timeout) is thrown as `#{kind: "failed", message: ...}`.
+//!
+//! Methods are registered when the engine is built, for every export name of every
+//! backend in `EngineOptions::backends`, at every arity up to a few more than the
+//! export declares, so a wrong argument count gets an error naming the export's
+//! parameters instead of Rhai's "function not found".
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
+use wasmtime::component::types::ComponentFunc;
+use wasmtime::component::{Type, Val};
+
+use super::bridge::{from_val_typed, snake, to_val, type_name};
+use super::context::{RunContext, run_context};
+
+/// One export of a backend: its WIT name and types.
+#[derive(Debug, Clone)]
+pub struct ExportSig {
+    /// The WIT (kebab-case) name, e.g. `check-ownership`.
+    pub name: String,
+    /// Parameter names and types, in order.
+    pub params: Vec<(String, Type)>,
+    /// The result type; `None` for a function without a result.
+    pub result: Option<Type>,
+}
+
+impl ExportSig {
+    /// The signature of a component function type named `name`.
+    pub fn from_func(name: &str, func: &ComponentFunc) -> Self {
+        Self {
+            name: name.to_string(),
+            params: func.params().map(|(n, t)| (n.to_string(), t)).collect(),
+            result: func.results().next(),
+        }
+    }
+
+    /// `check-ownership(vm: record {...}, found: option<...>)`, for error messages.
+    pub fn describe(&self) -> String {
+        let params: Vec<String> = self.params.iter().map(|(n, t)| format!("{}: {}", snake(n), short_type(t))).collect();
+        format!("{}({})", snake(&self.name), params.join(", "))
+    }
+}
+
+fn short_type(ty: &Type) -> String {
+    match ty {
+        Type::Record(_) => "record".to_string(),
+        Type::Variant(_) => "variant".to_string(),
+        Type::Enum(_) => "enum".to_string(),
+        Type::Flags(_) => "flags".to_string(),
+        Type::Option(o) => format!("option<{}>", short_type(&o.ty())),
+        Type::List(l) => format!("list<{}>", short_type(&l.ty())),
+        other => type_name(other),
+    }
+}
+
+/// A loaded backend plugin, as the workflow engine sees it.
+pub trait Backend: Send + Sync + 'static {
+    /// The backend's name (`direct`, `terraform`, `netbox`).
+    fn name(&self) -> &str;
+    /// The functions the plugin exports from `cradle:host/lifecycle`.
+    fn exports(&self) -> Vec<ExportSig>;
+    /// Calls export `func` (kebab name) with converted arguments. Called on a
+    /// blocking thread; `run` is the context of the run making the call.
+    fn call(&self, run: &RunContext, func: &str, args: Vec<Val>) -> Result<Option<Val>, anyhow::Error>;
+}
+
+/// A backend as a Rhai value. Cheap to clone.
+#[derive(Clone)]
+pub struct BackendHandle {
+    backend: Arc<dyn Backend>,
+    // Looked up per call, so computed once per handle.
+    exports: Arc<BTreeMap<String, ExportSig>>,
+}
+
+impl std::fmt::Debug for BackendHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendHandle")
+            .field("name", &self.name())
+            .field("exports", &self.exports.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl BackendHandle {
+    /// Wraps `backend` for scripts.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        let exports = backend.exports().into_iter().map(|e| (snake(&e.name), e)).collect();
+        Self { backend, exports: Arc::new(exports) }
+    }
+
+    /// The backend's name.
+    pub fn name(&self) -> &str {
+        self.backend.name()
+    }
+}
+
+/// Extra arities registered beyond each export's own, so that scripts passing too
+/// many arguments get our message rather than "function not found".
+const EXTRA_ARITY: usize = 3;
+
+/// Registers the `BackendHandle` type, its `name` property, and a method per export
+/// name of `backends`.
+pub(crate) fn register(engine: &mut Engine, backends: &[Arc<dyn Backend>]) {
+    engine.register_type_with_name::<BackendHandle>("Backend");
+    engine.register_get("name", |h: &mut BackendHandle| h.name().to_string());
+    engine.register_fn("to_string", |h: &mut BackendHandle| format!("backend '{}'", h.name()));
+    let mut max_arity: BTreeMap<String, usize> = BTreeMap::new();
+    for backend in backends {
+        for export in backend.exports() {
+            let entry = max_arity.entry(snake(&export.name)).or_default();
+            *entry = (*entry).max(export.params.len());
+        }
+    }
+    for (method, arity) in max_arity {
+        for n in 0..=arity + EXTRA_ARITY {
+            let mut types = vec![std::any::TypeId::of::<BackendHandle>()];
+            types.extend(std::iter::repeat_n(std::any::TypeId::of::<Dynamic>(), n));
+            let name = method.clone();
+            engine.register_raw_fn(&method, types, move |ctx, args| call_export(&ctx, &name, args));
+        }
+    }
+}
+
+fn call_export(
+    ctx: &NativeCallContext,
+    method: &str,
+    args: &mut [&mut Dynamic],
+) -> Result<Dynamic, Box<EvalAltResult>> {
+    let pos = ctx.call_position();
+    let fail = |msg: String| -> Box<EvalAltResult> { EvalAltResult::ErrorRuntime(msg.into(), pos).into() };
+    let (first, rest) = args.split_first_mut().ok_or_else(|| fail(format!("{method}: missing backend")))?;
+    let handle = first
+        .read_lock::<BackendHandle>()
+        .map(|h| h.clone())
+        .ok_or_else(|| fail(format!("{method}: not called on a backend")))?;
+    let backend_name = handle.name().to_string();
+    let Some(sig) = handle.exports.get(method) else {
+        let known: Vec<&str> = handle.exports.keys().map(String::as_str).collect();
+        return Err(fail(format!(
+            "backend '{backend_name}' has no function '{method}'; it exports: {}",
+            known.join(", ")
+        )));
+    };
+    if rest.len() != sig.params.len() {
+        return Err(fail(format!(
+            "backend '{backend_name}': {method} takes {} argument(s), got {}: {}",
+            sig.params.len(),
+            rest.len(),
+            sig.describe()
+        )));
+    }
+    let mut vals = Vec::with_capacity(rest.len());
+    for ((param, ty), arg) in sig.params.iter().zip(rest.iter()) {
+        let val =
+            to_val(arg, ty, &snake(param)).map_err(|e| fail(format!("backend '{backend_name}': {method}: {e}")))?;
+        vals.push(val);
+    }
+    let run = run_context(ctx).ok_or_else(|| {
+        fail(format!(
+            "backend '{backend_name}': {method}: no run context; backends are called only \
+             from a workflow run (WorkflowSet::call)"
+        ))
+    })?;
+    let thrown = |kind: &str, message: String| -> Box<EvalAltResult> {
+        EvalAltResult::ErrorRuntime(error_map(kind, message), pos).into()
+    };
+    let returned = handle
+        .backend
+        .call(&run, &sig.name, vals)
+        .map_err(|e| thrown("failed", format!("backend '{backend_name}': {method}: {e:#}")))?;
+    let convert = |val: &Val, ty: &Type, path: &str| {
+        from_val_typed(val, ty, path).map_err(|e| fail(format!("backend '{backend_name}': {method} returned {e}")))
+    };
+    match (returned, &sig.result) {
+        (None, _) | (Some(_), None) => Ok(Dynamic::UNIT),
+        (Some(Val::Result(Ok(value))), Some(Type::Result(rt))) => match (value, rt.ok()) {
+            (Some(v), Some(ty)) => convert(&v, &ty, "ok"),
+            _ => Ok(Dynamic::UNIT),
+        },
+        (Some(Val::Result(Err(value))), Some(Type::Result(rt))) => match (value, rt.err()) {
+            (Some(v), Some(ty)) => Err(match *v {
+                Val::Variant(kind, payload) => match payload.map(|p| *p) {
+                    Some(Val::String(message)) => thrown(&kind, message),
+                    None => thrown(&kind, format!("backend '{backend_name}': {method} failed")),
+                    Some(other) => {
+                        let variant = Val::Variant(kind, Some(Box::new(other)));
+                        EvalAltResult::ErrorRuntime(convert(&variant, &ty, "err")?, pos).into()
+                    }
+                },
+                other => EvalAltResult::ErrorRuntime(convert(&other, &ty, "err")?, pos).into(),
+            }),
+            _ => Err(thrown("failed", format!("backend '{backend_name}': {method} failed"))),
+        },
+        (Some(v), Some(ty)) => convert(&v, ty, "result"),
+    }
+}
+
+/// `#{kind: ..., message: ...}`: what scripts catch from a failed backend call.
+pub(crate) fn error_map(kind: &str, message: String) -> Dynamic {
+    let mut map = Map::new();
+    map.insert("kind".into(), kind.into());
+    map.insert("message".into(), message.into());
+    Dynamic::from_map(map)
+}

@@ -1,0 +1,160 @@
+//! [`WorkflowError`] and the translation of Rhai errors into it.
+//!
+//! Rhai reports a failure deep in a call chain as nested "error in function call"
+//! frames. The translation walks the chain to find where it really happened (the
+//! innermost position and the file it belongs to), the innermost `step` frame
+//! (added by `step(...)`, see `context`), and the innermost message, so operators
+//! read `workflows/provision.rhai:40:9: in step 'create' for VM 'test-0': conflict: ...`.
+
+use std::path::PathBuf;
+
+use rhai::{Dynamic, EvalAltResult, ParseErrorType, Position};
+
+use super::context::STEP_FRAME;
+use super::limits::WorkflowLimits;
+
+/// Why loading or running workflows failed. Every variant names the file (and line
+/// and column when known) and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowError {
+    /// The workflows directory or a script could not be read.
+    #[error("{}: cannot read: {source}; check that the path exists and is readable", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A script or module does not compile (or a module fails while loading).
+    #[error("{}: {message}", location(file, *line, *column))]
+    Compile { file: String, line: usize, column: usize, message: String },
+    /// A script failed at run time.
+    #[error("{}: {}{message}", location(file, *line, *column), in_step(step.as_deref()))]
+    Script {
+        file: String,
+        line: usize,
+        column: usize,
+        /// `step 'create' for VM 'test-0'`: the innermost step the error escaped.
+        step: Option<String>,
+        /// The `kind` of a thrown `#{kind, message}` error (`conflict`, `denied`, ...).
+        kind: Option<String>,
+        message: String,
+    },
+    /// A script hit one of the configured limits and was stopped.
+    #[error(
+        "{}: {}script stopped: it exceeded the {limit} limit of {value}; if the workflow \
+         legitimately needs more, raise `[workflow] {key}` in cradle.toml",
+        location(file, *line, *column), in_step(step.as_deref())
+    )]
+    Limit {
+        file: String,
+        line: usize,
+        column: usize,
+        step: Option<String>,
+        limit: &'static str,
+        value: u64,
+        key: &'static str,
+    },
+    /// `call` named a script that is not in the set.
+    #[error("no workflow named '{script}'; the workflows are: {available}")]
+    UnknownScript { script: String, available: String },
+    /// `call` named a function the script does not define with that many parameters.
+    #[error(
+        "{file}: no public function '{function}' taking {arity} argument(s); \
+         the functions are: {available}"
+    )]
+    UnknownFunction { file: String, function: String, arity: usize, available: String },
+    /// The blocking task running a workflow panicked or was cancelled.
+    #[error("workflow '{script}' function '{function}': the run's task failed: {message}")]
+    Task { script: String, function: String, message: String },
+}
+
+fn location(file: &str, line: usize, column: usize) -> String {
+    match (line, column) {
+        (0, _) => file.to_string(),
+        (line, 0) => format!("{file}:{line}"),
+        (line, column) => format!("{file}:{line}:{column}"),
+    }
+}
+
+fn in_step(step: Option<&str>) -> String {
+    step.map(|s| format!("in {s}: ")).unwrap_or_default()
+}
+
+fn line_col(pos: Position) -> (usize, usize) {
+    (pos.line().unwrap_or(0), pos.position().unwrap_or(0))
+}
+
+/// A parse error in `file` as a [`WorkflowError::Compile`].
+pub(crate) fn compile_error(file: &str, kind: &ParseErrorType, pos: Position) -> WorkflowError {
+    let (line, column) = line_col(pos);
+    let mut message = kind.to_string();
+    if matches!(kind, ParseErrorType::ExprTooDeep) {
+        message.push_str("; simplify the expression or raise `[workflow] max_expr_depth` in cradle.toml");
+    }
+    WorkflowError::Compile { file: file.to_string(), line, column, message }
+}
+
+/// A run-time error of a call into `file` as a [`WorkflowError`].
+pub(crate) fn script_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimits) -> WorkflowError {
+    let mut source = file.to_string();
+    let mut at = (source.clone(), Position::NONE);
+    let mut step = None;
+    let mut cur = err;
+    loop {
+        if !cur.position().is_none() {
+            at = (source.clone(), cur.position());
+        }
+        match cur {
+            EvalAltResult::ErrorInFunctionCall(name, src, inner, _) => {
+                if name.starts_with(STEP_FRAME) {
+                    step = Some(name.clone());
+                }
+                // The inner error's positions are in the called function's file.
+                if !src.is_empty() {
+                    source = src.clone();
+                }
+                cur = inner;
+            }
+            EvalAltResult::ErrorInModule(_, inner, _) => cur = inner,
+            _ => break,
+        }
+    }
+    let (file, (line, column)) = (at.0, line_col(at.1));
+    if let Some((limit, value, key)) = limits.hit(cur) {
+        return WorkflowError::Limit { file, line, column, step, limit, value, key };
+    }
+    let kind = match cur {
+        EvalAltResult::ErrorRuntime(value, _) => thrown_field(value, "kind"),
+        _ => None,
+    };
+    WorkflowError::Script { file, line, column, step, kind, message: own_message(cur) }
+}
+
+/// The message of the innermost error of `err`, without Rhai's position suffix.
+pub(crate) fn innermost_message(err: &EvalAltResult) -> String {
+    own_message(err.unwrap_inner())
+}
+
+fn own_message(err: &EvalAltResult) -> String {
+    if let EvalAltResult::ErrorRuntime(value, _) = err {
+        return thrown_message(value);
+    }
+    let text = err.to_string();
+    let suffix = format!(" ({})", err.position());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+/// `kind: message` for a thrown `#{kind, message}` map, the string itself for a
+/// thrown string, else the value's display form.
+fn thrown_message(value: &Dynamic) -> String {
+    match (thrown_field(value, "kind"), thrown_field(value, "message")) {
+        (Some(kind), Some(message)) => format!("{kind}: {message}"),
+        (None, Some(message)) => message,
+        _ => value.to_string(),
+    }
+}
+
+fn thrown_field(value: &Dynamic, field: &str) -> Option<String> {
+    let map = value.as_map_ref().ok()?;
+    map.get(field)?.clone().into_string().ok()
+}

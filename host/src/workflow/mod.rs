@@ -1,0 +1,36 @@
+//! Rhai workflows: the operator-editable playbooks that sequence a VM's steps.
+//!
+//! Contract:
+//! - [`WorkflowSet::load`] compiles `workflows/*.rhai` and the shared modules under
+//!   `workflows/lib/` into an immutable set (hot reload swaps it behind an `Arc`).
+//!   Any compile error, missing import or import cycle fails the load with
+//!   [`WorkflowError::Compile`] naming `file:line:column`.
+//! - [`WorkflowSet::call`] runs one function of one script for one run, on the
+//!   calling (blocking) thread; [`call_blocking`] bridges it to tokio. The run's
+//!   [`RunContext`] reaches host functions through [`run_context`], so one engine
+//!   serves concurrent runs.
+//! - Scripts reach the world only through host modules ([`EngineOptions::host_modules`])
+//!   and backend plugins ([`BackendHandle`], converted by [`bridge`]).
+//! - Failures: a script error is [`WorkflowError::Script`] with `file:line:column`
+//!   and the innermost `step`; a runaway script is stopped with
+//!   [`WorkflowError::Limit`] naming the `[workflow]` key to raise. Nothing panics.
+
+pub mod backend;
+pub mod bridge;
+mod context;
+mod engine;
+mod errors;
+mod limits;
+mod resolver;
+
+pub use backend::{Backend, BackendHandle, ExportSig};
+pub use bridge::{BridgeError, from_val, from_val_typed, to_val};
+pub use context::{NoopObserver, RunContext, RunObserver, run_context};
+pub use engine::{EngineOptions, FunctionInfo, ScriptInfo, WorkflowSet, call_blocking};
+pub use errors::WorkflowError;
+pub use limits::WorkflowLimits;
+
+#[cfg(test)]
+mod backend_tests;
+#[cfg(test)]
+mod engine_tests;

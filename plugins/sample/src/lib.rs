@@ -1,0 +1,88 @@
+//! The sample backend: plans a VM from its spec and reports through the `log`
+//! capability, without touching any cluster. It exists to show the shape of a
+//! backend plugin and to exercise the host (README main job, benchmarks); it
+//! refuses to create or remove anything.
+
+// Generated ABI glue needs `unsafe`; the plugin's own code has none.
+#[allow(unsafe_code)]
+mod bindings {
+    wit_bindgen::generate!({
+    path: "../../wit",
+    inline: "
+        package cradle:sample-plugin;
+        world plugin {
+            import cradle:host/log@0.1.0;
+            export cradle:host/lifecycle@0.1.0;
+        }
+    ",
+    world: "cradle:sample-plugin/plugin",
+    generate_all,
+    });
+    use super::Sample;
+    export!(Sample);
+}
+
+cradle_guest::manifest! {
+    name: "sample",
+    version: env!("CARGO_PKG_VERSION"),
+    description: "Plans VMs from their spec and logs; creates nothing",
+    needs: ["log"],
+}
+
+use bindings::cradle::host::log::{self as hostlog, Level};
+use bindings::cradle::host::types::{Entry, Error, Snippets, VmSpec, VmState};
+use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
+
+struct Sample;
+
+fn entry(key: &str, value: impl ToString) -> Entry {
+    Entry { key: key.to_string(), value: value.to_string() }
+}
+
+impl Guest for Sample {
+    fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
+        hostlog::event(Level::Debug, "sample backend knows no VMs", &[entry("vm", &vm.name)]);
+        Ok(None)
+    }
+
+    fn check_ownership(_vm: VmSpec, found: Option<VmState>) -> Result<(), Error> {
+        match found {
+            None => Ok(()),
+            Some(state) => Err(Error::Conflict(format!(
+                "VM {} (vmid {}) exists but the sample backend owns nothing",
+                state.name, state.vmid
+            ))),
+        }
+    }
+
+    fn plan(vm: VmSpec) -> Result<PlanOutcome, Error> {
+        if vm.name.is_empty() {
+            return Err(Error::Invalid("vm.name is empty".into()));
+        }
+        let mut summary = vec![
+            format!("create {} (vmid {}) on {} from template {}", vm.name, vm.vmid, vm.node, vm.template),
+            format!("{} cores, {} MiB memory, storage {}", vm.cores, vm.memory_mib, vm.storage),
+        ];
+        if let Some(gib) = vm.disk_gib {
+            summary.push(format!("boot disk {gib} GiB"));
+        }
+        for nic in &vm.nics {
+            let vlan = nic.vlan.map(|t| format!(" vlan {t}")).unwrap_or_default();
+            let addr = nic.address.clone().unwrap_or_else(|| "dhcp".into());
+            summary.push(format!("{} on {}{} address {}", nic.slot, nic.bridge, vlan, addr));
+        }
+        hostlog::event(Level::Info, "planned", &[entry("vm", &vm.name), entry("changes", summary.len())]);
+        Ok(PlanOutcome { action: PlanAction::Create, summary, plan_id: None })
+    }
+
+    fn create(vm: VmSpec, _snippets: Snippets) -> Result<VmState, Error> {
+        Err(Error::Invalid(format!(
+            "the sample backend only plans; choose the `direct` or `terraform` backend to create {}",
+            vm.name
+        )))
+    }
+
+    fn remove(vm: VmSpec) -> Result<(), Error> {
+        Err(Error::Invalid(format!("the sample backend only plans; it cannot remove {}", vm.name)))
+    }
+}

@@ -1,0 +1,274 @@
+//! `/cluster/ha/resources` and `/cluster/ha/rules` with Proxmox VE 9 semantics.
+//!
+//! Contract: resources default to state `started` (the HA manager then starts the VM);
+//! a duplicate is `resource ID 'vm:N' already defined`; the old `group` option fails with
+//! `ha groups have been migrated to rules`. Rules reference HA-managed resources only
+//! (`cannot use unmanaged resource(s)`), a resource sits in at most one node-affinity
+//! rule, PUT replaces `resources` and honours `digest`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{ApiError, ApiResult, Params, Reply};
+use crate::model::{ClusterState, HaResource, HaRule};
+use crate::sim::{Sim, lock};
+
+fn digest_of<T: serde::Serialize>(v: &T) -> String {
+    use sha2::Digest;
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    hex::encode(sha2::Sha256::digest(&bytes))[..40].to_string()
+}
+
+fn parse_sid(s: &str) -> Result<(String, u32), ApiError> {
+    let num = s.strip_prefix("vm:").unwrap_or(s);
+    let vmid = super::params::vmid("sid", num)
+        .map_err(|_| ApiError::param("sid", format!("invalid format - unable to parse service ID '{s}'")))?;
+    Ok((format!("vm:{vmid}"), vmid))
+}
+
+fn check_state(s: &str) -> Result<(), ApiError> {
+    if ["started", "stopped", "disabled", "ignored", "enabled"].contains(&s) {
+        Ok(())
+    } else {
+        Err(ApiError::param("state", format!("value '{s}' does not have a value in the enumeration 'started, stopped, enabled, disabled, ignored'")))
+    }
+}
+
+fn resource_json(r: &HaResource, digest: &str) -> Value {
+    let mut o = json!({"sid": r.sid, "state": r.state, "type": "vm", "digest": digest});
+    if let Some(m) = o.as_object_mut() {
+        for (k, v) in &r.options {
+            let val = v.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(v.clone()));
+            m.insert(k.clone(), val);
+        }
+    }
+    o
+}
+
+pub fn resources_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
+    p.only(&["type"])?;
+    let st = lock(&sim.state);
+    let d = digest_of(&st.ha_resources);
+    Ok(Reply::data(Value::Array(st.ha_resources.values().map(|r| resource_json(r, &d)).collect())))
+}
+
+const RES_OPTS: &[&str] = &["failback", "max_restart", "max_relocate", "comment"];
+
+pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
+    p.only(&["sid", "state", "failback", "max_restart", "max_relocate", "comment", "group", "type"])?;
+    if p.get("group").is_some() {
+        return Err(ApiError::die("ha groups have been migrated to rules"));
+    }
+    let (sid, vmid) = parse_sid(p.required("sid")?)?;
+    let state = p.get("state").unwrap_or("started").to_string();
+    check_state(&state)?;
+    p.int("max_restart", 0, 10)?;
+    p.int("max_relocate", 0, 10)?;
+    p.bool("failback", true)?;
+    {
+        let mut st = lock(&sim.state);
+        if !st.vms.contains_key(&vmid) {
+            return Err(ApiError::die(format!("unable to find VM '{vmid}' - no such resource")));
+        }
+        if st.ha_resources.contains_key(&sid) {
+            return Err(ApiError::die(format!("resource ID '{sid}' already defined")));
+        }
+        let options = RES_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
+        st.ha_resources.insert(sid.clone(), HaResource { sid, state, options });
+        sim.save(&st);
+    }
+    crate::ha_manager::schedule(sim, vmid);
+    Ok(Reply::data(Value::Null))
+}
+
+fn no_resource(sid: &str) -> ApiError {
+    ApiError::die(format!("no such resource '{sid}'"))
+}
+
+pub fn resource_get(sim: &Arc<Sim>, sid: &str) -> ApiResult {
+    let (sid, _) = parse_sid(sid)?;
+    let st = lock(&sim.state);
+    let d = digest_of(&st.ha_resources);
+    let r = st.ha_resources.get(&sid).ok_or_else(|| no_resource(&sid))?;
+    Ok(Reply::data(resource_json(r, &d)))
+}
+
+pub fn resource_update(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
+    p.only(&["state", "failback", "max_restart", "max_relocate", "comment", "group", "delete", "digest"])?;
+    if p.get("group").is_some() {
+        return Err(ApiError::die("ha groups have been migrated to rules"));
+    }
+    let (sid, vmid) = parse_sid(sid)?;
+    if let Some(s) = p.get("state") {
+        check_state(s)?;
+    }
+    {
+        let mut st = lock(&sim.state);
+        if let Some(d) = p.get("digest")
+            && d != digest_of(&st.ha_resources)
+        {
+            return Err(ApiError::die("detected modified configuration - file changed by other user? Try again."));
+        }
+        let r = st.ha_resources.get_mut(&sid).ok_or_else(|| no_resource(&sid))?;
+        if let Some(s) = p.get("state") {
+            r.state = if s == "enabled" { "started".into() } else { s.to_string() };
+        }
+        for k in RES_OPTS {
+            if let Some(v) = p.get(k) {
+                r.options.insert(k.to_string(), v.to_string());
+            }
+        }
+        for k in p.get("delete").unwrap_or("").split(',').filter(|s| !s.is_empty()) {
+            r.options.remove(k);
+        }
+        sim.save(&st);
+    }
+    crate::ha_manager::schedule(sim, vmid);
+    Ok(Reply::data(Value::Null))
+}
+
+pub fn resource_delete(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
+    p.only(&["purge"])?;
+    let purge = p.bool("purge", true)?;
+    let (sid, _) = parse_sid(sid)?;
+    let mut st = lock(&sim.state);
+    st.ha_resources.remove(&sid).ok_or_else(|| no_resource(&sid))?;
+    if purge {
+        for r in st.ha_rules.values_mut() {
+            r.resources.retain(|s| *s != sid);
+        }
+        st.ha_rules.retain(|_, r| !r.resources.is_empty());
+    }
+    sim.save(&st);
+    Ok(Reply::data(Value::Null))
+}
+
+fn rule_json(r: &HaRule, digest: &str) -> Value {
+    let mut o = json!({"rule": r.rule, "type": r.kind, "resources": r.resources.join(","), "digest": digest});
+    if let Some(m) = o.as_object_mut() {
+        for (k, v) in &r.options {
+            let val = if ["strict", "disable"].contains(&k.as_str()) {
+                v.parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::from(v.clone()))
+            } else {
+                Value::from(v.clone())
+            };
+            m.insert(k.clone(), val);
+        }
+    }
+    o
+}
+
+pub fn rules_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
+    p.only(&["type", "resource"])?;
+    let st = lock(&sim.state);
+    let d = digest_of(&st.ha_rules);
+    let out = st
+        .ha_rules
+        .values()
+        .filter(|r| p.get("type").is_none_or(|t| t == r.kind))
+        .filter(|r| p.get("resource").is_none_or(|s| r.resources.iter().any(|x| x == s)))
+        .map(|r| rule_json(r, &d))
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+const RULE_OPTS: &[&str] = &["nodes", "strict", "disable", "comment", "affinity"];
+
+fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule) -> Result<(), ApiError> {
+    if rule.resources.is_empty() {
+        return Err(ApiError::param("resources", "property is missing and it is not optional"));
+    }
+    let unmanaged: Vec<&str> = rule.resources.iter().filter(|s| !st.ha_resources.contains_key(*s)).map(String::as_str).collect();
+    if !unmanaged.is_empty() {
+        return Err(ApiError::die(format!("cannot use unmanaged resource(s) {}.", unmanaged.join(", "))));
+    }
+    if rule.kind == "node-affinity" {
+        let nodes = rule.options.get("nodes").ok_or_else(|| ApiError::param("nodes", "property is missing and it is not optional"))?;
+        for n in nodes.split(',').filter(|s| !s.is_empty()) {
+            let (name, prio) = n.split_once(':').unwrap_or((n, "0"));
+            if !sim.has_node(name) || prio.parse::<u32>().is_err() {
+                return Err(ApiError::param("nodes", format!("invalid format - value '{n}' does not look like a valid node name with optional priority")));
+            }
+        }
+        for s in &rule.resources {
+            let clash = st.ha_rules.values().any(|o| o.rule != rule.rule && o.kind == "node-affinity" && o.resources.contains(s));
+            if clash {
+                return Err(ApiError::die(format!("resource '{s}' is already used in another node affinity rule")));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_resources(s: &str) -> Result<Vec<String>, ApiError> {
+    s.split(',').filter(|x| !x.is_empty()).map(|x| parse_sid(x).map(|(sid, _)| sid).map_err(|_| ApiError::param("resources", format!("invalid format - unable to parse service ID '{x}'")))).collect()
+}
+
+pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
+    p.only(&["type", "rule", "resources", "nodes", "strict", "disable", "comment", "affinity"])?;
+    let kind = p.required("type")?.to_string();
+    if !["node-affinity", "resource-affinity"].contains(&kind.as_str()) {
+        return Err(ApiError::param("type", format!("value '{kind}' does not have a value in the enumeration 'node-affinity, resource-affinity'")));
+    }
+    let id = p.required("rule")?.to_string();
+    let resources = parse_resources(p.required("resources")?)?;
+    p.bool("strict", false)?;
+    p.bool("disable", false)?;
+    let options: BTreeMap<String, String> = RULE_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
+    let rule = HaRule { rule: id.clone(), kind, resources, options };
+    let mut st = lock(&sim.state);
+    if st.ha_rules.contains_key(&id) {
+        return Err(ApiError::die(format!("HA rule '{id}' already defined")));
+    }
+    validate_rule(sim, &st, &rule)?;
+    st.ha_rules.insert(id, rule);
+    sim.save(&st);
+    Ok(Reply::data(Value::Null))
+}
+
+pub fn rule_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
+    let st = lock(&sim.state);
+    let d = digest_of(&st.ha_rules);
+    let r = st.ha_rules.get(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
+    Ok(Reply::data(rule_json(r, &d)))
+}
+
+pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
+    p.only(&["type", "resources", "nodes", "strict", "disable", "comment", "affinity", "delete", "digest"])?;
+    let mut st = lock(&sim.state);
+    if let Some(d) = p.get("digest")
+        && d != digest_of(&st.ha_rules)
+    {
+        return Err(ApiError::die("detected modified configuration - file changed by other user? Try again."));
+    }
+    let mut rule = st.ha_rules.get(id).cloned().ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
+    if let Some(t) = p.get("type")
+        && t != rule.kind
+    {
+        return Err(ApiError::param("type", "rule type cannot be changed"));
+    }
+    if let Some(r) = p.get("resources") {
+        rule.resources = parse_resources(r)?;
+    }
+    for k in RULE_OPTS {
+        if let Some(v) = p.get(k) {
+            rule.options.insert(k.to_string(), v.to_string());
+        }
+    }
+    for k in p.get("delete").unwrap_or("").split(',').filter(|s| !s.is_empty()) {
+        rule.options.remove(k);
+    }
+    validate_rule(sim, &st, &rule)?;
+    st.ha_rules.insert(id.to_string(), rule);
+    sim.save(&st);
+    Ok(Reply::data(Value::Null))
+}
+
+pub fn rule_delete(sim: &Arc<Sim>, id: &str) -> ApiResult {
+    let mut st = lock(&sim.state);
+    st.ha_rules.remove(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
+    sim.save(&st);
+    Ok(Reply::data(Value::Null))
+}

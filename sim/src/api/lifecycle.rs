@@ -1,0 +1,490 @@
+//! Long-running VM operations as tasks: clone, start/stop/shutdown/reboot/reset,
+//! destroy, migrate (+ precheck), resize.
+//!
+//! Contract: each returns a UPID at once and completes after its scaled duration. A
+//! clone's config exists immediately with `lock: clone` (cleared when the task ends; a
+//! failed clone removes the VM, as PVE does). Start reads the `cicustom` snippets on the
+//! node the VM is on when the worker runs, applies pending changes and boots the guest;
+//! a missing or oversize snippet fails the task. `qmreboot` ends once the VM stopped and
+//! the VM starts again afterwards. Lock checks of power operations happen in the worker
+//! (the task fails), those of clone/destroy/migrate/resize before it (HTTP 500).
+//! HA-managed VMs get `hastart`/`hastop`/`hamigrate` tasks that end before the HA
+//! manager acts.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::qemu::{check_lock, vm_on, vm_on_mut};
+use super::{ApiError, ApiResult, Params, Reply};
+use crate::faults::FaultKind;
+use crate::model::{Power, Vm, ids, props};
+use crate::sim::{Sim, lock};
+
+fn upid_reply(upid: String) -> ApiResult {
+    Ok(Reply::data(json!(upid)))
+}
+
+fn new_volume(vol: &str, newid: u32, linked: bool, storage: Option<&str>) -> String {
+    let (store, volname) = vol.split_once(':').unwrap_or(("local-lvm", vol));
+    let store = storage.unwrap_or(store);
+    if volname.contains("cloudinit") {
+        return format!("{store}:vm-{newid}-cloudinit");
+    }
+    let idx = volname.rsplit("-disk-").next().filter(|s| s.chars().all(|c| c.is_ascii_digit())).unwrap_or("0");
+    if linked {
+        let base = volname.rsplit('/').next_back().unwrap_or(volname);
+        format!("{store}:{base}/vm-{newid}-disk-{idx}")
+    } else {
+        format!("{store}:vm-{newid}-disk-{idx}")
+    }
+}
+
+fn uses_local_storage(sim: &Sim, vm: &Vm) -> bool {
+    vm.config.iter().filter(|(k, _)| props::is_drive_key(k)).any(|(_, v)| {
+        let store = v.split(':').next().unwrap_or("");
+        sim.cfg.storages.iter().any(|s| s.id == store && !s.shared)
+    })
+}
+
+pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["newid", "name", "description", "pool", "full", "storage", "format", "target", "snapname", "bwlimit"])?;
+    let newid = super::params::vmid("newid", p.required("newid")?)?;
+    if let Some(n) = p.get("name") {
+        props::normalize("name", n, &mut String::new).map_err(|e| ApiError::param("name", e))?;
+    }
+    let target = p.get("target").unwrap_or(node).to_string();
+    if !sim.has_node(&target) {
+        return Err(ApiError::param("target", format!("no such cluster node '{target}'")));
+    }
+    let mut st = lock(&sim.state);
+    let src = vm_on(&st, node, vmid)?.clone();
+    let full = p.bool("full", !src.is_template())?;
+    if !full && !src.is_template() {
+        return Err(ApiError::die("Linked clone feature is not supported for a VM that is not a template"));
+    }
+    if !full && p.get("storage").is_some() {
+        return Err(ApiError::param("storage", "option is only allowed for full clones"));
+    }
+    if target != node && uses_local_storage(sim, &src) {
+        return Err(ApiError::die(format!("can't clone VM to node '{target}' (VM uses local storage)")));
+    }
+    if !src.is_template() {
+        check_lock(&src).map_err(ApiError::die)?;
+    }
+    if st.vms.contains_key(&newid) {
+        return Err(ApiError::die(format!("unable to create VM {newid}: config file already exists")));
+    }
+    let seed = sim.cfg.seed;
+    let mut config = src.config.clone();
+    config.remove("template");
+    config.retain(|k, _| !k.starts_with("unused"));
+    let mut log = Vec::new();
+    for (k, v) in config.iter_mut() {
+        if k.starts_with("net") && props::is_config_key(k) && k.as_str() != "nameserver" {
+            st.id_counter += 1;
+            let mac = ids::mac(seed ^ u64::from(newid), st.id_counter);
+            let parts: Vec<String> = v
+                .split(',')
+                .map(|part| match part.split_once('=') {
+                    Some((m, _)) if props::NIC_MODELS.contains(&m) => format!("{m}={mac}"),
+                    _ => part.to_string(),
+                })
+                .collect();
+            *v = parts.join(",");
+        } else if props::is_drive_key(k) {
+            let mut parts = v.splitn(2, ',');
+            let vol = parts.next().unwrap_or("");
+            let rest = parts.next().map(|r| format!(",{r}")).unwrap_or_default();
+            let nv = new_volume(vol, newid, !full, p.get("storage"));
+            if !vol.contains("cloudinit") {
+                log.push(if full {
+                    format!("create full clone of drive {k} ({vol})")
+                } else {
+                    format!("create linked clone of drive {k} ({vol})")
+                });
+            }
+            *v = format!("{nv}{rest}");
+        }
+    }
+    st.id_counter += 2;
+    config.insert("smbios1".into(), format!("uuid={}", ids::uuid(seed, st.id_counter)));
+    config.insert("vmgenid".into(), ids::uuid(seed, st.id_counter + 1));
+    config.insert("name".into(), p.get("name").map(str::to_string).unwrap_or_else(|| format!("Copy-of-VM-{}", src.name())));
+    if let Some(d) = p.get("description") {
+        config.insert("description".into(), d.to_string());
+    }
+    config.insert("lock".into(), "clone".into());
+    let vm = Vm {
+        vmid: newid,
+        node: target.clone(),
+        config,
+        pending: Default::default(),
+        pending_delete: Default::default(),
+        power: Power::Stopped,
+        started_at: None,
+        pid: None,
+        disk: Default::default(),
+    };
+    st.vms.insert(newid, vm);
+    let upid = sim.new_task(&mut st, node, "qmclone", &vmid.to_string(), Some(newid));
+    for l in log {
+        Sim::task_log(&mut st, &upid, l);
+    }
+    sim.save(&st);
+    drop(st);
+    // Drawn now, not at completion, so the decision follows request order.
+    let fail = sim.faults.fire(FaultKind::CloneFail);
+    let u = upid.clone();
+    sim.after(sim.scaled(sim.cfg.timings.clone), move |sim| {
+        let mut st = lock(&sim.state);
+        if fail {
+            st.vms.remove(&newid);
+            Sim::finish_task_in(&mut st, &u, Err(format!(
+                "clone failed: lvcreate 'pve/vm-{newid}-disk-0' error:   Volume group \"pve\" has insufficient free space (1023 extents): 1024 required."
+            )));
+        } else {
+            if let Some(vm) = st.vms.get_mut(&newid)
+                && vm.lock() == Some("clone")
+            {
+                vm.config.remove("lock");
+            }
+            Sim::finish_task_in(&mut st, &u, Ok(()));
+        }
+        sim.save(&st);
+    });
+    upid_reply(upid)
+}
+
+/// Cold-start a VM now (inside a worker): snippets, pending, boot. Error = task error.
+pub fn cold_start(sim: &Arc<Sim>, vmid: u32, skiplock: bool) -> Result<(), String> {
+    let mut st = lock(&sim.state);
+    let Some(vm) = st.vms.get_mut(&vmid) else {
+        return Err(format!("Configuration file 'nodes/?/qemu-server/{vmid}.conf' does not exist"));
+    };
+    if vm.power == Power::Running {
+        return Err(format!("VM {vmid} already running"));
+    }
+    if vm.is_template() {
+        return Err("you can't start a vm if it's a template".into());
+    }
+    if !skiplock {
+        check_lock(vm)?;
+    }
+    let mut staged = vm.clone();
+    staged.apply_pending();
+    let seed = crate::guest::read_seed(sim, &staged)?;
+    vm.apply_pending();
+    vm.power = Power::Running;
+    vm.started_at = Some(ids::now_unix());
+    let pid = st.pid();
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.pid = Some(pid);
+    }
+    sim.save(&st);
+    drop(st);
+    crate::guest::power_on(sim, vmid, seed, true);
+    Ok(())
+}
+
+pub fn halt(sim: &Arc<Sim>, vmid: u32) {
+    crate::guest::power_off(sim, vmid);
+    let mut st = lock(&sim.state);
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.power = Power::Stopped;
+        vm.started_at = None;
+        vm.pid = None;
+    }
+    sim.save(&st);
+}
+
+/// Start as a task on `node` (also used by HA).
+pub fn start_task(sim: &Arc<Sim>, node: &str, vmid: u32, skiplock: bool) -> String {
+    let upid = {
+        let mut st = lock(&sim.state);
+        sim.new_task(&mut st, node, "qmstart", &vmid.to_string(), Some(vmid))
+    };
+    let u = upid.clone();
+    sim.after(sim.scaled(sim.cfg.timings.start), move |sim| {
+        let r = cold_start(sim, vmid, skiplock);
+        sim.finish_task(&u, r);
+    });
+    upid
+}
+
+/// Stop as a task on `node` (also used by HA).
+pub fn stop_task(sim: &Arc<Sim>, node: &str, vmid: u32, kind: &'static str, skiplock: bool, force: bool) -> String {
+    let upid = {
+        let mut st = lock(&sim.state);
+        sim.new_task(&mut st, node, kind, &vmid.to_string(), Some(vmid))
+    };
+    let u = upid.clone();
+    let d = if kind == "qmstop" { sim.cfg.timings.stop } else { sim.cfg.timings.shutdown };
+    sim.after(sim.scaled(d), move |sim| {
+        let r = (|| {
+            let st = lock(&sim.state);
+            let vm = st.vms.get(&vmid).ok_or_else(|| format!("VM {vmid} does not exist"))?;
+            if !skiplock {
+                check_lock(vm)?;
+            }
+            if vm.power == Power::Stopped {
+                return Ok(());
+            }
+            drop(st);
+            if kind == "qmshutdown" && !force && crate::guest::is_hung(sim, vmid) {
+                return Err("VM quit/powerdown failed - got timeout".to_string());
+            }
+            halt(sim, vmid);
+            Ok(())
+        })();
+        sim.finish_task(&u, r);
+    });
+    upid
+}
+
+pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) -> ApiResult {
+    p.only(&["skiplock", "timeout", "forceStop", "keepActive", "machine", "migratedfrom", "stateuri", "targetstorage", "force-cpu", "migration_type", "migration_network", "overrule-shutdown"])?;
+    let skiplock = p.bool("skiplock", false)?;
+    let (running, ha) = {
+        let st = lock(&sim.state);
+        let vm = vm_on(&st, node, vmid)?;
+        (vm.power == Power::Running, st.ha_of(vmid).is_some())
+    };
+    match action {
+        "start" | "stop" | "shutdown" if ha => {
+            let want = if action == "start" { "started" } else { "stopped" };
+            let kind = if action == "start" { "hastart" } else { "hastop" };
+            crate::ha_manager::request_state(sim, vmid, want);
+            let mut st = lock(&sim.state);
+            let upid = sim.new_task(&mut st, node, kind, &vmid.to_string(), Some(vmid));
+            Sim::task_log(&mut st, &upid, format!("Requesting HA {action} for VM {vmid}"));
+            Sim::finish_task_in(&mut st, &upid, Ok(()));
+            sim.save(&st);
+            upid_reply(upid)
+        }
+        "start" => upid_reply(start_task(sim, node, vmid, skiplock)),
+        "stop" => upid_reply(stop_task(sim, node, vmid, "qmstop", skiplock, true)),
+        "shutdown" => {
+            let force = p.bool("forceStop", false)?;
+            upid_reply(stop_task(sim, node, vmid, "qmshutdown", skiplock, force))
+        }
+        "reboot" => {
+            if !running {
+                return Err(ApiError::die(format!("VM {vmid} not running")));
+            }
+            let upid = {
+                let mut st = lock(&sim.state);
+                sim.new_task(&mut st, node, "qmreboot", &vmid.to_string(), Some(vmid))
+            };
+            let u = upid.clone();
+            sim.after(sim.scaled(sim.cfg.timings.shutdown), move |sim| {
+                let locked = lock(&sim.state).vms.get(&vmid).and_then(|v| v.lock().map(str::to_string));
+                if let Some(l) = locked {
+                    sim.finish_task(&u, Err(format!("VM is locked ({l})")));
+                    return;
+                }
+                halt(sim, vmid);
+                sim.finish_task(&u, Ok(()));
+                let node = lock(&sim.state).vms.get(&vmid).map(|v| v.node.clone());
+                if let Some(node) = node {
+                    // qmeventd brings it back; PVE logs this as a start task.
+                    start_task(sim, &node, vmid, false);
+                }
+            });
+            upid_reply(upid)
+        }
+        "reset" => {
+            if !running {
+                return Err(ApiError::die(format!("VM {vmid} not running")));
+            }
+            let mut st = lock(&sim.state);
+            let upid = sim.new_task(&mut st, node, "qmreset", &vmid.to_string(), Some(vmid));
+            Sim::finish_task_in(&mut st, &upid, Ok(()));
+            drop(st);
+            crate::guest::guest_reboot(sim, vmid, sim.scaled(sim.cfg.timings.guest_reboot));
+            upid_reply(upid)
+        }
+        other => Err(ApiError::status(501, format!("Method 'POST /api2/json/nodes/{node}/qemu/{vmid}/status/{other}' not implemented"))),
+    }
+}
+
+pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["purge", "destroy-unreferenced-disks", "skiplock"])?;
+    let purge = p.bool("purge", false)?;
+    let mut st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    if vm.power == Power::Running {
+        return Err(ApiError::die(format!("VM {vmid} is running - destroy failed")));
+    }
+    if !p.bool("skiplock", false)? {
+        check_lock(vm).map_err(ApiError::die)?;
+    }
+    if st.ha_of(vmid).is_some() && !purge {
+        return Err(ApiError::die(format!(
+            "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
+        )));
+    }
+    let upid = sim.new_task(&mut st, node, "qmdestroy", &vmid.to_string(), Some(vmid));
+    sim.save(&st);
+    drop(st);
+    let u = upid.clone();
+    sim.after(sim.scaled(sim.cfg.timings.destroy), move |sim| {
+        let mut st = lock(&sim.state);
+        st.vms.remove(&vmid);
+        let sid = format!("vm:{vmid}");
+        if purge && st.ha_resources.remove(&sid).is_some() {
+            for r in st.ha_rules.values_mut() {
+                r.resources.retain(|s| *s != sid);
+            }
+            Sim::task_log(&mut st, &u, format!("purging HA resource {sid}"));
+        }
+        Sim::finish_task_in(&mut st, &u, Ok(()));
+        sim.save(&st);
+    });
+    upid_reply(upid)
+}
+
+fn local_disks(sim: &Sim, vm: &Vm) -> Vec<Value> {
+    vm.config
+        .iter()
+        .filter(|(k, _)| props::is_drive_key(k))
+        .filter(|(_, v)| {
+            let store = v.split(':').next().unwrap_or("");
+            sim.cfg.storages.iter().any(|s| s.id == store && !s.shared)
+        })
+        .map(|(k, v)| {
+            let volid = v.split(',').next().unwrap_or("");
+            let size = props::prop(v, "size").and_then(|s| ids::parse_size(&s)).unwrap_or(4 << 20);
+            json!({"volid": volid, "drivename": k, "size": size, "is_unused": 0, "cdrom": u8::from(volid.contains("cloudinit")), "shared": 0, "replicate": 1})
+        })
+        .collect()
+}
+
+pub fn migrate_precheck(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["target"])?;
+    let st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    let others: Vec<&String> = sim.cfg.nodes.iter().filter(|n| *n != node).collect();
+    Ok(Reply::data(json!({
+        "running": u8::from(vm.power == Power::Running),
+        "allowed_nodes": others,
+        "not_allowed_nodes": {},
+        "local_disks": local_disks(sim, vm),
+        "local_resources": [],
+        "mapped-resources": [],
+    })))
+}
+
+pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["target", "online", "with-local-disks", "targetstorage", "force", "bwlimit", "migration_type", "migration_network", "with-conntrack-state"])?;
+    let target = p.required("target")?.to_string();
+    if !sim.has_node(&target) {
+        return Err(ApiError::param("target", format!("no such cluster node '{target}'")));
+    }
+    if target == node {
+        return Err(ApiError::die("target is local node."));
+    }
+    let online = p.bool("online", false)?;
+    let with_local = p.bool("with-local-disks", false)?;
+    let mut st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    let running = vm.power == Power::Running;
+    if running && !online {
+        return Err(ApiError::die("can't migrate running VM without --online"));
+    }
+    if st.ha_of(vmid).is_some() {
+        let upid = sim.new_task(&mut st, node, "hamigrate", &vmid.to_string(), Some(vmid));
+        Sim::task_log(&mut st, &upid, format!("Requesting HA migration for VM {vmid} to node {target}"));
+        Sim::finish_task_in(&mut st, &upid, Ok(()));
+        sim.save(&st);
+        drop(st);
+        let n = node.to_string();
+        sim.after(sim.scaled(sim.cfg.timings.ha_reaction), move |sim| {
+            migrate_task(sim, &n, vmid, target);
+        });
+        return upid_reply(upid);
+    }
+    if running && !local_disks(sim, vm).is_empty() && !with_local {
+        return Err(ApiError::die("can't live migrate attached local disks without with-local-disks option"));
+    }
+    check_lock(vm).map_err(ApiError::die)?;
+    drop(st);
+    upid_reply(migrate_task(sim, node, vmid, target))
+}
+
+fn migrate_task(sim: &Arc<Sim>, node: &str, vmid: u32, target: String) -> String {
+    let mut st = lock(&sim.state);
+    let upid = sim.new_task(&mut st, node, "qmigrate", &vmid.to_string(), Some(vmid));
+    Sim::task_log(&mut st, &upid, format!("starting migration of VM {vmid} to node '{target}'"));
+    if let Ok(vm) = vm_on_mut(&mut st, node, vmid) {
+        vm.config.insert("lock".into(), "migrate".into());
+    }
+    sim.save(&st);
+    drop(st);
+    let u = upid.clone();
+    let src = node.to_string();
+    sim.after(sim.scaled(sim.cfg.timings.migrate), move |sim| {
+        let mut st = lock(&sim.state);
+        let r = match vm_on_mut(&mut st, &src, vmid) {
+            Ok(vm) => {
+                vm.node = target.clone();
+                if vm.lock() == Some("migrate") {
+                    vm.config.remove("lock");
+                }
+                Ok(())
+            }
+            Err(_) => Err(format!("VM {vmid} vanished during migration")),
+        };
+        Sim::task_log(&mut st, &u, "migration finished successfully (duration 00:00:08)");
+        Sim::finish_task_in(&mut st, &u, r);
+        sim.save(&st);
+    });
+    upid
+}
+
+pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["disk", "size", "digest", "skiplock"])?;
+    let disk = p.required("disk")?.to_string();
+    let size = p.required("size")?.to_string();
+    let (relative, num) = match size.strip_prefix('+') {
+        Some(s) => (true, s),
+        None => (false, size.as_str()),
+    };
+    let amount = ids::parse_size(num).ok_or_else(|| ApiError::param("size", format!("value does not match the regex pattern: {size}")))?;
+    let mut st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    if !p.bool("skiplock", false)? {
+        check_lock(vm).map_err(ApiError::die)?;
+    }
+    if let Some(d) = p.get("digest")
+        && d != vm.digest()
+    {
+        return Err(ApiError::die("detected modified configuration - file changed by other user? Try again."));
+    }
+    let Some(val) = vm.config.get(&disk).cloned() else {
+        return Err(ApiError::die(format!("disk '{disk}' does not exist")));
+    };
+    if val.contains("media=cdrom") {
+        return Err(ApiError::die("you can't resize a cdrom"));
+    }
+    let old = props::prop(&val, "size").and_then(|s| ids::parse_size(&s)).unwrap_or(0);
+    let new = if relative { old + amount } else { amount };
+    if new < old {
+        return Err(ApiError::die(format!("shrinking disks is not supported (old size {}, new size {})", ids::format_size(old), ids::format_size(new))));
+    }
+    let upid = sim.new_task(&mut st, node, "resize", &vmid.to_string(), Some(vmid));
+    drop(st);
+    let u = upid.clone();
+    sim.after(sim.scaled(sim.cfg.timings.resize), move |sim| {
+        let mut st = lock(&sim.state);
+        if let Some(vm) = st.vms.get_mut(&vmid)
+            && let Some(v) = vm.config.get_mut(&disk)
+        {
+            let parts: Vec<String> = v.split(',').filter(|x| !x.starts_with("size=")).map(str::to_string).collect();
+            *v = format!("{},size={}", parts.join(","), ids::format_size(new));
+        }
+        Sim::finish_task_in(&mut st, &u, Ok(()));
+        sim.save(&st);
+    });
+    upid_reply(upid)
+}

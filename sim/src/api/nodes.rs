@@ -1,0 +1,255 @@
+//! `/nodes`, node status, storage (datacenter and per node, snippet content) and tasks.
+//!
+//! Contract: task status has no `exitstatus` while running; task logs are `[{n, t}]` with
+//! `total`; task lists are newest first and filterable like PVE's (`vmid`, `typefilter`,
+//! `source`, `since`, `errors`, `start`, `limit`). A UPID on another node, or unknown,
+//! is 500 `no such task`.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{ApiError, ApiResult, Params, Reply};
+use crate::sim::{Sim, lock};
+
+pub fn list(sim: &Arc<Sim>) -> ApiResult {
+    let fp = String::new();
+    let out: Vec<Value> = sim
+        .cfg
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": n, "id": format!("node/{n}"), "type": "node", "status": "online",
+                "maxcpu": 16, "cpu": 0.02, "maxmem": 68_719_476_736u64, "mem": 4_294_967_296u64,
+                "maxdisk": 100_000_000_000u64, "disk": 10_000_000_000u64, "uptime": 86_400,
+                "level": "", "ssl_fingerprint": fp,
+            })
+        })
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+pub fn index(_node: &str) -> ApiResult {
+    let subdirs = ["qemu", "storage", "tasks", "status", "network", "version"];
+    Ok(Reply::data(Value::Array(
+        subdirs.iter().map(|s| json!({ "name": s })).collect(),
+    )))
+}
+
+pub fn status(sim: &Arc<Sim>, node: &str) -> ApiResult {
+    let _ = sim;
+    Ok(Reply::data(json!({
+        "uptime": 86_400, "cpu": 0.02, "loadavg": ["0.10", "0.08", "0.05"],
+        "memory": {"total": 68_719_476_736u64, "used": 4_294_967_296u64, "free": 64_424_509_440u64},
+        "cpuinfo": {"cpus": 16, "sockets": 1, "cores": 8, "model": "Simulated CPU"},
+        "pveversion": "pve-manager/9.0.3/025864202ebb6109",
+        "kversion": "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC",
+        "node": node,
+    })))
+}
+
+fn storage_json(s: &crate::config::StorageSpec) -> Value {
+    let mut v = json!({
+        "storage": s.id, "type": s.kind, "content": s.content, "shared": u8::from(s.shared),
+        "digest": "0000000000000000000000000000000000000000",
+    });
+    if let (Some(p), Some(o)) = (&s.path, v.as_object_mut()) {
+        o.insert("path".into(), p.clone().into());
+    }
+    if s.kind == "lvmthin"
+        && let Some(o) = v.as_object_mut()
+    {
+        o.insert("thinpool".into(), "data".into());
+        o.insert("vgname".into(), "pve".into());
+    }
+    v
+}
+
+pub fn storage_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
+    p.only(&["type"])?;
+    let out: Vec<Value> = sim
+        .cfg
+        .storages
+        .iter()
+        .filter(|s| p.get("type").is_none_or(|t| t == s.kind))
+        .map(storage_json)
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+fn find_storage<'a>(sim: &'a Sim, id: &str) -> Result<&'a crate::config::StorageSpec, ApiError> {
+    sim.cfg
+        .storages
+        .iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| ApiError::die(format!("storage '{id}' does not exist")))
+}
+
+pub fn storage_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
+    Ok(Reply::data(storage_json(find_storage(sim, id)?)))
+}
+
+fn node_storage_json(s: &crate::config::StorageSpec) -> Value {
+    json!({
+        "storage": s.id, "type": s.kind, "content": s.content, "shared": u8::from(s.shared),
+        "active": 1, "enabled": 1, "total": 100_000_000_000u64, "used": 10_000_000_000u64,
+        "avail": 90_000_000_000u64, "used_fraction": 0.1,
+    })
+}
+
+pub fn node_storage_list(sim: &Arc<Sim>, _node: &str, p: &Params) -> ApiResult {
+    p.only(&["content", "enabled", "format", "storage", "target"])?;
+    let out: Vec<Value> = sim
+        .cfg
+        .storages
+        .iter()
+        .filter(|s| p.get("content").is_none_or(|c| s.content.split(',').any(|x| x == c)))
+        .filter(|s| p.get("storage").is_none_or(|id| id == s.id))
+        .map(node_storage_json)
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+pub fn node_storage_status(sim: &Arc<Sim>, _node: &str, id: &str) -> ApiResult {
+    Ok(Reply::data(node_storage_json(find_storage(sim, id)?)))
+}
+
+pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiResult {
+    p.only(&["content", "vmid"])?;
+    let s = find_storage(sim, id)?;
+    let mut out = Vec::new();
+    let want = p.get("content");
+    if let Some(dir) = sim.storage_dir(node, id) {
+        let kinds = [("snippets", "snippets", "snippet"), ("iso", "template/iso", "iso")];
+        for (content, sub, format) in kinds {
+            if want.is_some_and(|w| w != content) || !s.content.split(',').any(|c| c == content) {
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(dir.join(sub)) else { continue };
+            let mut files: Vec<_> = rd.flatten().collect();
+            files.sort_by_key(|e| e.file_name());
+            for e in files {
+                let Ok(md) = e.metadata() else { continue };
+                if !md.is_file() {
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                let ctime = md
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                out.push(json!({
+                    "volid": format!("{id}:{}/{name}", if content == "snippets" { "snippets" } else { "iso" }),
+                    "content": content, "format": format, "size": md.len(), "ctime": ctime,
+                }));
+            }
+        }
+    } else if want.is_none_or(|w| w == "images") {
+        let st = lock(&sim.state);
+        for vm in st.vms.values().filter(|v| v.node == node) {
+            for (k, v) in &vm.config {
+                if !crate::model::props::is_drive_key(k) {
+                    continue;
+                }
+                let volid = v.split(',').next().unwrap_or("");
+                if volid.starts_with(&format!("{id}:")) && !volid.contains("cloudinit") {
+                    let size = crate::model::props::prop(v, "size")
+                        .and_then(|s| crate::model::ids::parse_size(&s))
+                        .unwrap_or(0);
+                    out.push(json!({"volid": volid, "content": "images", "format": "raw",
+                        "size": size, "vmid": vm.vmid}));
+                }
+            }
+        }
+    }
+    Ok(Reply::data(Value::Array(out)))
+}
+
+pub fn tasks_list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
+    p.only(&[
+        "vmid", "typefilter", "source", "since", "until", "errors", "start", "limit",
+        "userfilter", "statusfilter",
+    ])?;
+    let vmid = p.get("vmid").map(|v| super::params::vmid("vmid", v)).transpose()?;
+    let source = p.get("source").unwrap_or("archive");
+    if !["active", "archive", "all"].contains(&source) {
+        return Err(ApiError::param(
+            "source",
+            format!("value '{source}' does not have a value in the enumeration 'archive, active, all'"),
+        ));
+    }
+    let errors = p.bool("errors", false)?;
+    let since = p.int("since", 0, i64::MAX)?.unwrap_or(0) as u64;
+    let until = p.int("until", 0, i64::MAX)?.map(|u| u as u64);
+    let start = p.int("start", 0, i64::MAX)?.unwrap_or(0) as usize;
+    let limit = p.int("limit", 0, i64::MAX)?.unwrap_or(50) as usize;
+    let st = lock(&sim.state);
+    let matching: Vec<Value> = st
+        .tasks
+        .iter()
+        .rev()
+        .filter(|t| t.node == node)
+        .filter(|t| match source {
+            "active" => t.running(),
+            "archive" => !t.running(),
+            _ => true,
+        })
+        .filter(|t| vmid.is_none_or(|v| t.vmid == Some(v) || t.id == v.to_string()))
+        .filter(|t| p.get("typefilter").is_none_or(|f| t.kind == f))
+        .filter(|t| p.get("userfilter").is_none_or(|f| t.user.contains(f)))
+        .filter(|t| t.starttime >= since && until.is_none_or(|u| t.starttime <= u))
+        .filter(|t| !errors || t.exitstatus.as_deref().is_some_and(|s| s != "OK"))
+        .map(|t| t.to_json(false))
+        .collect();
+    let total = matching.len();
+    let page: Vec<Value> = matching.into_iter().skip(start).take(limit).collect();
+    Ok(Reply::with_total(Value::Array(page), total))
+}
+
+pub fn cluster_tasks(sim: &Arc<Sim>) -> ApiResult {
+    let st = lock(&sim.state);
+    let out: Vec<Value> = st.tasks.iter().rev().take(1000).map(|t| t.to_json(false)).collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+fn no_such_task(upid: &str) -> ApiError {
+    ApiError::die(format!("no such task '{upid}'"))
+}
+
+pub fn task_index(sim: &Arc<Sim>, node: &str, upid: &str) -> ApiResult {
+    let st = lock(&sim.state);
+    st.task(upid).filter(|t| t.node == node).ok_or_else(|| no_such_task(upid))?;
+    Ok(Reply::data(json!([{"name": "log"}, {"name": "status"}])))
+}
+
+pub fn task_status(sim: &Arc<Sim>, node: &str, upid: &str) -> ApiResult {
+    let st = lock(&sim.state);
+    let t = st
+        .task(upid)
+        .filter(|t| t.node == node)
+        .ok_or_else(|| no_such_task(upid))?;
+    Ok(Reply::data(t.to_json(true)))
+}
+
+pub fn task_log(sim: &Arc<Sim>, node: &str, upid: &str, p: &Params) -> ApiResult {
+    p.only(&["start", "limit", "download"])?;
+    let start = p.int("start", 0, i64::MAX)?.unwrap_or(0) as usize;
+    let limit = p.int("limit", 0, i64::MAX)?.unwrap_or(50) as usize;
+    let st = lock(&sim.state);
+    let t = st
+        .task(upid)
+        .filter(|t| t.node == node)
+        .ok_or_else(|| no_such_task(upid))?;
+    let lines: Vec<Value> = t
+        .log
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(limit)
+        .map(|(i, l)| json!({"n": i + 1, "t": l}))
+        .collect();
+    Ok(Reply::with_total(Value::Array(lines), t.log.len()))
+}

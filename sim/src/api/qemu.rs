@@ -1,0 +1,390 @@
+//! `/nodes/{node}/qemu[/{vmid}]`: listing, config GET/POST/PUT, pending, status/current,
+//! guest agent.
+//!
+//! Contract (from qemu-server): GET config shows pending values unless `current=1` and
+//! carries a `digest`; PUT applies synchronously and fails with HTTP 500 on a lock or a
+//! digest mismatch; POST forks a `qmconfig` worker and returns its UPID, so lock errors
+//! surface as the task's exit status (or as `failed to update VM N: ...` when
+//! `background_delay` waited for it). On a running VM, changing or deleting ide/sata
+//! drives and restart-only keys goes to pending until a cold start or an API reboot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::{ApiError, ApiResult, Params, Reply};
+use crate::model::{ClusterState, Power, Vm, ids, props};
+use crate::sim::{Sim, lock};
+
+/// The VM on that node, or PVE's missing-config error.
+pub fn vm_on<'a>(st: &'a ClusterState, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> {
+    st.vms
+        .get(&vmid)
+        .filter(|v| v.node == node)
+        .ok_or_else(|| missing(node, vmid))
+}
+
+/// Mutable variant of [`vm_on`].
+pub fn vm_on_mut<'a>(st: &'a mut ClusterState, node: &str, vmid: u32) -> Result<&'a mut Vm, ApiError> {
+    st.vms
+        .get_mut(&vmid)
+        .filter(|v| v.node == node)
+        .ok_or_else(|| missing(node, vmid))
+}
+
+/// PVE's missing-config error.
+pub fn missing(node: &str, vmid: u32) -> ApiError {
+    ApiError::die(format!(
+        "Configuration file '{}' does not exist",
+        Vm::conf_path(node, vmid)
+    ))
+}
+
+/// Fail when the VM is locked.
+pub fn check_lock(vm: &Vm) -> Result<(), String> {
+    match vm.lock() {
+        Some(l) => Err(format!("VM is locked ({l})")),
+        None => Ok(()),
+    }
+}
+
+fn config_value(key: &str, v: &str) -> Value {
+    if props::is_integer_key(key)
+        && let Ok(n) = v.parse::<i64>()
+    {
+        return json!(n);
+    }
+    json!(v)
+}
+
+pub fn list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
+    p.only(&["full"])?;
+    let st = lock(&sim.state);
+    let out: Vec<Value> = st
+        .vms
+        .values()
+        .filter(|v| v.node == node)
+        .map(|vm| {
+            let running = vm.power == Power::Running;
+            let mut o = json!({
+                "vmid": vm.vmid, "name": vm.name(),
+                "status": if running { "running" } else { "stopped" },
+                "maxmem": vm.memory_mib() << 20, "mem": 0, "cpus": vm.cpus(), "cpu": 0,
+                "maxdisk": vm.maxdisk(), "disk": 0, "uptime": super::cluster::uptime(vm),
+                "netin": 0, "netout": 0, "diskread": 0, "diskwrite": 0,
+            });
+            if let Some(m) = o.as_object_mut() {
+                if vm.is_template() {
+                    m.insert("template".into(), json!(1));
+                }
+                if let Some(l) = vm.lock() {
+                    m.insert("lock".into(), json!(l));
+                }
+                if let Some(t) = vm.config.get("tags") {
+                    m.insert("tags".into(), json!(t));
+                }
+                if let Some(pid) = vm.pid.filter(|_| running) {
+                    m.insert("pid".into(), json!(pid));
+                }
+            }
+            o
+        })
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+pub fn vm_index(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
+    let st = lock(&sim.state);
+    vm_on(&st, node, vmid)?;
+    let names = ["config", "pending", "status", "agent", "clone", "migrate", "resize"];
+    Ok(Reply::data(Value::Array(
+        names.iter().map(|n| json!({ "subdir": n })).collect(),
+    )))
+}
+
+pub fn config_get(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["current", "snapshot"])?;
+    let current = p.bool("current", false)?;
+    let st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    let mut cfg = vm.config.clone();
+    if !current {
+        for k in &vm.pending_delete {
+            cfg.remove(k);
+        }
+        for (k, v) in &vm.pending {
+            cfg.insert(k.clone(), v.clone());
+        }
+    }
+    let mut out: Map<String, Value> = cfg.iter().map(|(k, v)| (k.clone(), config_value(k, v))).collect();
+    out.insert("digest".into(), json!(vm.digest()));
+    Ok(Reply::data(Value::Object(out)))
+}
+
+pub fn pending(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
+    let st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    let mut keys: Vec<&String> = vm.config.keys().chain(vm.pending.keys()).chain(vm.pending_delete.iter()).collect();
+    keys.sort();
+    keys.dedup();
+    let out: Vec<Value> = keys
+        .into_iter()
+        .map(|k| {
+            let mut o = Map::new();
+            o.insert("key".into(), json!(k));
+            if let Some(v) = vm.config.get(k) {
+                o.insert("value".into(), config_value(k, v));
+            }
+            if let Some(v) = vm.pending.get(k) {
+                o.insert("pending".into(), config_value(k, v));
+            }
+            if vm.pending_delete.contains(k) {
+                o.insert("delete".into(), json!(1));
+            }
+            Value::Object(o)
+        })
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+const CONFIG_META: &[&str] = &["delete", "revert", "digest", "skiplock", "background_delay", "force"];
+
+/// Keys that a running VM only picks up at the next cold start.
+fn deferred_on_running(key: &str) -> bool {
+    props::needs_restart(key) || key.starts_with("ide") || key.starts_with("sata")
+}
+
+/// Validate all parameters (400 before any worker), returning normalised sets.
+fn validate(sim: &Sim, vmid: u32, p: &Params, counter: &mut u64) -> Result<(BTreeMap<String, String>, Vec<String>, Vec<String>), ApiError> {
+    let mut errors = BTreeMap::new();
+    let mut sets = BTreeMap::new();
+    let seed = sim.cfg.seed;
+    for (k, v) in &p.map {
+        if CONFIG_META.contains(&k.as_str()) {
+            continue;
+        }
+        let mut mac = || {
+            *counter += 1;
+            ids::mac(seed ^ u64::from(vmid), *counter)
+        };
+        match props::normalize(k, v, &mut mac) {
+            Ok(mut nv) => {
+                if props::is_drive_key(k) {
+                    nv = allocate_drive(k, &nv, vmid);
+                }
+                sets.insert(k.clone(), nv);
+            }
+            Err(e) => {
+                errors.insert(k.clone(), e);
+            }
+        }
+    }
+    let split = |name: &str| -> Vec<String> {
+        p.get(name)
+            .map(|d| d.split([',', ';', ' ']).filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let deletes = split("delete");
+    let reverts = split("revert");
+    for k in deletes.iter().chain(reverts.iter()) {
+        if !props::is_config_key(k) {
+            errors.insert(k.clone(), props::NOT_IN_SCHEMA.to_string());
+        }
+        if sets.contains_key(k) {
+            errors.insert(k.clone(), "unable to delete and set the same option".into());
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Params(errors));
+    }
+    Ok((sets, deletes, reverts))
+}
+
+/// `storage:cloudinit` → the cloud-init volume; `storage:N` → a new N GiB volume.
+fn allocate_drive(key: &str, v: &str, vmid: u32) -> String {
+    let mut parts = v.splitn(2, ',');
+    let vol = parts.next().unwrap_or("");
+    let rest = parts.next().map(|r| format!(",{r}")).unwrap_or_default();
+    if let Some((storage, what)) = vol.split_once(':') {
+        if what == "cloudinit" {
+            return format!("{storage}:vm-{vmid}-cloudinit,media=cdrom");
+        }
+        if let Ok(n) = what.parse::<u64>() {
+            let idx: String = key.chars().filter(char::is_ascii_digit).collect();
+            return format!("{storage}:vm-{vmid}-disk-{idx},size={n}G{rest}");
+        }
+    }
+    v.to_string()
+}
+
+/// Apply a validated update under the lock; the error text is PVE's.
+fn apply(vm: &mut Vm, p: &Params, sets: BTreeMap<String, String>, deletes: Vec<String>, reverts: Vec<String>) -> Result<(), String> {
+    if !p.bool("skiplock", false).unwrap_or(false) {
+        check_lock(vm)?;
+    }
+    if let Some(d) = p.get("digest")
+        && d != vm.digest()
+    {
+        return Err("detected modified configuration - file changed by other user? Try again.".into());
+    }
+    if sets.contains_key("lock") {
+        return Err("option 'lock' is not allowed".into());
+    }
+    let running = vm.power == Power::Running;
+    for k in reverts {
+        vm.pending.remove(&k);
+        vm.pending_delete.remove(&k);
+    }
+    for k in deletes {
+        vm.pending.remove(&k);
+        if running && deferred_on_running(&k) && vm.config.contains_key(&k) {
+            vm.pending_delete.insert(k);
+        } else {
+            vm.config.remove(&k);
+        }
+    }
+    for (k, v) in sets {
+        if k.starts_with("ide") && v.contains("-cloudinit") {
+            let other = vm.config.iter().find(|(ok, ov)| **ok != k && ov.contains("-cloudinit"));
+            if let Some((ok, _)) = other {
+                return Err(format!("unable to add a second cloudinit drive ('{ok}' is one already)"));
+            }
+        }
+        vm.pending_delete.remove(&k);
+        if running && deferred_on_running(&k) {
+            vm.pending.insert(k, v);
+        } else {
+            vm.config.insert(k, v);
+        }
+    }
+    Ok(())
+}
+
+pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronous: bool) -> ApiResult {
+    for k in p.map.keys() {
+        if !CONFIG_META.contains(&k.as_str()) && !props::is_config_key(k) {
+            return Err(ApiError::param(k, props::NOT_IN_SCHEMA));
+        }
+    }
+    let background_delay = p.int("background_delay", 1, 30)?;
+    let mut st = lock(&sim.state);
+    vm_on(&st, node, vmid)?;
+    let mut counter = st.id_counter;
+    let (sets, deletes, reverts) = validate(sim, vmid, p, &mut counter)?;
+    st.id_counter = counter;
+    let result = match vm_on_mut(&mut st, node, vmid) {
+        Ok(vm) => apply(vm, p, sets, deletes, reverts),
+        Err(_) => Err(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid))),
+    };
+    if !asynchronous {
+        sim.save(&st);
+        return match result {
+            Ok(()) => Ok(Reply::data(Value::Null)),
+            Err(e) => Err(ApiError::die(e)),
+        };
+    }
+    let upid = sim.new_task(&mut st, node, "qmconfig", &vmid.to_string(), Some(vmid));
+    if let Some(line) = p.map.iter().find(|(k, _)| !CONFIG_META.contains(&k.as_str())).map(|(k, v)| format!("update VM {vmid}: -{k} {v}")) {
+        Sim::task_log(&mut st, &upid, line);
+    }
+    let failed = result.as_ref().err().cloned();
+    Sim::finish_task_in(&mut st, &upid, result);
+    sim.save(&st);
+    match (background_delay, failed) {
+        (Some(_), Some(e)) => Err(ApiError::die(format!("failed to update VM {vmid}: {e}"))),
+        (Some(_), None) => Ok(Reply::data(Value::Null)),
+        (None, _) => Ok(Reply::data(json!(upid))),
+    }
+}
+
+pub fn status_index() -> ApiResult {
+    let names = ["current", "start", "stop", "shutdown", "reboot", "reset", "suspend", "resume"];
+    Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "subdir": n })).collect())))
+}
+
+pub fn status_current(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
+    let st = lock(&sim.state);
+    let vm = vm_on(&st, node, vmid)?;
+    let running = vm.power == Power::Running;
+    let mut o = json!({
+        "vmid": vmid, "name": vm.name(),
+        "status": if running { "running" } else { "stopped" },
+        "qmpstatus": if running { "running" } else { "stopped" },
+        "uptime": super::cluster::uptime(vm),
+        "cpus": vm.cpus(), "cpu": 0, "maxmem": vm.memory_mib() << 20,
+        "mem": if running { (vm.memory_mib() << 20) / 3 } else { 0 },
+        "maxdisk": vm.maxdisk(), "disk": 0, "diskread": 0, "diskwrite": 0,
+        "netin": 0, "netout": 0,
+        "ha": match st.ha_of(vmid) {
+            Some(r) => json!({"managed": 1, "state": r.state, "request_state": r.state}),
+            None => json!({"managed": 0}),
+        },
+    });
+    if let Some(m) = o.as_object_mut() {
+        if agent_configured(vm) {
+            m.insert("agent".into(), json!(1));
+        }
+        if let Some(l) = vm.lock() {
+            m.insert("lock".into(), json!(l));
+        }
+        if vm.is_template() {
+            m.insert("template".into(), json!(1));
+        }
+        if running {
+            if let Some(pid) = vm.pid {
+                m.insert("pid".into(), json!(pid));
+            }
+            m.insert("running-machine".into(), json!("pc-i440fx-9.2+pve1"));
+            m.insert("running-qemu".into(), json!("9.2.0"));
+        }
+    }
+    Ok(Reply::data(o))
+}
+
+fn agent_configured(vm: &Vm) -> bool {
+    vm.config.get("agent").is_some_and(|a| {
+        let first = a.split(',').next().unwrap_or("");
+        matches!(first, "1" | "enabled=1" | "yes" | "on" | "true")
+    })
+}
+
+pub fn agent_index() -> ApiResult {
+    let names = ["ping", "network-get-interfaces", "get-host-name", "info"];
+    Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "name": n })).collect())))
+}
+
+pub fn agent(sim: &Arc<Sim>, node: &str, vmid: u32, cmd: &str) -> ApiResult {
+    {
+        let st = lock(&sim.state);
+        let vm = vm_on(&st, node, vmid)?;
+        if vm.power != Power::Running {
+            return Err(ApiError::die(format!("VM {vmid} is not running")));
+        }
+        if !agent_configured(vm) {
+            return Err(ApiError::die("No QEMU guest agent configured"));
+        }
+    }
+    let Some((hostname, addr)) = crate::guest::agent_view(sim, vmid) else {
+        return Err(ApiError::die("QEMU guest agent is not running"));
+    };
+    match cmd {
+        "ping" => Ok(Reply::data(json!({ "result": {} }))),
+        "get-host-name" => Ok(Reply::data(json!({ "result": { "host-name": hostname } }))),
+        "info" => Ok(Reply::data(json!({ "result": { "version": "7.2.19", "supported_commands": [] } }))),
+        "network-get-interfaces" => {
+            let mut ifs = vec![json!({
+                "name": "lo", "hardware-address": "00:00:00:00:00:00",
+                "ip-addresses": [{"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8}],
+            })];
+            if let Some(a) = addr {
+                ifs.push(json!({
+                    "name": "eth0",
+                    "ip-addresses": [{"ip-address": a.to_string(), "ip-address-type": "ipv4", "prefix": 8}],
+                }));
+            }
+            Ok(Reply::data(json!({ "result": ifs })))
+        }
+        other => Err(ApiError::status(501, format!("Method 'agent/{other}' not implemented"))),
+    }
+}

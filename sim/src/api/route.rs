@@ -1,0 +1,157 @@
+//! Path routing: `/api2/json/<segments>` → handler, the endpoint pattern used by the
+//! request counters, and the classification fault injection uses.
+//!
+//! Failure modes: an unknown path or method is 501 `Method '<M> /api2/json/<p>' not
+//! implemented`, as pve-http-server answers.
+
+use std::sync::Arc;
+
+use super::{ApiError, ApiResult, Params, cluster, ha, lifecycle, nodes, qemu};
+use crate::sim::Sim;
+
+/// What a request does, for fault injection.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Class {
+    /// Changes a VM (subject to lock faults).
+    pub vm_write: bool,
+    /// Starts a worker task (subject to no-worker / 596 / drop faults).
+    pub starts_task: bool,
+}
+
+/// The counter pattern: parameter segments replaced by `{name}`.
+pub fn pattern(segs: &[String]) -> String {
+    let mut out = String::new();
+    for (i, s) in segs.iter().enumerate() {
+        out.push('/');
+        let param = match (segs.first().map(String::as_str), i) {
+            (Some("nodes"), 1) => Some("{node}"),
+            (Some("nodes"), 3) => match segs.get(2).map(String::as_str) {
+                Some("qemu") => Some("{vmid}"),
+                Some("storage") => Some("{storage}"),
+                Some("tasks") => Some("{upid}"),
+                _ => None,
+            },
+            (Some("storage"), 1) => Some("{storage}"),
+            (Some("cluster"), 3) if segs.get(1).map(String::as_str) == Some("ha") => {
+                match segs.get(2).map(String::as_str) {
+                    Some("resources") => Some("{sid}"),
+                    Some("rules") => Some("{rule}"),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        out.push_str(param.unwrap_or(s));
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+/// Classify a request for fault injection.
+pub fn classify(method: &str, segs: &[String]) -> Class {
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let is_vm = s.len() >= 4 && s[0] == "nodes" && s[2] == "qemu";
+    if !is_vm || method == "GET" {
+        return Class::default();
+    }
+    let tail = &s[4..];
+    let starts_task = matches!(
+        (method, tail),
+        ("POST", ["clone"])
+            | ("POST", ["status", _])
+            | ("POST", ["migrate"])
+            | ("PUT", ["resize"])
+            | ("POST", ["config"])
+            | ("DELETE", [])
+    );
+    Class {
+        vm_write: !matches!(tail, ["agent", ..]),
+        starts_task,
+    }
+}
+
+fn not_implemented(method: &str, segs: &[String]) -> ApiError {
+    ApiError::status(
+        501,
+        format!("Method '{method} /api2/json/{}' not implemented", segs.join("/")),
+    )
+}
+
+/// Route a request to its handler.
+pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> ApiResult {
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    match (method, s.as_slice()) {
+        ("GET", ["version"]) => cluster::version(p),
+        ("GET", ["cluster", "resources"]) => cluster::resources(sim, p),
+        ("GET", ["cluster", "nextid"]) => cluster::nextid(sim, p),
+        ("GET", ["cluster", "status"]) => cluster::status(sim),
+        ("GET", ["cluster", "tasks"]) => nodes::cluster_tasks(sim),
+        ("GET", ["storage"]) => nodes::storage_list(sim, p),
+        ("GET", ["storage", id]) => nodes::storage_get(sim, id),
+        (_, ["cluster", "ha", "groups", ..]) => {
+            Err(ApiError::die("ha groups have been migrated to rules"))
+        }
+        ("GET", ["cluster", "ha", "resources"]) => ha::resources_list(sim, p),
+        ("POST", ["cluster", "ha", "resources"]) => ha::resources_create(sim, p),
+        ("GET", ["cluster", "ha", "resources", sid]) => ha::resource_get(sim, sid),
+        ("PUT", ["cluster", "ha", "resources", sid]) => ha::resource_update(sim, sid, p),
+        ("DELETE", ["cluster", "ha", "resources", sid]) => ha::resource_delete(sim, sid, p),
+        ("GET", ["cluster", "ha", "rules"]) => ha::rules_list(sim, p),
+        ("POST", ["cluster", "ha", "rules"]) => ha::rules_create(sim, p),
+        ("GET", ["cluster", "ha", "rules", id]) => ha::rule_get(sim, id),
+        ("PUT", ["cluster", "ha", "rules", id]) => ha::rule_update(sim, id, p),
+        ("DELETE", ["cluster", "ha", "rules", id]) => ha::rule_delete(sim, id),
+        ("GET", ["nodes"]) => nodes::list(sim),
+        ("GET", ["nodes", node, rest @ ..]) if !sim.has_node(node) && !rest.is_empty() => {
+            Err(unknown_node(node))
+        }
+        (_, ["nodes", node, _, ..]) if !sim.has_node(node) => Err(unknown_node(node)),
+        ("GET", ["nodes", node]) => nodes::index(node),
+        ("GET", ["nodes", node, "status"]) => nodes::status(sim, node),
+        ("GET", ["nodes", node, "storage"]) => nodes::node_storage_list(sim, node, p),
+        ("GET", ["nodes", node, "storage", id]) | ("GET", ["nodes", node, "storage", id, "status"]) => {
+            nodes::node_storage_status(sim, node, id)
+        }
+        ("GET", ["nodes", node, "storage", id, "content"]) => nodes::storage_content(sim, node, id, p),
+        ("GET", ["nodes", node, "tasks"]) => nodes::tasks_list(sim, node, p),
+        ("GET", ["nodes", node, "tasks", upid]) => nodes::task_index(sim, node, upid),
+        ("GET", ["nodes", node, "tasks", upid, "status"]) => nodes::task_status(sim, node, upid),
+        ("GET", ["nodes", node, "tasks", upid, "log"]) => nodes::task_log(sim, node, upid, p),
+        ("GET", ["nodes", node, "qemu"]) => qemu::list(sim, node, p),
+        (m, ["nodes", node, "qemu", vmid, rest @ ..]) => {
+            let vmid = super::params::vmid("vmid", vmid)?;
+            qemu_vm(sim, m, node, vmid, rest, p).unwrap_or_else(|| Err(not_implemented(method, segs)))
+        }
+        _ => Err(not_implemented(method, segs)),
+    }
+}
+
+fn unknown_node(node: &str) -> ApiError {
+    ApiError::die(format!(
+        "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+    ))
+}
+
+fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Params) -> Option<ApiResult> {
+    Some(match (m, rest) {
+        ("GET", []) => qemu::vm_index(sim, node, vmid),
+        ("DELETE", []) => lifecycle::destroy(sim, node, vmid, p),
+        ("GET", ["config"]) => qemu::config_get(sim, node, vmid, p),
+        ("POST", ["config"]) => qemu::config_set(sim, node, vmid, p, true),
+        ("PUT", ["config"]) => qemu::config_set(sim, node, vmid, p, false),
+        ("GET", ["pending"]) => qemu::pending(sim, node, vmid),
+        ("POST", ["clone"]) => lifecycle::clone(sim, node, vmid, p),
+        ("PUT", ["resize"]) => lifecycle::resize(sim, node, vmid, p),
+        ("GET", ["migrate"]) => lifecycle::migrate_precheck(sim, node, vmid, p),
+        ("POST", ["migrate"]) => lifecycle::migrate(sim, node, vmid, p),
+        ("GET", ["status"]) => qemu::status_index(),
+        ("GET", ["status", "current"]) => qemu::status_current(sim, node, vmid),
+        ("POST", ["status", action]) => lifecycle::power(sim, node, vmid, action, p),
+        ("GET", ["agent"]) => qemu::agent_index(),
+        ("POST", ["agent", "ping"]) => qemu::agent(sim, node, vmid, "ping"),
+        ("GET", ["agent", cmd]) | ("POST", ["agent", cmd]) => qemu::agent(sim, node, vmid, cmd),
+        _ => return None,
+    })
+}

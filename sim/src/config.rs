@@ -1,0 +1,278 @@
+//! The simulator's configuration: cluster shape, timings, addresses, faults.
+//!
+//! Contract: [`SimConfig::default`] is a usable three-node cluster on 127.0.0.1 with an
+//! ephemeral API port, instant timings off (`time_scale` 1.0 = realistic durations), no
+//! faults. [`SimConfig::validate`] rejects what the simulator cannot honour (no nodes,
+//! non-loopback guest subnet, negative time scale) before anything is started.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::SimError;
+use crate::faults::FaultSpec;
+
+/// A storage of the simulated datacenter (the same definition on every node).
+#[derive(Debug, Clone)]
+pub struct StorageSpec {
+    /// Storage ID, e.g. `local`.
+    pub id: String,
+    /// PVE storage type: `dir` or `lvmthin` (others are reported as given).
+    pub kind: String,
+    /// Comma list of content types, e.g. `iso,vztmpl,backup,snippets`.
+    pub content: String,
+    /// Path on the (simulated) node for `dir` storages, e.g. `/var/lib/vz`.
+    pub path: Option<String>,
+    /// Whether the storage is shared between nodes.
+    pub shared: bool,
+}
+
+/// A cloud-init template VM seeded at first start.
+#[derive(Debug, Clone)]
+pub struct TemplateSpec {
+    /// Its VMID.
+    pub vmid: u32,
+    /// Its name.
+    pub name: String,
+    /// The node it lives on.
+    pub node: String,
+}
+
+/// Realistic durations of the simulated operations, multiplied by `time_scale`.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    /// A clone task (linked clone of a small template).
+    pub clone: Duration,
+    /// A start task (qmstart) until the VM is running.
+    pub start: Duration,
+    /// From "running" until the guest's sshd accepts connections.
+    pub boot_ssh: Duration,
+    /// From sshd up until cloud-init reports its final status (first boot).
+    pub cloud_init: Duration,
+    /// A stop task.
+    pub stop: Duration,
+    /// A shutdown task (ACPI / agent).
+    pub shutdown: Duration,
+    /// Downtime of an in-guest reboot before sshd is back.
+    pub guest_reboot: Duration,
+    /// A migrate task.
+    pub migrate: Duration,
+    /// A resize task.
+    pub resize: Duration,
+    /// A destroy task.
+    pub destroy: Duration,
+    /// Delay before the HA manager acts on a requested state.
+    pub ha_reaction: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            clone: Duration::from_secs(4),
+            start: Duration::from_secs(2),
+            boot_ssh: Duration::from_secs(8),
+            cloud_init: Duration::from_secs(20),
+            stop: Duration::from_secs(1),
+            shutdown: Duration::from_secs(5),
+            guest_reboot: Duration::from_secs(10),
+            migrate: Duration::from_secs(8),
+            resize: Duration::from_secs(1),
+            destroy: Duration::from_secs(1),
+            ha_reaction: Duration::from_secs(10),
+        }
+    }
+}
+
+/// An IPv4 subnet inside 127.0.0.0/8 where guests may bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestSubnet {
+    /// Network address.
+    pub addr: Ipv4Addr,
+    /// Prefix length (8..=32).
+    pub prefix: u8,
+}
+
+impl GuestSubnet {
+    /// Parse `a.b.c.d/n`.
+    pub fn parse(s: &str) -> Result<Self, SimError> {
+        let (a, p) = s
+            .split_once('/')
+            .ok_or_else(|| SimError::Config(format!("guest subnet '{s}' is not a.b.c.d/n")))?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| SimError::Config(format!("guest subnet '{s}': bad address")))?;
+        let prefix: u8 = p
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or_else(|| SimError::Config(format!("guest subnet '{s}': bad prefix")))?;
+        Ok(GuestSubnet { addr, prefix })
+    }
+
+    /// Whether `ip` is inside the subnet.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        };
+        (u32::from(ip) & mask) == (u32::from(self.addr) & mask)
+    }
+}
+
+impl Default for GuestSubnet {
+    fn default() -> Self {
+        GuestSubnet {
+            addr: Ipv4Addr::new(127, 0, 0, 0),
+            prefix: 8,
+        }
+    }
+}
+
+/// Everything a simulated cluster is made of.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Node names, e.g. `pve1,pve2,pve3`.
+    pub nodes: Vec<String>,
+    /// Where state, the certificate and the token persist; `None` = memory + a temp dir.
+    pub state_dir: Option<PathBuf>,
+    /// Multiplier for every duration; 0 = instant.
+    pub time_scale: f64,
+    /// Faults to inject.
+    pub faults: FaultSpec,
+    /// Seed for the fault draws and generated identifiers.
+    pub seed: u64,
+    /// Where the HTTPS API listens (port 0 = ephemeral).
+    pub listen: SocketAddr,
+    /// Addresses guests may take from their network-data.
+    pub guest_subnet: GuestSubnet,
+    /// Port the guests' sshd binds (22 as in reality; 0 = ephemeral, see
+    /// `RunningCluster::guest_ssh_addr`).
+    pub guest_ssh_port: u16,
+    /// First node SSH address; node i gets this + i.
+    pub node_ssh_base: Ipv4Addr,
+    /// Port the nodes' sshd binds (0 = ephemeral, see `RunningCluster::node_ssh_addr`).
+    pub node_ssh_port: u16,
+    /// OpenSSH public keys (one per entry) the nodes accept for `root`, in addition to
+    /// the operator key the simulator generates.
+    pub node_authorized_keys: Vec<String>,
+    /// Storages (same on every node).
+    pub storages: Vec<StorageSpec>,
+    /// Templates seeded at first start.
+    pub templates: Vec<TemplateSpec>,
+    /// Base durations.
+    pub timings: Timings,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            nodes: vec!["pve1".into(), "pve2".into(), "pve3".into()],
+            state_dir: None,
+            time_scale: 1.0,
+            faults: FaultSpec::default(),
+            seed: 0,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            guest_subnet: GuestSubnet::default(),
+            guest_ssh_port: 22,
+            node_ssh_base: Ipv4Addr::new(127, 1, 0, 1),
+            node_ssh_port: 22,
+            node_authorized_keys: Vec::new(),
+            storages: default_storages(),
+            templates: vec![TemplateSpec {
+                vmid: 9000,
+                name: "debian-12-cloud".into(),
+                node: "pve1".into(),
+            }],
+            timings: Timings::default(),
+        }
+    }
+}
+
+/// `local` (dir, snippets) and `local-lvm` (lvmthin, images), as a fresh PVE install has.
+pub fn default_storages() -> Vec<StorageSpec> {
+    vec![
+        StorageSpec {
+            id: "local".into(),
+            kind: "dir".into(),
+            content: "iso,vztmpl,backup,snippets".into(),
+            path: Some("/var/lib/vz".into()),
+            shared: false,
+        },
+        StorageSpec {
+            id: "local-lvm".into(),
+            kind: "lvmthin".into(),
+            content: "images,rootdir".into(),
+            path: None,
+            shared: false,
+        },
+    ]
+}
+
+impl SimConfig {
+    /// A config with nodes `pve1..pveN` and everything else default.
+    pub fn with_nodes(n: usize) -> Self {
+        SimConfig {
+            nodes: (1..=n).map(|i| format!("pve{i}")).collect(),
+            ..SimConfig::default()
+        }
+    }
+
+    /// Scale a base duration by `time_scale`.
+    pub fn scaled(&self, d: Duration) -> Duration {
+        if self.time_scale <= 0.0 {
+            Duration::ZERO
+        } else {
+            d.mul_f64(self.time_scale)
+        }
+    }
+
+    /// Reject configurations the simulator cannot honour.
+    pub fn validate(&self) -> Result<(), SimError> {
+        if self.nodes.is_empty() {
+            return Err(SimError::Config("at least one node is required".into()));
+        }
+        for n in &self.nodes {
+            let ok = !n.is_empty()
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !n.starts_with('-');
+            if !ok {
+                return Err(SimError::Config(format!(
+                    "node name '{n}' is not a valid hostname"
+                )));
+            }
+        }
+        if !self.time_scale.is_finite() || self.time_scale < 0.0 {
+            return Err(SimError::Config(format!(
+                "time_scale must be a finite number >= 0, got {}",
+                self.time_scale
+            )));
+        }
+        if !self.guest_subnet.addr.is_loopback() || self.guest_subnet.prefix < 8 {
+            return Err(SimError::Config(format!(
+                "guest subnet {}/{} must lie inside 127.0.0.0/8",
+                self.guest_subnet.addr, self.guest_subnet.prefix
+            )));
+        }
+        if !self.node_ssh_base.is_loopback() {
+            return Err(SimError::Config(format!(
+                "node SSH base address {} must be in 127.0.0.0/8",
+                self.node_ssh_base
+            )));
+        }
+        for t in &self.templates {
+            if !self.nodes.contains(&t.node) {
+                return Err(SimError::Config(format!(
+                    "template {} is on unknown node '{}'",
+                    t.vmid, t.node
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The SSH address of node number `index` (0-based).
+    pub fn node_ip(&self, index: usize) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.node_ssh_base).wrapping_add(index as u32))
+    }
+}

@@ -1,0 +1,324 @@
+//! What a guest's cloud-init makes of its NoCloud seed, and what `cloud-init status`
+//! prints (the JSON of cloud-init 24.4.1, see reference/cloud-init-status-samples.txt).
+//!
+//! Contract: [`parse_identity`] never fails on bad user-data — like cloud-init it goes on
+//! with defaults and marks the boot degraded; the network address is the first static
+//! IPv4 address of network-data version 1 or 2. [`status`] renders one of running /
+//! done / error / degraded / disabled with the exit code the real tool gives (0/1/2).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde_json::{Value, json};
+use serde_yaml_ng::Value as Yaml;
+
+/// The default user of Debian cloud images.
+pub const DEFAULT_USER: &str = "debian";
+
+/// The NoCloud seed of one cold start.
+#[derive(Debug, Clone, Default)]
+pub struct CiSeed {
+    /// user-data text.
+    pub user: String,
+    /// network-config text.
+    pub network: String,
+    /// meta-data text.
+    pub meta: String,
+    /// instance-id (hash of user + network data).
+    pub instance_id: String,
+}
+
+/// What cloud-init configured from the seed.
+#[derive(Debug, Clone, Default)]
+pub struct Identity {
+    /// Authorized public keys (OpenSSH lines) per user.
+    pub authorized: BTreeMap<String, Vec<String>>,
+    /// `ssh_keys.ed25519_private`, when given.
+    pub host_key: Option<String>,
+    /// Hostname (user-data `hostname`/`fqdn`, else meta-data `local-hostname`).
+    pub hostname: Option<String>,
+    /// First static IPv4 address of network-data.
+    pub address: Option<Ipv4Addr>,
+    /// User-data was not valid cloud-config.
+    pub invalid_user_data: bool,
+}
+
+fn yaml_str(v: &Yaml) -> Option<String> {
+    match v {
+        Yaml::String(s) => Some(s.clone()),
+        Yaml::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn key_list(v: Option<&Yaml>) -> Vec<String> {
+    match v {
+        Some(Yaml::Sequence(seq)) => seq.iter().filter_map(yaml_str).map(|s| s.trim().to_string()).collect(),
+        Some(Yaml::String(s)) => vec![s.trim().to_string()],
+        _ => Vec::new(),
+    }
+}
+
+fn get<'a>(v: &'a Yaml, k: &str) -> Option<&'a Yaml> {
+    v.as_mapping().and_then(|m| m.get(Yaml::String(k.to_string())))
+}
+
+/// Parse the identity cloud-init applies from a seed.
+pub fn parse_identity(seed: &CiSeed) -> Identity {
+    let mut id = Identity::default();
+    let user_doc: Option<Yaml> = if seed.user.trim().is_empty() {
+        None
+    } else if !seed.user.trim_start().starts_with("#cloud-config") {
+        // Scripts and MIME archives are not modelled: treated as no cloud-config.
+        id.invalid_user_data = !seed.user.trim_start().starts_with("#!");
+        None
+    } else {
+        match serde_yaml_ng::from_str::<Yaml>(&seed.user) {
+            Ok(Yaml::Mapping(m)) => Some(Yaml::Mapping(m)),
+            Ok(Yaml::Null) => None,
+            _ => {
+                id.invalid_user_data = true;
+                None
+            }
+        }
+    };
+    let meta: Option<Yaml> = serde_yaml_ng::from_str(&seed.meta).ok();
+    let mut default_user = DEFAULT_USER.to_string();
+    let mut have_default = true;
+    if let Some(doc) = &user_doc {
+        match get(doc, "user") {
+            Some(Yaml::String(s)) => default_user = s.clone(),
+            Some(m @ Yaml::Mapping(_)) => {
+                if let Some(n) = get(m, "name").and_then(yaml_str) {
+                    default_user = n;
+                }
+            }
+            _ => {}
+        }
+        if let Some(Yaml::Sequence(users)) = get(doc, "users") {
+            have_default = false;
+            for u in users {
+                match u {
+                    Yaml::String(s) if s == "default" => have_default = true,
+                    Yaml::Mapping(_) => {
+                        let Some(name) = get(u, "name").and_then(yaml_str) else {
+                            id.invalid_user_data = true;
+                            continue;
+                        };
+                        let keys = key_list(get(u, "ssh_authorized_keys").or_else(|| get(u, "ssh-authorized-keys")));
+                        id.authorized.entry(name).or_default().extend(keys);
+                    }
+                    _ => id.invalid_user_data = true,
+                }
+            }
+        }
+        if have_default {
+            let keys = key_list(get(doc, "ssh_authorized_keys"));
+            id.authorized.entry(default_user.clone()).or_default().extend(keys);
+        }
+        let disable_root = match get(doc, "disable_root") {
+            Some(Yaml::Bool(b)) => *b,
+            _ => true,
+        };
+        if !disable_root && have_default {
+            let keys = id.authorized.get(&default_user).cloned().unwrap_or_default();
+            id.authorized.entry("root".into()).or_default().extend(keys);
+        }
+        if let Some(k) = get(doc, "ssh_keys").and_then(|k| get(k, "ed25519_private")).and_then(yaml_str) {
+            id.host_key = Some(k);
+        }
+        id.hostname = get(doc, "hostname")
+            .or_else(|| get(doc, "fqdn"))
+            .and_then(yaml_str)
+            .map(|h| h.split('.').next().unwrap_or(&h).to_string());
+    } else {
+        id.authorized.entry(default_user).or_default();
+    }
+    if id.hostname.is_none() {
+        id.hostname = meta
+            .as_ref()
+            .and_then(|m| get(m, "local-hostname"))
+            .and_then(yaml_str)
+            .map(|h| h.split('.').next().unwrap_or(&h).to_string());
+    }
+    id.address = parse_address(&seed.network);
+    id
+}
+
+fn first_v4(addr: &str) -> Option<Ipv4Addr> {
+    addr.split('/').next().and_then(|a| a.trim().parse().ok())
+}
+
+/// The first static IPv4 address of network-config v1 or v2.
+pub fn parse_address(network: &str) -> Option<Ipv4Addr> {
+    let doc: Yaml = serde_yaml_ng::from_str(network).ok()?;
+    let doc = get(&doc, "network").cloned().unwrap_or(doc);
+    let version = get(&doc, "version").and_then(yaml_str).unwrap_or_default();
+    if version == "2" {
+        for key in ["ethernets", "bonds", "vlans", "bridges"] {
+            if let Some(Yaml::Mapping(ifs)) = get(&doc, key) {
+                for (_, iface) in ifs {
+                    if let Some(Yaml::Sequence(addrs)) = get(iface, "addresses") {
+                        if let Some(a) = addrs.iter().filter_map(yaml_str).find_map(|a| first_v4(&a)) {
+                            return Some(a);
+                        }
+                    }
+                }
+            }
+        }
+        None
+    } else {
+        let Some(Yaml::Sequence(cfg)) = get(&doc, "config") else { return None };
+        for item in cfg {
+            if let Some(Yaml::Sequence(subnets)) = get(item, "subnets") {
+                for s in subnets {
+                    let is_static = get(s, "type").and_then(yaml_str).is_some_and(|t| t == "static");
+                    if let (true, Some(a)) = (is_static, get(s, "address").and_then(yaml_str))
+                        && let Some(ip) = first_v4(&a)
+                    {
+                        return Some(ip);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The final outcome of cloud-init in one boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CiOutcome {
+    /// `done`, exit 0.
+    Done,
+    /// `error`, exit 1.
+    Error,
+    /// `done` with recoverable errors (`degraded done`), exit 2.
+    Degraded,
+    /// No datasource (the cloud-init drive is gone): `disabled`, exit 0.
+    Disabled,
+}
+
+/// Render `cloud-init status` (`json` or text, `long`) for a boot at `boot_unix`,
+/// `finished` = whether the final stage has ended. Returns (stdout, exit code).
+pub fn status(outcome: CiOutcome, finished: bool, boot_unix: u64, json_format: bool, long: bool) -> (String, u32) {
+    let t = |o: u64| json!((boot_unix + o) as f64);
+    let stage = |s: u64, f: Option<u64>, errors: Value, rec: Value| {
+        json!({"errors": errors, "finished": f.map(|x| t(x)).unwrap_or(Value::Null), "recoverable_errors": rec, "start": t(s)})
+    };
+    let err_text = "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1 attempted commands'))";
+    let warn = json!({"WARNING": ["Invalid cloud-config provided: Please run 'sudo cloud-init schema --system' to see the schema errors."]});
+    let (doc, code, status) = if outcome == CiOutcome::Disabled {
+        let empty = json!({"errors": [], "finished": null, "recoverable_errors": {}, "start": null});
+        (json!({
+            "boot_status_code": "disabled-by-generator", "datasource": "", "detail": "Cloud-init disabled by cloud-init-generator",
+            "errors": [], "extended_status": "disabled", "init": empty, "init-local": empty,
+            "last_update": crate::model::ids::rfc2822(0), "modules-config": empty, "modules-final": empty,
+            "recoverable_errors": {}, "stage": null, "status": "disabled",
+        }), 0, "disabled")
+    } else if !finished {
+        (json!({
+            "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
+            "detail": "Running in stage: modules-config", "errors": [], "extended_status": "running",
+            "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
+            "last_update": crate::model::ids::rfc2822(boot_unix + 4),
+            "modules-config": stage(4, None, json!([]), json!({})),
+            "modules-final": {"errors": [], "finished": null, "recoverable_errors": {}, "start": null},
+            "recoverable_errors": {}, "stage": "modules-config", "status": "running",
+        }), 0, "running")
+    } else {
+        let (errors, rec, ext, st, code) = match outcome {
+            CiOutcome::Error => (json!([err_text]), json!({}), "error - done", "error", 1),
+            CiOutcome::Degraded => (json!([]), warn.clone(), "degraded done", "done", 2),
+            _ => (json!([]), json!({}), "done", "done", 0),
+        };
+        let (cfg_rec, final_err) = match outcome {
+            CiOutcome::Degraded => (warn, json!([])),
+            CiOutcome::Error => (json!({}), json!([err_text])),
+            _ => (json!({}), json!([])),
+        };
+        (json!({
+            "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
+            "detail": "DataSourceNoCloud [seed=/dev/sr0][dsmode=net]", "errors": errors, "extended_status": ext,
+            "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
+            "last_update": crate::model::ids::rfc2822(boot_unix + 7),
+            "modules-config": stage(4, Some(5), json!([]), cfg_rec),
+            "modules-final": stage(6, Some(7), final_err, json!({})),
+            "recoverable_errors": rec, "stage": null, "status": st,
+        }), code, st)
+    };
+    if json_format {
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        return (format!("{text}\n"), code);
+    }
+    let mut out = format!("status: {status}\n");
+    if long {
+        let s = |k: &str| doc.get(k).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).unwrap_or_default();
+        out.push_str(&format!("extended_status: {}\n", s("extended_status")));
+        out.push_str(&format!("boot_status_code: {}\n", s("boot_status_code")));
+        out.push_str(&format!("last_update: {}\n", s("last_update")));
+        out.push_str(&format!("detail: {}\n", s("detail")));
+        match doc.get("errors").and_then(Value::as_array) {
+            Some(e) if !e.is_empty() => {
+                out.push_str("errors:\n");
+                for x in e {
+                    out.push_str(&format!("\t- {}\n", x.as_str().unwrap_or_default()));
+                }
+            }
+            _ => out.push_str("errors: []\n"),
+        }
+        match doc.get("recoverable_errors").and_then(Value::as_object) {
+            Some(r) if !r.is_empty() => {
+                out.push_str("recoverable_errors:\n");
+                for (lvl, msgs) in r {
+                    out.push_str(&format!("{lvl}:\n"));
+                    for m in msgs.as_array().into_iter().flatten() {
+                        out.push_str(&format!("\t- {}\n", m.as_str().unwrap_or_default()));
+                    }
+                }
+            }
+            _ => out.push_str("recoverable_errors: {}\n"),
+        }
+    }
+    (out, code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_takes_users_keys_host_key_and_v2_or_v1_address() {
+        let seed = CiSeed {
+            user: "#cloud-config\nhostname: test-0\nssh_authorized_keys:\n  - ssh-ed25519 AAAA top\nusers:\n  - default\n  - name: ops\n    ssh_authorized_keys: [\"ssh-ed25519 BBBB ops\"]\n".into(),
+            network: "version: 2\nethernets:\n  eth0:\n    addresses: [127.0.5.9/8]\n".into(),
+            ..Default::default()
+        };
+        let id = parse_identity(&seed);
+        assert_eq!(id.hostname.as_deref(), Some("test-0"));
+        assert_eq!(id.authorized["debian"], vec!["ssh-ed25519 AAAA top".to_string()]);
+        assert_eq!(id.authorized["ops"], vec!["ssh-ed25519 BBBB ops".to_string()]);
+        assert!(!id.authorized.contains_key("root"));
+        assert_eq!(id.address, Some(Ipv4Addr::new(127, 0, 5, 9)));
+        let v1 = "version: 1\nconfig:\n  - type: physical\n    name: eth0\n    subnets:\n      - type: static\n        address: 127.0.6.1\n        netmask: 255.0.0.0\n";
+        assert_eq!(parse_address(v1), Some(Ipv4Addr::new(127, 0, 6, 1)));
+        let bad = parse_identity(&CiSeed { user: "#cloud-config\n: : [".into(), ..Default::default() });
+        assert!(bad.invalid_user_data);
+    }
+
+    #[test]
+    fn status_json_matches_the_real_tool_for_each_outcome() {
+        let (out, code) = status(CiOutcome::Done, true, 1_732_960_000, true, false);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((v["status"].as_str(), v["extended_status"].as_str(), code), (Some("done"), Some("done"), 0));
+        assert_eq!(v["last_update"], "Sat, 30 Nov 2024 09:46:47 +0000");
+        let (out, code) = status(CiOutcome::Done, false, 1_732_960_000, true, false);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((v["status"].as_str(), v["stage"].as_str(), code), (Some("running"), Some("modules-config"), 0));
+        let (out, code) = status(CiOutcome::Error, true, 0, true, false);
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((v["extended_status"].as_str(), code), (Some("error - done"), 1));
+        let (out, code) = status(CiOutcome::Degraded, true, 0, false, true);
+        assert!(out.starts_with("status: done\nextended_status: degraded done\n"), "{out}");
+        assert_eq!(code, 2);
+    }
+}

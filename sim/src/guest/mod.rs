@@ -1,0 +1,325 @@
+//! Simulated guests: boot from the NoCloud seed, an SSH server on the address the
+//! network-data gives, cloud-init progress over time, boot IDs, reboots.
+//!
+//! Contract: a cold start reads the `cicustom` snippets from the snippet directory of
+//! the node the VM is on (missing or over 1 MiB ⇒ the start fails); without `cicustom`
+//! the seed is generated from `ciuser`/`sshkeys`/`ipconfig0` as PVE does. Each boot has
+//! a fresh boot ID; sshd comes up `boot_ssh` after power-on and cloud-init finishes
+//! `cloud_init` later on the first boot of an instance (at once on later boots). An
+//! in-guest reboot does not re-read snippets nor apply pending changes. One tokio task
+//! per guest (the accept loop) plus one per open connection; no threads.
+
+mod cloudinit;
+mod commands;
+pub mod keys;
+mod ssh;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+pub use cloudinit::{CiOutcome, CiSeed, Identity};
+pub use ssh::spawn_node_sshd;
+
+use crate::faults::FaultKind;
+use crate::model::{Vm, ids, props};
+use crate::sim::{Sim, lock};
+
+/// Per-file limit PVE enforces on cicustom snippets.
+pub const SNIPPET_LIMIT: u64 = 1024 * 1024;
+
+/// What a running guest is, for its SSH server and the agent.
+pub struct GuestRuntime {
+    /// Boot generation (bumped on every boot, to ignore stale sessions).
+    pub generation: u64,
+    /// `/proc/sys/kernel/random/boot_id` of this boot.
+    pub boot_id: String,
+    /// Unix time of this boot.
+    pub boot_unix: u64,
+    /// When sshd accepts connections.
+    pub ssh_up_at: Instant,
+    /// When cloud-init reaches its final status.
+    pub ci_done_at: Instant,
+    /// Cloud-init's final status of this boot.
+    pub ci: CiOutcome,
+    /// Down for good (a reboot that hangs).
+    pub hung: bool,
+    /// Between an in-guest reboot and the next boot.
+    pub down: bool,
+    /// The address sshd actually bound (port 0 resolves here).
+    pub ssh_addr: Option<SocketAddr>,
+    /// Hostname.
+    pub hostname: String,
+    /// Address from network-data.
+    pub address: Option<Ipv4Addr>,
+    /// Shared identity for reboots.
+    ident: Arc<GuestIdent>,
+    /// Ends this boot's sshd and sessions when dropped or set.
+    cancel: watch::Sender<bool>,
+}
+
+/// Identity that survives in-guest reboots.
+pub struct GuestIdent {
+    /// Authorized keys per user.
+    pub authorized: BTreeMap<String, Vec<russh::keys::PublicKey>>,
+    /// sshd config with the host key.
+    pub ssh_config: Arc<russh::server::Config>,
+    /// Whether a datasource was present at the last cold start.
+    pub has_datasource: bool,
+    /// User-data invalid (degraded each boot).
+    pub invalid_user_data: bool,
+}
+
+fn read_snippet(sim: &Sim, node: &str, volid: &str) -> Result<String, String> {
+    let (storage, volname) = volid.split_once(':').ok_or_else(|| format!("unable to parse volume ID '{volid}'"))?;
+    let spec = sim
+        .cfg
+        .storages
+        .iter()
+        .find(|s| s.id == storage)
+        .ok_or_else(|| format!("storage '{storage}' does not exist"))?;
+    let file = volname
+        .strip_prefix("snippets/")
+        .filter(|f| !f.contains('/') && !f.is_empty() && *f != "..")
+        .ok_or_else(|| format!("{volid} is not in the snippets directory"))?;
+    if !spec.content.split(',').any(|c| c == "snippets") {
+        return Err(format!("storage '{storage}' does not support content-type 'snippets'"));
+    }
+    let dir = sim.storage_dir(node, storage).ok_or_else(|| format!("storage '{storage}' has no path"))?;
+    let shown = format!("{}/snippets/{file}", spec.path.as_deref().unwrap_or(""));
+    let path = dir.join("snippets").join(file);
+    let md = std::fs::metadata(&path).map_err(|_| format!("unable to open file '{shown}' - No such file or directory"))?;
+    if md.len() > SNIPPET_LIMIT {
+        return Err(format!("file '{shown}' too long - aborting"));
+    }
+    std::fs::read_to_string(&path).map_err(|e| format!("unable to read file '{shown}' - {e}"))
+}
+
+fn generated_user_data(vm: &Vm) -> String {
+    let mut s = format!("#cloud-config\nhostname: {}\nmanage_etc_hosts: true\n", vm.name());
+    if let Some(u) = vm.config.get("ciuser") {
+        s.push_str(&format!("user: {u}\n"));
+    }
+    if let Some(k) = vm.config.get("sshkeys") {
+        let decoded = percent_encoding::percent_decode_str(k).decode_utf8_lossy().into_owned();
+        s.push_str("ssh_authorized_keys:\n");
+        for line in decoded.lines().filter(|l| !l.trim().is_empty()) {
+            s.push_str(&format!("  - {}\n", line.trim()));
+        }
+    }
+    s
+}
+
+fn generated_network(vm: &Vm) -> String {
+    let mut s = String::from("version: 1\nconfig:\n");
+    for (k, v) in vm.config.iter().filter(|(k, _)| k.starts_with("ipconfig")) {
+        let idx = &k["ipconfig".len()..];
+        s.push_str(&format!("    - type: physical\n      name: eth{idx}\n      subnets:\n"));
+        match props::prop(v, "ip") {
+            Some(ip) if ip != "dhcp" => s.push_str(&format!("      - type: static\n        address: '{ip}'\n")),
+            _ => s.push_str("      - type: dhcp4\n"),
+        }
+    }
+    s
+}
+
+/// Build the NoCloud seed for a cold start on the VM's current node.
+/// `Ok(None)` = no cloud-init drive; `Err` = the start fails with that text.
+pub fn read_seed(sim: &Sim, vm: &Vm) -> Result<Option<CiSeed>, String> {
+    let has_drive = vm.config.iter().any(|(k, v)| props::is_drive_key(k) && v.contains("-cloudinit"));
+    if !has_drive {
+        return Ok(None);
+    }
+    let custom: BTreeMap<String, String> = vm
+        .config
+        .get("cicustom")
+        .map(|c| props::split_props(c).into_iter().collect())
+        .unwrap_or_default();
+    let mut total = 0usize;
+    let mut part = |kind: &str, fallback: &dyn Fn() -> String| -> Result<String, String> {
+        match custom.get(kind) {
+            Some(volid) => {
+                let s = read_snippet(sim, &vm.node, volid)?;
+                total += s.len();
+                Ok(s)
+            }
+            None => Ok(fallback()),
+        }
+    };
+    let user = part("user", &|| generated_user_data(vm))?;
+    let network = part("network", &|| generated_network(vm))?;
+    let _vendor = part("vendor", &String::new)?;
+    let meta_custom = part("meta", &String::new)?;
+    if total as u64 >= 3 * SNIPPET_LIMIT {
+        return Err("cloudinit snippets exceed the 3 MiB total limit".into());
+    }
+    let instance_id = {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        h.update(user.as_bytes());
+        h.update(network.as_bytes());
+        hex::encode(h.finalize())[..40].to_string()
+    };
+    let meta = if meta_custom.is_empty() {
+        format!("instance-id: {instance_id}\nlocal-hostname: {}\n", vm.name())
+    } else {
+        meta_custom
+    };
+    Ok(Some(CiSeed { user, network, meta, instance_id }))
+}
+
+/// Power the guest on (cold start): apply the seed, pick the outcome, start sshd.
+pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
+    let prepared = {
+        let mut st = lock(&sim.state);
+        let Some(vm) = st.vms.get_mut(&vmid) else { return };
+        let mut first_boot = false;
+        if let Some(seed) = &seed {
+            let id = cloudinit::parse_identity(seed);
+            if vm.disk.instance_id.as_deref() != Some(seed.instance_id.as_str()) {
+                first_boot = true;
+                vm.disk.instance_id = Some(seed.instance_id.clone());
+                // A new instance regenerates host keys unless user-data supplies one.
+                vm.disk.host_key = id.host_key.clone();
+            }
+            vm.disk.authorized = id.authorized;
+            vm.disk.hostname = id.hostname.or_else(|| Some(vm.name()));
+            vm.disk.address = id.address;
+            vm.disk.invalid_user_data = id.invalid_user_data;
+        }
+        if vm.disk.host_key.is_none() {
+            vm.disk.host_key = keys::generate_ed25519_openssh().ok();
+        }
+        let disk = vm.disk.clone();
+        sim.save(&st);
+        (disk, first_boot)
+    };
+    let (disk, first_boot) = prepared;
+    let Some(ident) = build_ident(&disk, seed.is_some()) else {
+        tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
+        return;
+    };
+    let hostname = disk.hostname.clone().unwrap_or_else(|| format!("vm{vmid}"));
+    boot(sim, vmid, Arc::new(ident), hostname, disk.address, first_boot, Duration::ZERO);
+}
+
+fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<GuestIdent> {
+    let key = russh::keys::PrivateKey::from_openssh(disk.host_key.as_deref()?).ok()?;
+    let authorized = disk
+        .authorized
+        .iter()
+        .map(|(u, ks)| (u.clone(), ks.iter().filter_map(|k| russh::keys::PublicKey::from_openssh(k).ok()).collect()))
+        .collect();
+    Some(GuestIdent {
+        authorized,
+        ssh_config: Arc::new(ssh::server_config(key)),
+        has_datasource,
+        invalid_user_data: disk.invalid_user_data,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn boot(sim: &Arc<Sim>, vmid: u32, ident: Arc<GuestIdent>, hostname: String, address: Option<Ipv4Addr>, first_boot: bool, extra_delay: Duration) {
+    let now = Instant::now();
+    let ssh_up_at = now + extra_delay + sim.scaled(sim.cfg.timings.boot_ssh);
+    let ci_done_at = ssh_up_at + if first_boot { sim.scaled(sim.cfg.timings.cloud_init) } else { Duration::ZERO };
+    let ci = if !ident.has_datasource {
+        CiOutcome::Disabled
+    } else if first_boot && sim.faults.fire(FaultKind::CloudInitError) {
+        CiOutcome::Error
+    } else if ident.invalid_user_data || (first_boot && sim.faults.fire(FaultKind::CloudInitDegraded)) {
+        CiOutcome::Degraded
+    } else {
+        CiOutcome::Done
+    };
+    let silent = sim.faults.fire(FaultKind::SshSilent);
+    let (cancel, cancel_rx) = watch::channel(false);
+    let generation = {
+        let mut guests = lock(&sim.guests);
+        let generation = guests.get(&vmid).map(|g| g.generation + 1).unwrap_or(1);
+        guests.insert(
+            vmid,
+            GuestRuntime {
+                generation,
+                boot_id: ids::random_uuid(),
+                boot_unix: ids::now_unix() + extra_delay.as_secs(),
+                ssh_up_at,
+                ci_done_at,
+                ci,
+                hung: false,
+                down: false,
+                ssh_addr: None,
+                hostname,
+                address,
+                ident: ident.clone(),
+                cancel,
+            },
+        );
+        generation
+    };
+    let Some(ip) = address.filter(|a| sim.cfg.guest_subnet.contains(*a) && a.is_loopback()) else {
+        tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
+        return;
+    };
+    ssh::spawn_guest_sshd(sim.clone(), vmid, generation, SocketAddr::from((ip, sim.cfg.guest_ssh_port)), ident, ssh_up_at, cancel_rx, silent);
+}
+
+/// Power the guest off (stop, shutdown, destroy): its sshd and sessions end.
+pub fn power_off(sim: &Sim, vmid: u32) {
+    if let Some(g) = lock(&sim.guests).remove(&vmid) {
+        let _ = g.cancel.send(true);
+    }
+}
+
+/// An in-guest reboot (or reset): down for `downtime`, then a new boot without reading
+/// snippets or applying pending changes. May hang for good (fault `reboot-hang`).
+pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
+    let hang = sim.faults.fire(FaultKind::RebootHang);
+    let (ident, hostname, address, generation) = {
+        let mut guests = lock(&sim.guests);
+        let Some(g) = guests.get_mut(&vmid) else { return };
+        let _ = g.cancel.send(true);
+        g.down = true;
+        g.hung = hang;
+        g.ssh_addr = None;
+        (g.ident.clone(), g.hostname.clone(), g.address, g.generation)
+    };
+    if hang {
+        return;
+    }
+    sim.after(downtime, move |sim| {
+        let same = lock(&sim.guests).get(&vmid).is_some_and(|g| g.generation == generation && g.down);
+        if same {
+            boot(sim, vmid, ident, hostname, address, false, Duration::ZERO);
+        }
+    });
+}
+
+/// Whether the guest is down for good (a hung reboot).
+pub fn is_hung(sim: &Sim, vmid: u32) -> bool {
+    lock(&sim.guests).get(&vmid).is_some_and(|g| g.hung)
+}
+
+/// What the guest agent reports, when it is up: (hostname, address).
+pub fn agent_view(sim: &Sim, vmid: u32) -> Option<(String, Option<Ipv4Addr>)> {
+    let guests = lock(&sim.guests);
+    let g = guests.get(&vmid)?;
+    if g.down || g.hung || Instant::now() < g.ssh_up_at {
+        return None;
+    }
+    Some((g.hostname.clone(), g.address))
+}
+
+/// The address a guest's sshd is bound to, once up.
+pub fn ssh_addr(sim: &Sim, vmid: u32) -> Option<SocketAddr> {
+    lock(&sim.guests).get(&vmid).and_then(|g| g.ssh_addr)
+}
+
+/// Boot ID of the current boot (for tests and the library API).
+pub fn boot_id(sim: &Sim, vmid: u32) -> Option<String> {
+    lock(&sim.guests).get(&vmid).filter(|g| !g.down).map(|g| g.boot_id.clone())
+}

@@ -1,0 +1,256 @@
+//! The SSH servers of guests and nodes (russh), with public-key auth only.
+//!
+//! Contract: a guest accepts exactly the keys its user-data authorised for each user; a
+//! node accepts `root` with the operator key and the configured keys. Exec requests run
+//! through [`super::commands`]; a command that reads stdin (node uploads) runs at EOF.
+//! When a boot ends (reboot, stop) the listener closes and open sessions are
+//! disconnected, as a real guest drops them. A "silent" guest accepts TCP and never
+//! sends a banner. No threads: one accept task per server, one task per connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use russh::server::{Auth, Msg, Session};
+use russh::{Channel, ChannelId};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::GuestIdent;
+use super::commands::{self, Action, Outcome};
+use crate::sim::{Sim, lock};
+
+/// sshd config for a host key.
+pub fn server_config(key: russh::keys::PrivateKey) -> russh::server::Config {
+    russh::server::Config {
+        server_id: russh::SshId::Standard("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3".into()),
+        keys: vec![key],
+        auth_rejection_time: Duration::from_millis(200),
+        auth_rejection_time_initial: Some(Duration::ZERO),
+        inactivity_timeout: Some(Duration::from_secs(900)),
+        window_size: 256 * 1024,
+        channel_buffer_size: 16,
+        methods: russh::MethodSet::from(&[russh::MethodKind::PublicKey][..]),
+        ..Default::default()
+    }
+}
+
+#[derive(Clone)]
+enum Role {
+    Guest { vmid: u32, generation: u64, ident: Arc<GuestIdent> },
+    Node { node: String, authorized: Arc<Vec<russh::keys::PublicKey>> },
+}
+
+struct Handler {
+    sim: Arc<Sim>,
+    role: Role,
+    user: String,
+    pending: HashMap<ChannelId, (String, Vec<u8>)>,
+}
+
+fn key_allowed(list: &[russh::keys::PublicKey], key: &russh::keys::PublicKey) -> bool {
+    list.iter().any(|k| k.key_data() == key.key_data())
+}
+
+impl Handler {
+    fn allowed(&self, user: &str, key: &russh::keys::PublicKey) -> bool {
+        match &self.role {
+            Role::Guest { ident, .. } => ident.authorized.get(user).is_some_and(|l| key_allowed(l, key)),
+            Role::Node { authorized, .. } => user == "root" && key_allowed(authorized, key),
+        }
+    }
+
+    fn run(&self, cmd: &str, stdin: &[u8]) -> Outcome {
+        match &self.role {
+            Role::Guest { vmid, generation, .. } => commands::run_guest(&self.sim, *vmid, *generation, &self.user, cmd),
+            Role::Node { node, .. } => commands::run_node(&self.sim, node, cmd, stdin),
+        }
+    }
+
+    fn finish(&self, channel: ChannelId, out: Outcome, session: &mut Session) -> Result<(), russh::Error> {
+        let handle = session.handle();
+        let sim = self.sim.clone();
+        let role = self.role.clone();
+        tokio::spawn(async move {
+            if let Action::WaitCloudInit { until, json, long } = out.action {
+                tokio::time::sleep_until(until).await;
+                if let Role::Guest { vmid, generation, .. } = role {
+                    let o = commands::cloud_init_status(&sim, vmid, generation, json, long);
+                    send(&handle, channel, o).await;
+                }
+                return;
+            }
+            let action = out.action;
+            send(&handle, channel, out).await;
+            if let (Action::Reboot | Action::PowerOff, Role::Guest { vmid, .. }) = (action, role) {
+                // Give the client the channel close first, as a real reboot races it.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if action == Action::Reboot {
+                    super::guest_reboot(&sim, vmid, sim.scaled(sim.cfg.timings.guest_reboot));
+                } else {
+                    crate::api::guest_poweroff(&sim, vmid);
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+async fn send(handle: &russh::server::Handle, channel: ChannelId, out: Outcome) {
+    if !out.stdout.is_empty() {
+        let _ = handle.data(channel, out.stdout.into_bytes().into()).await;
+    }
+    if !out.stderr.is_empty() {
+        let _ = handle.extended_data(channel, 1, out.stderr.into_bytes().into()).await;
+    }
+    if matches!(out.action, Action::Reboot | Action::PowerOff) {
+        // The connection drops with the guest: no exit status, like a real reboot.
+        return;
+    }
+    let _ = handle.exit_status_request(channel, out.code).await;
+    let _ = handle.eof(channel).await;
+    let _ = handle.close(channel).await;
+}
+
+impl russh::server::Handler for Handler {
+    type Error = russh::Error;
+
+    async fn auth_publickey_offered(&mut self, user: &str, offer: russh::server::PublicKeyOffer<'_>) -> Result<Auth, Self::Error> {
+        Ok(if self.allowed(user, offer.public_key) { Auth::Accept } else { Auth::reject() })
+    }
+
+    async fn auth_publickey(&mut self, user: &str, key: russh::server::VerifiedPublicKey<'_>) -> Result<Auth, Self::Error> {
+        if self.allowed(user, key.public_key) {
+            self.user = user.to_string();
+            Ok(Auth::Accept)
+        } else {
+            Ok(Auth::reject())
+        }
+    }
+
+    async fn channel_open_session(&mut self, _channel: Channel<Msg>, reply: russh::server::ChannelOpenHandle, _session: &mut Session) -> Result<(), Self::Error> {
+        reply.accept().await;
+        Ok(())
+    }
+
+    async fn exec_request(&mut self, channel: ChannelId, data: &[u8], session: &mut Session) -> Result<(), Self::Error> {
+        let cmd = String::from_utf8_lossy(data).into_owned();
+        session.channel_success(channel)?;
+        let reads_stdin = matches!(self.role, Role::Node { .. }) && commands::node_reads_stdin(&cmd);
+        if reads_stdin {
+            self.pending.insert(channel, (cmd, Vec::new()));
+            return Ok(());
+        }
+        let out = self.run(&cmd, &[]);
+        self.finish(channel, out, session)
+    }
+
+    async fn shell_request(&mut self, channel: ChannelId, session: &mut Session) -> Result<(), Self::Error> {
+        session.channel_failure(channel)?;
+        Ok(())
+    }
+
+    async fn data(&mut self, channel: ChannelId, data: &[u8], _session: &mut Session) -> Result<(), Self::Error> {
+        if let Some((_, buf)) = self.pending.get_mut(&channel) {
+            if buf.len() + data.len() > 16 << 20 {
+                return Err(russh::Error::Disconnect);
+            }
+            buf.extend_from_slice(data);
+        }
+        Ok(())
+    }
+
+    async fn channel_eof(&mut self, channel: ChannelId, session: &mut Session) -> Result<(), Self::Error> {
+        if let Some((cmd, stdin)) = self.pending.remove(&channel) {
+            let out = self.run(&cmd, &stdin);
+            self.finish(channel, out, session)?;
+        }
+        Ok(())
+    }
+}
+
+async fn serve_conn(sim: Arc<Sim>, stream: tokio::net::TcpStream, role: Role, config: Arc<russh::server::Config>, mut cancel: watch::Receiver<bool>) {
+    let mut down = sim.shutdown.subscribe();
+    let handler = Handler { sim: sim.clone(), role, user: String::new(), pending: HashMap::new() };
+    let Ok(running) = russh::server::run_stream(config, stream, handler).await else { return };
+    let handle = running.handle();
+    tokio::select! {
+        _ = running => {}
+        _ = cancel.wait_for(|c| *c) => {
+            let _ = handle.disconnect(russh::Disconnect::ByApplication, "system is going down".into(), String::new()).await;
+        }
+        _ = down.wait_for(|d| *d) => {}
+    }
+}
+
+/// Start a guest's sshd at `up_at` on `addr`; ends when `cancel` fires.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_guest_sshd(sim: Arc<Sim>, vmid: u32, generation: u64, addr: SocketAddr, ident: Arc<GuestIdent>, up_at: Instant, mut cancel: watch::Receiver<bool>, silent: bool) {
+    tokio::spawn(async move {
+        let mut down = sim.shutdown.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep_until(up_at) => {}
+            _ = cancel.wait_for(|c| *c) => return,
+            _ = down.wait_for(|d| *d) => return,
+        }
+        let listener = match TcpListener::bind(addr).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(vmid, %addr, error = %e, "guest sshd cannot bind; guest unreachable");
+                return;
+            }
+        };
+        let bound = listener.local_addr().ok();
+        {
+            let mut guests = lock(&sim.guests);
+            match guests.get_mut(&vmid) {
+                Some(g) if g.generation == generation => g.ssh_addr = bound,
+                _ => return,
+            }
+        }
+        let role = Role::Guest { vmid, generation, ident: ident.clone() };
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = cancel.wait_for(|c| *c) => return,
+                _ = down.wait_for(|d| *d) => return,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let c = cancel.clone();
+            if silent {
+                // Hold the socket open without a banner until the boot ends.
+                tokio::spawn(async move {
+                    let mut c = c;
+                    let _keep = stream;
+                    let _ = c.wait_for(|x| *x).await;
+                });
+                continue;
+            }
+            tokio::spawn(serve_conn(sim.clone(), stream, role.clone(), ident.ssh_config.clone(), c));
+        }
+    });
+}
+
+/// Bind a node's sshd now and serve it until shutdown; returns the bound address.
+pub async fn spawn_node_sshd(sim: Arc<Sim>, node: String, addr: SocketAddr, key: russh::keys::PrivateKey, authorized: Vec<russh::keys::PublicKey>) -> Result<SocketAddr, std::io::Error> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let config = Arc::new(server_config(key));
+    let role = Role::Node { node, authorized: Arc::new(authorized) };
+    let (_never_tx, never) = watch::channel(false);
+    tokio::spawn(async move {
+        let _keep = _never_tx;
+        let mut down = sim.shutdown.subscribe();
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = down.wait_for(|d| *d) => return,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            tokio::spawn(serve_conn(sim.clone(), stream, role.clone(), config.clone(), never.clone()));
+        }
+    });
+    Ok(bound)
+}

@@ -1,0 +1,226 @@
+//! The cluster's state: VMs with their configs, pending changes and power state; tasks;
+//! HA resources and rules. Pure data plus small invariant-keeping helpers.
+//!
+//! Contract: everything here is mutated under the single `Sim::state` mutex, never across
+//! an await, so every API call sees a consistent cluster. The serialisable part is what a
+//! state dir keeps; guest runtimes (sockets, tasks) are rebuilt at start.
+
+pub mod ids;
+pub mod props;
+pub mod tasks;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+pub use tasks::Task;
+
+/// Power state as `status/current` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Power {
+    /// Not running.
+    Stopped,
+    /// Running (the guest may still be booting).
+    Running,
+}
+
+/// What the guest's disk remembers across boots: the identity cloud-init applied.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GuestDisk {
+    /// NoCloud instance-id of the last cloud-init run (sha1-like of user+network data).
+    pub instance_id: Option<String>,
+    /// Host key (OpenSSH private key text).
+    pub host_key: Option<String>,
+    /// Authorized keys per user name.
+    pub authorized: BTreeMap<String, Vec<String>>,
+    /// Hostname.
+    pub hostname: Option<String>,
+    /// The address sshd binds.
+    pub address: Option<std::net::Ipv4Addr>,
+    /// Whether the user-data was invalid (cloud-init reports degraded each boot).
+    pub invalid_user_data: bool,
+}
+
+/// A simulated VM.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Vm {
+    /// VMID.
+    pub vmid: u32,
+    /// The node it is on.
+    pub node: String,
+    /// Config as PVE stores it (`lock` included when set).
+    pub config: BTreeMap<String, String>,
+    /// Pending values (applied at the next cold start / API reboot).
+    pub pending: BTreeMap<String, String>,
+    /// Pending deletions.
+    pub pending_delete: BTreeSet<String>,
+    /// Power state.
+    pub power: Power,
+    /// Unix time the VM was started (for uptime).
+    pub started_at: Option<u64>,
+    /// Simulated pid while running.
+    pub pid: Option<u32>,
+    /// The guest's persistent identity.
+    #[serde(default)]
+    pub disk: GuestDisk,
+}
+
+impl Vm {
+    /// The lock, if any.
+    pub fn lock(&self) -> Option<&str> {
+        self.config.get("lock").map(String::as_str)
+    }
+
+    /// Whether this is a template.
+    pub fn is_template(&self) -> bool {
+        self.config.get("template").is_some_and(|v| v == "1")
+    }
+
+    /// The VM's name (PVE shows `VM <vmid>` when unset).
+    pub fn name(&self) -> String {
+        self.config
+            .get("name")
+            .cloned()
+            .unwrap_or_else(|| format!("VM {}", self.vmid))
+    }
+
+    /// Memory in MiB.
+    pub fn memory_mib(&self) -> u64 {
+        self.config
+            .get("memory")
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(512)
+    }
+
+    /// vCPUs.
+    pub fn cpus(&self) -> u64 {
+        let c: u64 = self.config.get("cores").and_then(|m| m.parse().ok()).unwrap_or(1);
+        let s: u64 = self.config.get("sockets").and_then(|m| m.parse().ok()).unwrap_or(1);
+        c * s
+    }
+
+    /// Max disk (bytes) summed over `size=` of the drives.
+    pub fn maxdisk(&self) -> u64 {
+        self.config
+            .iter()
+            .filter(|(k, _)| props::is_drive_key(k))
+            .filter_map(|(_, v)| props::prop(v, "size"))
+            .filter_map(|s| ids::parse_size(&s))
+            .sum()
+    }
+
+    /// The config digest (40 hex chars, over the sorted config).
+    pub fn digest(&self) -> String {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        for (k, v) in &self.config {
+            h.update(k.as_bytes());
+            h.update(b": ");
+            h.update(v.as_bytes());
+            h.update(b"\n");
+        }
+        for (k, v) in &self.pending {
+            h.update(format!("[PENDING]{k}: {v}\n").as_bytes());
+        }
+        for k in &self.pending_delete {
+            h.update(format!("[PENDING]delete: {k}\n").as_bytes());
+        }
+        hex::encode(h.finalize())[..40].to_string()
+    }
+
+    /// Apply the pending changes (cold start / API reboot).
+    pub fn apply_pending(&mut self) {
+        for k in std::mem::take(&mut self.pending_delete) {
+            self.config.remove(&k);
+        }
+        for (k, v) in std::mem::take(&mut self.pending) {
+            self.config.insert(k, v);
+        }
+    }
+
+    /// The `vmid.conf` path PVE names in errors.
+    pub fn conf_path(node: &str, vmid: u32) -> String {
+        format!("nodes/{node}/qemu-server/{vmid}.conf")
+    }
+}
+
+/// An HA resource (`vm:<vmid>`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HaResource {
+    /// `vm:<vmid>`.
+    pub sid: String,
+    /// started | stopped | disabled | ignored.
+    pub state: String,
+    /// Options as given (failback, max_restart, max_relocate, comment).
+    pub options: BTreeMap<String, String>,
+}
+
+/// A PVE 9 HA rule.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HaRule {
+    /// Rule ID.
+    pub rule: String,
+    /// `node-affinity` or `resource-affinity`.
+    pub kind: String,
+    /// Resource SIDs in order.
+    pub resources: Vec<String>,
+    /// Other options as given (nodes, strict, disable, comment, affinity).
+    pub options: BTreeMap<String, String>,
+}
+
+/// All persistent state of the cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClusterState {
+    /// VMs by VMID.
+    pub vms: BTreeMap<u32, Vm>,
+    /// Tasks, oldest first.
+    pub tasks: Vec<Task>,
+    /// HA resources by SID.
+    pub ha_resources: BTreeMap<String, HaResource>,
+    /// HA rules by ID.
+    pub ha_rules: BTreeMap<String, HaRule>,
+    /// Counter for simulated pids.
+    pub next_pid: u32,
+    /// Counter for generated identifiers (MACs, UUIDs).
+    pub id_counter: u64,
+}
+
+impl ClusterState {
+    /// The first VMID ≥ 100 not in use (never reserved).
+    pub fn next_free_vmid(&self) -> u32 {
+        let mut id = 100;
+        for &v in self.vms.keys() {
+            if v == id {
+                id += 1;
+            } else if v > id {
+                break;
+            }
+        }
+        id
+    }
+
+    /// A fresh simulated pid.
+    pub fn pid(&mut self) -> u32 {
+        if self.next_pid < 1000 {
+            self.next_pid = 1000;
+        }
+        self.next_pid += 1;
+        self.next_pid
+    }
+
+    /// Find a task by UPID.
+    pub fn task(&self, upid: &str) -> Option<&Task> {
+        self.tasks.iter().rev().find(|t| t.upid == upid)
+    }
+
+    /// Find a task by UPID, mutably.
+    pub fn task_mut(&mut self, upid: &str) -> Option<&mut Task> {
+        self.tasks.iter_mut().rev().find(|t| t.upid == upid)
+    }
+
+    /// The HA resource of a VM, if managed.
+    pub fn ha_of(&self, vmid: u32) -> Option<&HaResource> {
+        self.ha_resources.get(&format!("vm:{vmid}"))
+    }
+}

@@ -1,0 +1,80 @@
+//! Fixtures for cradle's end-to-end tests: a throw-away project directory
+//! (cradle.toml, workflows, an owner-only state dir) wired to the plugin
+//! components that `scripts/test` builds before the tests run.
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The component of plugin crate `cradle-plugin-<name>`, built by `scripts/test`.
+pub fn plugin_wasm(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    let path = target.join("wasm32-wasip2/plugin").join(format!("cradle_plugin_{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: build the plugins first (scripts/test does: cargo build --profile plugin --target wasm32-wasip2 -p cradle-plugin-{name})",
+        path.display()
+    );
+    path
+}
+
+/// The path of the cradle binary under test.
+pub fn cradle_bin() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    target.join(profile).join("cradle")
+}
+
+/// A project in a temporary directory.
+#[derive(Debug)]
+pub struct Fixture {
+    /// Keeps the directory alive.
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// A project whose cradle.toml is `config` (with `@SAMPLE@` and `@HOSTILE@`
+    /// replaced by the plugin paths) and whose workflows are `scripts`
+    /// (relative path, source).
+    pub fn new(config: &str, scripts: &[(&str, &str)]) -> Fixture {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config
+            .replace("@SAMPLE@", &plugin_wasm("sample").display().to_string())
+            .replace("@HOSTILE@", &plugin_wasm("hostile").display().to_string());
+        std::fs::write(dir.path().join("cradle.toml"), config).expect("write cradle.toml");
+        for (rel, src) in scripts {
+            let path = dir.path().join("workflows").join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, src).expect("write script");
+        }
+        Fixture { dir }
+    }
+
+    /// The cradle.toml path.
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("cradle.toml")
+    }
+
+    /// The state directory (created by cradle, owner-only).
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Overwrite a workflow file.
+    pub fn write_script(&self, rel: &str, src: &str) {
+        std::fs::write(self.dir.path().join("workflows").join(rel), src).expect("write script");
+    }
+}
+
+/// A minimal VM spec map for scripts, as JSON text.
+pub const VM_SPEC_RHAI: &str = r#"
+fn vm(name) {
+    #{ name: name, vmid: 150, node: "pve1", template: "debian-12", storage: "local-lvm",
+       cores: 2, memory_mib: 2048, disk_gib: 20, disks: [],
+       nics: [#{ slot: "net0", bridge: "vmbr0", vlan: 20, address: "127.0.10.5/24", gateway: "127.0.10.1", guest_interface: "ens18" }],
+       startup_order: 10, tags: [], environment: "test" }
+}
+"#;
