@@ -232,7 +232,7 @@ impl Config {
         let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             // toml quotes the offending line; an inline secret must not be echoed.
-            message: crate::secrets::redact(e.to_string().trim_end()).into_owned(),
+            message: hide_quoted_secrets(&crate::secrets::redact(e.to_string().trim_end())),
         })?;
         config.base_dir = base.to_path_buf();
         config.validate().map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
@@ -265,12 +265,13 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         if let Some(env) = &self.default_environment
-            && !self.environments.contains_key(env) {
-                return Err(format!(
-                    "default_environment = \"{env}\" is not defined in [environments] (known: {})",
-                    join_keys(&self.environments)
-                ));
-            }
+            && !self.environments.contains_key(env)
+        {
+            return Err(format!(
+                "default_environment = \"{env}\" is not defined in [environments] (known: {})",
+                join_keys(&self.environments)
+            ));
+        }
         for (name, env) in &self.environments {
             if !self.clusters.contains_key(&env.cluster) {
                 return Err(format!(
@@ -344,6 +345,30 @@ impl ClusterConfig {
     }
 }
 
+/// toml's parse errors quote the offending source line (`8 | token = "…`).
+/// When that line sets a credential, its value is not shown: a value toml
+/// could not even parse (an unterminated string) never reaches the secret
+/// deserializer that would otherwise refuse it without echoing it.
+fn hide_quoted_secrets(message: &str) -> String {
+    const SECRET_WORDS: [&str; 4] = ["token", "password", "passwd", "secret"];
+    message
+        .lines()
+        .map(|line| {
+            if let Some((gutter, src)) = line.split_once(" | ")
+                && !gutter.trim().is_empty()
+                && gutter.trim().chars().all(|c| c.is_ascii_digit())
+                && let Some((key, _)) = src.split_once('=')
+                && SECRET_WORDS.iter().any(|w| src.to_ascii_lowercase().contains(w))
+            {
+                format!("{gutter} | {key}= [value not shown]")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn join_keys<V>(map: &BTreeMap<String, V>) -> String {
     if map.is_empty() { "none".to_string() } else { map.keys().cloned().collect::<Vec<_>>().join(", ") }
 }
@@ -410,6 +435,17 @@ vmids = "100-199"
             "endpoint = \"https://pve1:8006\"\ntoken = \"root@pam!x=CANARY-SECRET\"\nfingerprint = \"AA\"",
         );
         let err = parse(&text).expect_err("inline").to_string();
+        assert!(!err.contains("CANARY-SECRET"), "secret leaked into the error: {err}");
+    }
+
+    #[test]
+    fn an_unterminated_inline_token_is_not_echoed() {
+        let text = GOOD.replace(
+            "kind = \"sim\"",
+            "endpoint = \"https://pve1:8006\"\ntoken = \"root@pam!x=CANARY-SECRET\nfingerprint = \"AA\"",
+        );
+        let err = parse(&text).expect_err("unterminated").to_string();
+        assert!(err.contains("line 5"), "{err}");
         assert!(!err.contains("CANARY-SECRET"), "secret leaked into the error: {err}");
     }
 

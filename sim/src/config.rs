@@ -95,12 +95,9 @@ pub struct GuestSubnet {
 impl GuestSubnet {
     /// Parse `a.b.c.d/n`.
     pub fn parse(s: &str) -> Result<Self, SimError> {
-        let (a, p) = s
-            .split_once('/')
-            .ok_or_else(|| SimError::Config(format!("guest subnet '{s}' is not a.b.c.d/n")))?;
-        let addr: Ipv4Addr = a
-            .parse()
-            .map_err(|_| SimError::Config(format!("guest subnet '{s}': bad address")))?;
+        let (a, p) =
+            s.split_once('/').ok_or_else(|| SimError::Config(format!("guest subnet '{s}' is not a.b.c.d/n")))?;
+        let addr: Ipv4Addr = a.parse().map_err(|_| SimError::Config(format!("guest subnet '{s}': bad address")))?;
         let prefix: u8 = p
             .parse()
             .ok()
@@ -111,21 +108,14 @@ impl GuestSubnet {
 
     /// Whether `ip` is inside the subnet.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        let mask = if self.prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.prefix))
-        };
+        let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(self.prefix)) };
         (u32::from(ip) & mask) == (u32::from(self.addr) & mask)
     }
 }
 
 impl Default for GuestSubnet {
     fn default() -> Self {
-        GuestSubnet {
-            addr: Ipv4Addr::new(127, 0, 0, 0),
-            prefix: 8,
-        }
+        GuestSubnet { addr: Ipv4Addr::new(127, 0, 0, 0), prefix: 8 }
     }
 }
 
@@ -179,11 +169,7 @@ impl Default for SimConfig {
             node_ssh_port: 22,
             node_authorized_keys: Vec::new(),
             storages: default_storages(),
-            templates: vec![TemplateSpec {
-                vmid: 9000,
-                name: "debian-12-cloud".into(),
-                node: "pve1".into(),
-            }],
+            templates: vec![TemplateSpec { vmid: 9000, name: "debian-12-cloud".into(), node: "pve1".into() }],
             timings: Timings::default(),
         }
     }
@@ -212,19 +198,12 @@ pub fn default_storages() -> Vec<StorageSpec> {
 impl SimConfig {
     /// A config with nodes `pve1..pveN` and everything else default.
     pub fn with_nodes(n: usize) -> Self {
-        SimConfig {
-            nodes: (1..=n).map(|i| format!("pve{i}")).collect(),
-            ..SimConfig::default()
-        }
+        SimConfig { nodes: (1..=n).map(|i| format!("pve{i}")).collect(), ..SimConfig::default() }
     }
 
     /// Scale a base duration by `time_scale`.
     pub fn scaled(&self, d: Duration) -> Duration {
-        if self.time_scale <= 0.0 {
-            Duration::ZERO
-        } else {
-            d.mul_f64(self.time_scale)
-        }
+        if self.time_scale <= 0.0 { Duration::ZERO } else { d.mul_f64(self.time_scale) }
     }
 
     /// Reject configurations the simulator cannot honour.
@@ -233,20 +212,13 @@ impl SimConfig {
             return Err(SimError::Config("at least one node is required".into()));
         }
         for n in &self.nodes {
-            let ok = !n.is_empty()
-                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !n.starts_with('-');
+            let ok = !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !n.starts_with('-');
             if !ok {
-                return Err(SimError::Config(format!(
-                    "node name '{n}' is not a valid hostname"
-                )));
+                return Err(SimError::Config(format!("node name '{n}' is not a valid hostname")));
             }
         }
         if !self.time_scale.is_finite() || self.time_scale < 0.0 {
-            return Err(SimError::Config(format!(
-                "time_scale must be a finite number >= 0, got {}",
-                self.time_scale
-            )));
+            return Err(SimError::Config(format!("time_scale must be a finite number >= 0, got {}", self.time_scale)));
         }
         if !self.guest_subnet.addr.is_loopback() || self.guest_subnet.prefix < 8 {
             return Err(SimError::Config(format!(
@@ -262,10 +234,7 @@ impl SimConfig {
         }
         for t in &self.templates {
             if !self.nodes.contains(&t.node) {
-                return Err(SimError::Config(format!(
-                    "template {} is on unknown node '{}'",
-                    t.vmid, t.node
-                )));
+                return Err(SimError::Config(format!("template {} is on unknown node '{}'", t.vmid, t.node)));
             }
         }
         Ok(())

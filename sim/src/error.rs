@@ -56,10 +56,6 @@ pub enum SimError {
 
 impl SimError {
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        SimError::Io {
-            action,
-            path: path.into(),
-            source,
-        }
+        SimError::Io { action, path: path.into(), source }
     }
 }

@@ -55,11 +55,7 @@ impl FaultKind {
 
     /// The spec name.
     pub fn name(self) -> &'static str {
-        FaultKind::ALL
-            .iter()
-            .find(|(k, _)| *k == self)
-            .map(|(_, n)| *n)
-            .unwrap_or("?")
+        FaultKind::ALL.iter().find(|(k, _)| *k == self).map(|(_, n)| *n).unwrap_or("?")
     }
 }
 
@@ -79,18 +75,11 @@ impl FaultSpec {
                 Some((n, p)) => (n.trim(), p.trim()),
                 None => (part, "1"),
             };
-            let err = |reason: String| SimError::FaultSpec {
-                spec: spec.to_string(),
-                reason,
-            };
-            let kind = FaultKind::ALL
-                .iter()
-                .find(|(_, n)| *n == name)
-                .map(|(k, _)| *k)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = FaultKind::ALL.iter().map(|(_, n)| *n).collect();
-                    err(format!("unknown fault '{name}'; known: {}", known.join(", ")))
-                })?;
+            let err = |reason: String| SimError::FaultSpec { spec: spec.to_string(), reason };
+            let kind = FaultKind::ALL.iter().find(|(_, n)| *n == name).map(|(k, _)| *k).ok_or_else(|| {
+                let known: Vec<&str> = FaultKind::ALL.iter().map(|(_, n)| *n).collect();
+                err(format!("unknown fault '{name}'; known: {}", known.join(", ")))
+            })?;
             let p: f64 = p
                 .parse()
                 .ok()
@@ -120,19 +109,13 @@ fn splitmix(state: &mut u64) -> u64 {
 
 fn name_hash(name: &str) -> u64 {
     // FNV-1a: stable across Rust versions, unlike std's hasher.
-    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl Faults {
     /// A fault source for `spec` and `seed`.
     pub fn new(spec: FaultSpec, seed: u64) -> Self {
-        Faults {
-            spec,
-            streams: Mutex::new(BTreeMap::new()),
-            seed,
-        }
+        Faults { spec, streams: Mutex::new(BTreeMap::new()), seed }
     }
 
     /// Draw the next decision of `kind`: true = inject it now.
@@ -147,9 +130,7 @@ impl Faults {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let state = streams
-            .entry(kind)
-            .or_insert_with(|| self.seed ^ name_hash(kind.name()));
+        let state = streams.entry(kind).or_insert_with(|| self.seed ^ name_hash(kind.name()));
         let x = splitmix(state);
         // 53 random bits -> [0, 1)
         let u = (x >> 11) as f64 / (1u64 << 53) as f64;

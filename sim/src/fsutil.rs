@@ -15,11 +15,7 @@ pub fn ensure_dir(dir: &Path) -> Result<(), SimError> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| SimError::io("create directory", dir, e))
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| SimError::io("create directory", dir, e))
 }
 
 /// Atomically write `data` to `path` with mode 0600.
@@ -37,11 +33,8 @@ pub fn write_private(path: &Path, data: &[u8]) -> Result<(), SimError> {
         .map_err(|e| SimError::io("create", &tmp, e))?;
     // The mode argument is filtered by umask only to be stricter; enforce 0600 anyway in
     // case the temp file pre-existed with other bits.
-    f.set_permissions(fs::Permissions::from_mode(0o600))
-        .map_err(|e| SimError::io("chmod", &tmp, e))?;
-    f.write_all(data)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| SimError::io("write", &tmp, e))?;
+    f.set_permissions(fs::Permissions::from_mode(0o600)).map_err(|e| SimError::io("chmod", &tmp, e))?;
+    f.write_all(data).and_then(|()| f.sync_all()).map_err(|e| SimError::io("write", &tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| SimError::io("rename into place", path, e))
 }
 

@@ -92,12 +92,8 @@ impl Sim {
             Some(d) => {
                 let p = d.join("state.json");
                 match fsutil::read_optional(&p)? {
-                    Some(bytes) => serde_json::from_slice::<ClusterState>(&bytes).map_err(|e| {
-                        SimError::CorruptState {
-                            path: p.clone(),
-                            reason: e.to_string(),
-                        }
-                    })?,
+                    Some(bytes) => serde_json::from_slice::<ClusterState>(&bytes)
+                        .map_err(|e| SimError::CorruptState { path: p.clone(), reason: e.to_string() })?,
                     None => ClusterState::default(),
                 }
             }
@@ -157,15 +153,8 @@ impl Sim {
         let a = secret.as_bytes();
         let b = self.token_secret.as_bytes();
         let diff = a.len() ^ b.len();
-        let acc = a
-            .iter()
-            .zip(b.iter().cycle())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        if diff == 0 && acc == 0 && !b.is_empty() {
-            Ok(())
-        } else {
-            Err("invalid token value!")
-        }
+        let acc = a.iter().zip(b.iter().cycle()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+        if diff == 0 && acc == 0 && !b.is_empty() { Ok(()) } else { Err("invalid token value!") }
     }
 
     /// Real directory of a `dir` storage on a node (`None` for non-dir storages).
@@ -177,10 +166,7 @@ impl Sim {
 
     /// Map an absolute path on a simulated node to the real filesystem.
     pub fn node_path(&self, node: &str, abs: &str) -> PathBuf {
-        self.root
-            .join("nodes")
-            .join(node)
-            .join(abs.trim_start_matches('/'))
+        self.root.join("nodes").join(node).join(abs.trim_start_matches('/'))
     }
 
     /// Whether `node` exists.
@@ -204,20 +190,13 @@ impl Sim {
         tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep(delay) => f(&sim),
-                _ = down.wait_for(|d| *d) => {}
+                _ = crate::guest::fired(&mut down) => {}
             }
         });
     }
 
     /// Create a running task; returns its UPID.
-    pub fn new_task(
-        &self,
-        st: &mut ClusterState,
-        node: &str,
-        kind: &str,
-        id: &str,
-        vmid: Option<u32>,
-    ) -> String {
+    pub fn new_task(&self, st: &mut ClusterState, node: &str, kind: &str, id: &str, vmid: Option<u32>) -> String {
         let pid = st.pid();
         let t = Task::new(node, pid, kind, id, TOKEN_USER, vmid);
         let upid = t.upid.clone();
@@ -267,11 +246,6 @@ impl Sim {
     /// Count one request.
     pub fn count(&self, key: String) {
         *lock(&self.counts).entry(key).or_insert(0) += 1;
-    }
-
-    /// Directory of a node's root (for docs/tests).
-    pub fn node_root(&self, node: &str) -> PathBuf {
-        self.root.join("nodes").join(node)
     }
 
     /// The state dir or temp root.

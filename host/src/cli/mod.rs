@@ -8,6 +8,7 @@ mod runs;
 mod values;
 mod workflows;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -76,12 +77,53 @@ pub fn main() -> ExitCode {
     };
     match rt.block_on(dispatch(cli)) {
         Ok(code) => code,
+        // The reader of stdout went away (`cradle runs list | head`): nothing
+        // more to say, and no one to say it to.
+        Err(e) if is_broken_pipe(&e) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&format!("{e:#}")));
+            eprintln!("error: {}", crate::secrets::redact(&render_error(&e)));
             ExitCode::FAILURE
         }
     }
 }
+
+/// The error and its causes as one line. Most of cradle's errors already
+/// state their cause in their own message (`cannot read X: No such file`), so
+/// a cause whose text is already there is not repeated.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// `println!` that returns the write error instead of panicking when stdout
+/// is closed.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+pub(crate) use outln;
+
+/// `print!` that returns the write error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+pub(crate) use out;
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
@@ -108,12 +150,18 @@ fn init_tracing(cli: &Cli) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CRADLE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    // Colour only on a terminal, and never when NO_COLOR is set.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 /// Print `value` as pretty JSON on stdout.
 fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::{Cli, Output, print_json};
+use super::{Cli, Output, outln, print_json};
 use crate::caps::Capability;
 use crate::plugin::admission;
 
@@ -43,18 +43,18 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                 Output::Text => {
                     for r in &rows {
                         match r["status"].as_str() {
-                            Some("ok") => println!(
+                            Some("ok") => outln!(
                                 "{:<12} {:<8} {}  {}",
                                 r["name"].as_str().unwrap_or(""),
                                 r["version"].as_str().unwrap_or(""),
                                 &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
                                 r["description"].as_str().unwrap_or("")
-                            ),
-                            _ => println!(
+                            )?,
+                            _ => outln!(
                                 "{:<12} ERROR    {}",
                                 r["name"].as_str().unwrap_or(""),
                                 r["error"].as_str().unwrap_or("")
-                            ),
+                            )?,
                         }
                     }
                 }
@@ -98,44 +98,47 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
             });
             match cli.output {
                 Output::Json => print_json(&doc)?,
-                Output::Text => print_inspect(&doc),
+                Output::Text => print_inspect(&doc)?,
             }
             Ok(if verdict.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
 }
 
-fn print_inspect(doc: &serde_json::Value) {
+fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-    println!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]));
-    println!("            {}", s(&doc["manifest"]["description"]));
-    println!("file        {}", s(&doc["path"]));
-    println!("sha256      {}", s(&doc["hash"]));
-    println!(
+    outln!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]))?;
+    outln!("            {}", s(&doc["manifest"]["description"]))?;
+    outln!("file        {}", s(&doc["path"]))?;
+    outln!("sha256      {}", s(&doc["hash"]))?;
+    outln!("cache       {}", s(&doc["cache"]))?;
+    outln!(
         "limits      {} MiB memory, {} ms without a host call",
-        doc["limits"]["memory_limit_mib"], doc["limits"]["timeout_ms"]
-    );
-    println!("imports");
+        doc["limits"]["memory_limit_mib"],
+        doc["limits"]["timeout_ms"]
+    )?;
+    outln!("imports")?;
     for i in doc["imports"].as_array().into_iter().flatten() {
-        println!("  {}", s(i));
+        outln!("  {}", s(i))?;
     }
-    println!("exports");
+    outln!("exports")?;
     for e in doc["exports"].as_array().into_iter().flatten() {
-        println!("  {}", s(e));
+        outln!("  {}", s(e))?;
     }
-    println!("capabilities   requested  imported  granted");
+    outln!("capabilities   requested  imported  granted")?;
     for c in doc["capabilities"].as_array().into_iter().flatten() {
         let yn = |v: &serde_json::Value| if v == true { "yes" } else { "-" };
-        println!(
+        outln!(
             "  {:<12} {:<10} {:<9} {}",
             s(&c["capability"]),
             yn(&c["requested"]),
             yn(&c["imported"]),
             yn(&c["granted"])
-        );
+        )?;
     }
     match doc["refusal"].as_str() {
-        None => println!("admitted    yes"),
-        Some(r) => println!("admitted    NO: {r}"),
+        None => outln!("admitted    yes")?,
+        Some(r) => outln!("admitted    NO: {r}")?,
     }
+    Ok(())
 }

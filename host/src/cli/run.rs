@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::values::{arg_to_dynamic, dynamic_to_json};
-use super::{Cli, Output, print_json};
+use super::{Cli, Output, outln, print_json};
 use crate::project::{Project, RunRequest};
 use crate::reload::{self, Live, ReloadEvent};
 
@@ -93,7 +93,7 @@ async fn run_once(cli: &Cli, project: &Arc<Project>, live: &Arc<Live>, args: &Ru
         }))?,
         Output::Text => {
             match &report.result {
-                Ok(v) if !v.is_unit() => println!("{}", serde_json::to_string_pretty(&dynamic_to_json(v))?),
+                Ok(v) if !v.is_unit() => outln!("{}", serde_json::to_string_pretty(&dynamic_to_json(v))?)?,
                 Ok(_) => {}
                 Err(e) => eprintln!("error: {e}"),
             }

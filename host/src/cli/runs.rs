@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::{Cli, Output};
+use super::{Cli, Output, out, outln};
 use crate::journal;
 use crate::state::StateDir;
 
@@ -33,15 +33,15 @@ pub fn run(cli: &Cli, cmd: &RunsCmd) -> anyhow::Result<ExitCode> {
         RunsCmd::List => {
             let runs = journal::list_runs(&state)?;
             match cli.output {
-                Output::Json => println!("{}", journal::render_list_json(&runs)?),
-                Output::Text => print!("{}", journal::render_list_text(&runs)),
+                Output::Json => outln!("{}", journal::render_list_json(&runs)?)?,
+                Output::Text => out!("{}", journal::render_list_text(&runs))?,
             }
         }
         RunsCmd::Show { id } => {
             let run = journal::read_run(&state, id)?;
             match cli.output {
-                Output::Json => println!("{}", journal::render_run_json(&run)?),
-                Output::Text => print!("{}", journal::render_run_text(&run)),
+                Output::Json => outln!("{}", journal::render_run_json(&run)?)?,
+                Output::Text => out!("{}", journal::render_run_text(&run))?,
             }
         }
     }

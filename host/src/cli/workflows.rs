@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::{Cli, Output, print_json};
+use super::{Cli, Output, outln, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum WorkflowsCmd {
@@ -50,7 +50,7 @@ pub fn run(cli: &Cli, cmd: &WorkflowsCmd) -> anyhow::Result<ExitCode> {
             match &result {
                 Ok(set) => {
                     for s in set.scripts().iter().chain(set.modules()) {
-                        println!("ok  {}", s.file);
+                        outln!("ok  {}", s.file)?;
                     }
                 }
                 Err(e) => eprintln!("error: {e}"),

@@ -168,3 +168,83 @@ pub fn admit(
     }
     Ok(admitted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(imports: &[&str], export_lifecycle: &str) -> (Engine, Component) {
+        let engine = Engine::default();
+        let mut text = String::from("(component\n");
+        for i in imports {
+            text.push_str(&format!("  (import \"{i}\" (instance))\n"));
+        }
+        text.push_str("  (instance $life)\n");
+        if !export_lifecycle.is_empty() {
+            text.push_str(&format!("  (export \"{export_lifecycle}\" (instance $life))\n"));
+        }
+        text.push(')');
+        let component = Component::new(&engine, text).expect("component");
+        (engine, component)
+    }
+
+    fn manifest(needs: &[Capability]) -> Manifest {
+        Manifest { name: "p".into(), version: "1".into(), description: String::new(), needs: needs.to_vec() }
+    }
+
+    fn grants(text: &str) -> Grants {
+        toml::from_str(text).expect("grants")
+    }
+
+    const LIFE: &str = "cradle:host/lifecycle@0.1.0";
+
+    #[test]
+    fn an_import_of_another_wit_version_is_refused_naming_both_versions() {
+        let (e, c) = component(&["cradle:host/log@0.0.9"], LIFE);
+        let err = admit(&e, &c, "old", &manifest(&[Capability::Log]), &Grants::default()).expect_err("refused").to_string();
+        assert!(err.contains("cradle:host/log@0.0.9") && err.contains("cradle:host@0.1.0") && err.contains("rebuild"), "{err}");
+    }
+
+    #[test]
+    fn a_lifecycle_export_of_another_wit_version_is_refused() {
+        let (e, c) = component(&[], "cradle:host/lifecycle@0.2.0");
+        let err = admit(&e, &c, "new", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        assert!(err.contains("cradle:host/lifecycle@0.2.0"), "{err}");
+    }
+
+    #[test]
+    fn an_import_missing_from_the_manifest_is_refused() {
+        let (e, c) = component(&["cradle:host/proxmox@0.1.0"], LIFE);
+        let g = grants("[proxmox]\nvmids = \"100-199\"");
+        let err = admit(&e, &c, "liar", &manifest(&[Capability::Log]), &g).expect_err("refused").to_string();
+        assert!(err.contains("manifest does not declare `proxmox`"), "{err}");
+    }
+
+    #[test]
+    fn an_ungranted_import_is_refused_naming_the_section_to_add() {
+        let (e, c) = component(&["cradle:host/ssh@0.1.0"], LIFE);
+        let err = admit(&e, &c, "direct", &manifest(&[Capability::Ssh]), &Grants::default()).expect_err("refused").to_string();
+        assert!(err.contains("`cradle:host/ssh@0.1.0`, which is not granted") && err.contains("[plugins.direct.grants.ssh]"), "{err}");
+    }
+
+    #[test]
+    fn a_foreign_import_is_refused() {
+        let (e, c) = component(&["acme:evil/backdoor"], LIFE);
+        let err = admit(&e, &c, "x", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        assert!(err.contains("acme:evil/backdoor") && err.contains("cradle does not provide"), "{err}");
+    }
+
+    #[test]
+    fn a_component_without_the_lifecycle_export_is_refused() {
+        let (e, c) = component(&[], "");
+        let err = admit(&e, &c, "x", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        assert!(err.contains("does not export `cradle:host/lifecycle@0.1.0`"), "{err}");
+    }
+
+    #[test]
+    fn declared_granted_imports_and_wasi_are_admitted() {
+        let (e, c) = component(&["wasi:cli/environment@0.2.6", "cradle:host/types@0.1.0", "cradle:host/log@0.1.0"], LIFE);
+        let ok = admit(&e, &c, "x", &manifest(&[Capability::Log]), &Grants::default()).expect("admitted");
+        assert_eq!(ok.capabilities, vec![Capability::Log]);
+    }
+}

@@ -158,6 +158,9 @@ impl WorkflowSet {
                 Ok(mut ast) => {
                     ast.set_source(file.as_str());
                     let info = info(&name, &file, &text);
+                    if let Some(err) = shadowed_backend_method(&ast, &file, &text, &opts.backends) {
+                        report(err);
+                    }
                     scripts.insert(name, Script { info, ast });
                 }
                 Err(err) => match &*err {
@@ -322,4 +325,40 @@ pub(crate) fn load_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimit
         }
         other => other,
     }
+}
+
+/// A script function with the name and arity of a backend export would be
+/// called instead of the export by `backend.<name>(...)` (Rhai resolves script
+/// functions first and binds the receiver as `this`), recursing forever.
+/// Refuse it at load time, naming the function and what to do.
+fn shadowed_backend_method(
+    ast: &rhai::AST,
+    file: &str,
+    text: &str,
+    backends: &[std::sync::Arc<dyn super::Backend>],
+) -> Option<WorkflowError> {
+    for f in ast.iter_functions() {
+        for b in backends {
+            for export in b.exports() {
+                if super::bridge::snake(&export.name) == f.name && export.params.len() == f.params.len() {
+                    let needle = format!("fn {}(", f.name);
+                    let (line, column) = text
+                        .lines()
+                        .enumerate()
+                        .find_map(|(i, l)| l.find(&needle).map(|c| (i + 1, c + 1)))
+                        .unwrap_or((0, 0));
+                    return Some(WorkflowError::Compile {
+                        file: file.to_string(),
+                        line,
+                        column,
+                        message: format!(
+                            "function `{}` has the name and arity of backend method `backend.{}(...)` of `{}`, so `backend.{}(...)` would call this function instead of the backend; rename it",
+                            f.name, f.name, b.name(), f.name
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    None
 }

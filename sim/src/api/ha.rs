@@ -32,7 +32,12 @@ fn check_state(s: &str) -> Result<(), ApiError> {
     if ["started", "stopped", "disabled", "ignored", "enabled"].contains(&s) {
         Ok(())
     } else {
-        Err(ApiError::param("state", format!("value '{s}' does not have a value in the enumeration 'started, stopped, enabled, disabled, ignored'")))
+        Err(ApiError::param(
+            "state",
+            format!(
+                "value '{s}' does not have a value in the enumeration 'started, stopped, enabled, disabled, ignored'"
+            ),
+        ))
     }
 }
 
@@ -180,20 +185,30 @@ fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule) -> Result<(), ApiE
     if rule.resources.is_empty() {
         return Err(ApiError::param("resources", "property is missing and it is not optional"));
     }
-    let unmanaged: Vec<&str> = rule.resources.iter().filter(|s| !st.ha_resources.contains_key(*s)).map(String::as_str).collect();
+    let unmanaged: Vec<&str> =
+        rule.resources.iter().filter(|s| !st.ha_resources.contains_key(*s)).map(String::as_str).collect();
     if !unmanaged.is_empty() {
         return Err(ApiError::die(format!("cannot use unmanaged resource(s) {}.", unmanaged.join(", "))));
     }
     if rule.kind == "node-affinity" {
-        let nodes = rule.options.get("nodes").ok_or_else(|| ApiError::param("nodes", "property is missing and it is not optional"))?;
+        let nodes = rule
+            .options
+            .get("nodes")
+            .ok_or_else(|| ApiError::param("nodes", "property is missing and it is not optional"))?;
         for n in nodes.split(',').filter(|s| !s.is_empty()) {
             let (name, prio) = n.split_once(':').unwrap_or((n, "0"));
             if !sim.has_node(name) || prio.parse::<u32>().is_err() {
-                return Err(ApiError::param("nodes", format!("invalid format - value '{n}' does not look like a valid node name with optional priority")));
+                return Err(ApiError::param(
+                    "nodes",
+                    format!("invalid format - value '{n}' does not look like a valid node name with optional priority"),
+                ));
             }
         }
         for s in &rule.resources {
-            let clash = st.ha_rules.values().any(|o| o.rule != rule.rule && o.kind == "node-affinity" && o.resources.contains(s));
+            let clash = st
+                .ha_rules
+                .values()
+                .any(|o| o.rule != rule.rule && o.kind == "node-affinity" && o.resources.contains(s));
             if clash {
                 return Err(ApiError::die(format!("resource '{s}' is already used in another node affinity rule")));
             }
@@ -203,20 +218,31 @@ fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule) -> Result<(), ApiE
 }
 
 fn parse_resources(s: &str) -> Result<Vec<String>, ApiError> {
-    s.split(',').filter(|x| !x.is_empty()).map(|x| parse_sid(x).map(|(sid, _)| sid).map_err(|_| ApiError::param("resources", format!("invalid format - unable to parse service ID '{x}'")))).collect()
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            parse_sid(x)
+                .map(|(sid, _)| sid)
+                .map_err(|_| ApiError::param("resources", format!("invalid format - unable to parse service ID '{x}'")))
+        })
+        .collect()
 }
 
 pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     p.only(&["type", "rule", "resources", "nodes", "strict", "disable", "comment", "affinity"])?;
     let kind = p.required("type")?.to_string();
     if !["node-affinity", "resource-affinity"].contains(&kind.as_str()) {
-        return Err(ApiError::param("type", format!("value '{kind}' does not have a value in the enumeration 'node-affinity, resource-affinity'")));
+        return Err(ApiError::param(
+            "type",
+            format!("value '{kind}' does not have a value in the enumeration 'node-affinity, resource-affinity'"),
+        ));
     }
     let id = p.required("rule")?.to_string();
     let resources = parse_resources(p.required("resources")?)?;
     p.bool("strict", false)?;
     p.bool("disable", false)?;
-    let options: BTreeMap<String, String> = RULE_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
+    let options: BTreeMap<String, String> =
+        RULE_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
     let rule = HaRule { rule: id.clone(), kind, resources, options };
     let mut st = lock(&sim.state);
     if st.ha_rules.contains_key(&id) {

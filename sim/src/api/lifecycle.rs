@@ -110,7 +110,10 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     st.id_counter += 2;
     config.insert("smbios1".into(), format!("uuid={}", ids::uuid(seed, st.id_counter)));
     config.insert("vmgenid".into(), ids::uuid(seed, st.id_counter + 1));
-    config.insert("name".into(), p.get("name").map(str::to_string).unwrap_or_else(|| format!("Copy-of-VM-{}", src.name())));
+    config.insert(
+        "name".into(),
+        p.get("name").map(str::to_string).unwrap_or_else(|| format!("Copy-of-VM-{}", src.name())),
+    );
     if let Some(d) = p.get("description") {
         config.insert("description".into(), d.to_string());
     }
@@ -243,7 +246,20 @@ pub fn stop_task(sim: &Arc<Sim>, node: &str, vmid: u32, kind: &'static str, skip
 }
 
 pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) -> ApiResult {
-    p.only(&["skiplock", "timeout", "forceStop", "keepActive", "machine", "migratedfrom", "stateuri", "targetstorage", "force-cpu", "migration_type", "migration_network", "overrule-shutdown"])?;
+    p.only(&[
+        "skiplock",
+        "timeout",
+        "forceStop",
+        "keepActive",
+        "machine",
+        "migratedfrom",
+        "stateuri",
+        "targetstorage",
+        "force-cpu",
+        "migration_type",
+        "migration_network",
+        "overrule-shutdown",
+    ])?;
     let skiplock = p.bool("skiplock", false)?;
     let (running, ha) = {
         let st = lock(&sim.state);
@@ -304,7 +320,10 @@ pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) ->
             crate::guest::guest_reboot(sim, vmid, sim.scaled(sim.cfg.timings.guest_reboot));
             upid_reply(upid)
         }
-        other => Err(ApiError::status(501, format!("Method 'POST /api2/json/nodes/{node}/qemu/{vmid}/status/{other}' not implemented"))),
+        other => Err(ApiError::status(
+            501,
+            format!("Method 'POST /api2/json/nodes/{node}/qemu/{vmid}/status/{other}' not implemented"),
+        )),
     }
 }
 
@@ -376,7 +395,17 @@ pub fn migrate_precheck(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> Ap
 }
 
 pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
-    p.only(&["target", "online", "with-local-disks", "targetstorage", "force", "bwlimit", "migration_type", "migration_network", "with-conntrack-state"])?;
+    p.only(&[
+        "target",
+        "online",
+        "with-local-disks",
+        "targetstorage",
+        "force",
+        "bwlimit",
+        "migration_type",
+        "migration_network",
+        "with-conntrack-state",
+    ])?;
     let target = p.required("target")?.to_string();
     if !sim.has_node(&target) {
         return Err(ApiError::param("target", format!("no such cluster node '{target}'")));
@@ -450,7 +479,8 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         Some(s) => (true, s),
         None => (false, size.as_str()),
     };
-    let amount = ids::parse_size(num).ok_or_else(|| ApiError::param("size", format!("value does not match the regex pattern: {size}")))?;
+    let amount = ids::parse_size(num)
+        .ok_or_else(|| ApiError::param("size", format!("value does not match the regex pattern: {size}")))?;
     let mut st = lock(&sim.state);
     let vm = vm_on(&st, node, vmid)?;
     if !p.bool("skiplock", false)? {
@@ -470,7 +500,11 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     let old = props::prop(&val, "size").and_then(|s| ids::parse_size(&s)).unwrap_or(0);
     let new = if relative { old + amount } else { amount };
     if new < old {
-        return Err(ApiError::die(format!("shrinking disks is not supported (old size {}, new size {})", ids::format_size(old), ids::format_size(new))));
+        return Err(ApiError::die(format!(
+            "shrinking disks is not supported (old size {}, new size {})",
+            ids::format_size(old),
+            ids::format_size(new)
+        )));
     }
     let upid = sim.new_task(&mut st, node, "resize", &vmid.to_string(), Some(vmid));
     drop(st);

@@ -71,10 +71,7 @@ impl Reply {
     }
     /// Data with `total`.
     pub fn with_total(data: Value, total: usize) -> Self {
-        Reply {
-            data,
-            extra: Some(("total", json!(total))),
-        }
+        Reply { data, extra: Some(("total", json!(total))) }
     }
 }
 
@@ -98,20 +95,12 @@ fn respond(code: u16, reason: Option<&str>, body: Value) -> Response<Body> {
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     let mut resp = Response::new(Full::new(Bytes::from(bytes)));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json;charset=UTF-8"),
-    );
-    resp.headers_mut().insert(
-        hyper::header::SERVER,
-        hyper::header::HeaderValue::from_static("pve-api-daemon/3.0"),
-    );
+    resp.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json;charset=UTF-8"));
+    resp.headers_mut().insert(hyper::header::SERVER, hyper::header::HeaderValue::from_static("pve-api-daemon/3.0"));
     if let Some(r) = reason {
         // The reason phrase must be a single visible line.
-        let r: String = r
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
+        let r: String = r.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         if let Ok(rp) = hyper::ext::ReasonPhrase::try_from(r.into_bytes()) {
             resp.extensions_mut().insert(rp);
         }
@@ -141,7 +130,7 @@ pub async fn serve(sim: Arc<Sim>, listener: TcpListener, tls: Arc<rustls::Server
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = down.wait_for(|d| *d) => return,
+            _ = crate::guest::fired(&mut down) => return,
         };
         let (tcp, peer) = match accepted {
             Ok(x) => x,
@@ -157,22 +146,17 @@ pub async fn serve(sim: Arc<Sim>, listener: TcpListener, tls: Arc<rustls::Server
         tokio::spawn(async move {
             let Ok(stream) = acceptor.accept(tcp).await else { return };
             let svc = hyper::service::service_fn(move |req| handle(sim.clone(), peer, req));
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc);
+            let conn =
+                hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
-                _ = down.wait_for(|d| *d) => {}
+                _ = crate::guest::fired(&mut down) => {}
             }
         });
     }
 }
 
-async fn handle(
-    sim: Arc<Sim>,
-    _peer: SocketAddr,
-    req: Request<Incoming>,
-) -> Result<Response<Body>, DropConnection> {
+async fn handle(sim: Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, 4 << 20).collect().await {
         Ok(b) => b.to_bytes(),
@@ -180,10 +164,7 @@ async fn handle(
     };
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
-    let auth = parts
-        .headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+    let auth = parts.headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
 
     if path == "/sim/requests" {
         if let Err(m) = sim.check_auth(auth) {
@@ -206,10 +187,7 @@ async fn handle(
     if let Err(m) = sim.check_auth(auth) {
         return Ok(error_response(ApiError::status(401, m)));
     }
-    let ctype = parts
-        .headers
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
+    let ctype = parts.headers.get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let params = match Params::parse(parts.uri.query(), ctype, &body) {
         Ok(p) => p,
         Err(e) => return Ok(error_response(e)),
@@ -218,9 +196,7 @@ async fn handle(
     let class = route::classify(&method, &segs);
     // Faults that strike before anything happened.
     if sim.faults.fire(FaultKind::Api500) {
-        return Ok(error_response(ApiError::die(
-            "Can't connect to 127.0.0.1:85 (Connection refused)",
-        )));
+        return Ok(error_response(ApiError::die("Can't connect to 127.0.0.1:85 (Connection refused)")));
     }
     if class.vm_write {
         if sim.faults.fire(FaultKind::Locked) {

@@ -32,9 +32,7 @@ pub fn list(sim: &Arc<Sim>) -> ApiResult {
 
 pub fn index(_node: &str) -> ApiResult {
     let subdirs = ["qemu", "storage", "tasks", "status", "network", "version"];
-    Ok(Reply::data(Value::Array(
-        subdirs.iter().map(|s| json!({ "name": s })).collect(),
-    )))
+    Ok(Reply::data(Value::Array(subdirs.iter().map(|s| json!({ "name": s })).collect())))
 }
 
 pub fn status(sim: &Arc<Sim>, node: &str) -> ApiResult {
@@ -68,22 +66,13 @@ fn storage_json(s: &crate::config::StorageSpec) -> Value {
 
 pub fn storage_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     p.only(&["type"])?;
-    let out: Vec<Value> = sim
-        .cfg
-        .storages
-        .iter()
-        .filter(|s| p.get("type").is_none_or(|t| t == s.kind))
-        .map(storage_json)
-        .collect();
+    let out: Vec<Value> =
+        sim.cfg.storages.iter().filter(|s| p.get("type").is_none_or(|t| t == s.kind)).map(storage_json).collect();
     Ok(Reply::data(Value::Array(out)))
 }
 
 fn find_storage<'a>(sim: &'a Sim, id: &str) -> Result<&'a crate::config::StorageSpec, ApiError> {
-    sim.cfg
-        .storages
-        .iter()
-        .find(|s| s.id == id)
-        .ok_or_else(|| ApiError::die(format!("storage '{id}' does not exist")))
+    sim.cfg.storages.iter().find(|s| s.id == id).ok_or_else(|| ApiError::die(format!("storage '{id}' does not exist")))
 }
 
 pub fn storage_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
@@ -170,8 +159,16 @@ pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiR
 
 pub fn tasks_list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
     p.only(&[
-        "vmid", "typefilter", "source", "since", "until", "errors", "start", "limit",
-        "userfilter", "statusfilter",
+        "vmid",
+        "typefilter",
+        "source",
+        "since",
+        "until",
+        "errors",
+        "start",
+        "limit",
+        "userfilter",
+        "statusfilter",
     ])?;
     let vmid = p.get("vmid").map(|v| super::params::vmid("vmid", v)).transpose()?;
     let source = p.get("source").unwrap_or("archive");
@@ -227,10 +224,7 @@ pub fn task_index(sim: &Arc<Sim>, node: &str, upid: &str) -> ApiResult {
 
 pub fn task_status(sim: &Arc<Sim>, node: &str, upid: &str) -> ApiResult {
     let st = lock(&sim.state);
-    let t = st
-        .task(upid)
-        .filter(|t| t.node == node)
-        .ok_or_else(|| no_such_task(upid))?;
+    let t = st.task(upid).filter(|t| t.node == node).ok_or_else(|| no_such_task(upid))?;
     Ok(Reply::data(t.to_json(true)))
 }
 
@@ -239,17 +233,8 @@ pub fn task_log(sim: &Arc<Sim>, node: &str, upid: &str, p: &Params) -> ApiResult
     let start = p.int("start", 0, i64::MAX)?.unwrap_or(0) as usize;
     let limit = p.int("limit", 0, i64::MAX)?.unwrap_or(50) as usize;
     let st = lock(&sim.state);
-    let t = st
-        .task(upid)
-        .filter(|t| t.node == node)
-        .ok_or_else(|| no_such_task(upid))?;
-    let lines: Vec<Value> = t
-        .log
-        .iter()
-        .enumerate()
-        .skip(start)
-        .take(limit)
-        .map(|(i, l)| json!({"n": i + 1, "t": l}))
-        .collect();
+    let t = st.task(upid).filter(|t| t.node == node).ok_or_else(|| no_such_task(upid))?;
+    let lines: Vec<Value> =
+        t.log.iter().enumerate().skip(start).take(limit).map(|(i, l)| json!({"n": i + 1, "t": l})).collect();
     Ok(Reply::with_total(Value::Array(lines), t.log.len()))
 }

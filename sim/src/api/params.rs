@@ -27,16 +27,19 @@ impl Params {
         if !body.is_empty() {
             let is_json = content_type.is_some_and(|c| c.starts_with("application/json"));
             if is_json {
-                let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-                    ApiError::status(400, format!("failed to parse JSON body: {e}"))
-                })?;
-                let obj = v
-                    .as_object()
-                    .ok_or_else(|| ApiError::status(400, "JSON body must be an object"))?;
+                let v: serde_json::Value = serde_json::from_slice(body)
+                    .map_err(|e| ApiError::status(400, format!("failed to parse JSON body: {e}")))?;
+                let obj = v.as_object().ok_or_else(|| ApiError::status(400, "JSON body must be an object"))?;
                 for (k, v) in obj {
                     let s = match v {
                         serde_json::Value::String(s) => s.clone(),
-                        serde_json::Value::Bool(b) => if *b { "1".into() } else { "0".into() },
+                        serde_json::Value::Bool(b) => {
+                            if *b {
+                                "1".into()
+                            } else {
+                                "0".into()
+                            }
+                        }
                         serde_json::Value::Null => continue,
                         serde_json::Value::Array(a) => a
                             .iter()
@@ -74,8 +77,7 @@ impl Params {
 
     /// A required parameter.
     pub fn required(&self, k: &str) -> Result<&str, ApiError> {
-        self.get(k)
-            .ok_or_else(|| ApiError::param(k, "property is missing and it is not optional"))
+        self.get(k).ok_or_else(|| ApiError::param(k, "property is missing and it is not optional"))
     }
 
     /// A boolean (0/1) parameter with default.
@@ -91,9 +93,7 @@ impl Params {
     /// An optional integer parameter within bounds.
     pub fn int(&self, k: &str, min: i64, max: i64) -> Result<Option<i64>, ApiError> {
         let Some(v) = self.get(k) else { return Ok(None) };
-        let n: i64 = v
-            .parse()
-            .map_err(|_| ApiError::param(k, format!("type check ('integer') failed - got '{v}'")))?;
+        let n: i64 = v.parse().map_err(|_| ApiError::param(k, format!("type check ('integer') failed - got '{v}'")))?;
         if n < min {
             return Err(ApiError::param(k, format!("value must have a minimum value of {min}")));
         }
@@ -106,9 +106,7 @@ impl Params {
 
 /// Parse a VMID (path or parameter) with PVE's bounds.
 pub fn vmid(name: &str, v: &str) -> Result<u32, ApiError> {
-    let n: i64 = v
-        .parse()
-        .map_err(|_| ApiError::param(name, format!("type check ('integer') failed - got '{v}'")))?;
+    let n: i64 = v.parse().map_err(|_| ApiError::param(name, format!("type check ('integer') failed - got '{v}'")))?;
     if n < 100 {
         return Err(ApiError::param(name, "value must have a minimum value of 100"));
     }

@@ -19,26 +19,17 @@ use crate::sim::{Sim, lock};
 
 /// The VM on that node, or PVE's missing-config error.
 pub fn vm_on<'a>(st: &'a ClusterState, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> {
-    st.vms
-        .get(&vmid)
-        .filter(|v| v.node == node)
-        .ok_or_else(|| missing(node, vmid))
+    st.vms.get(&vmid).filter(|v| v.node == node).ok_or_else(|| missing(node, vmid))
 }
 
 /// Mutable variant of [`vm_on`].
 pub fn vm_on_mut<'a>(st: &'a mut ClusterState, node: &str, vmid: u32) -> Result<&'a mut Vm, ApiError> {
-    st.vms
-        .get_mut(&vmid)
-        .filter(|v| v.node == node)
-        .ok_or_else(|| missing(node, vmid))
+    st.vms.get_mut(&vmid).filter(|v| v.node == node).ok_or_else(|| missing(node, vmid))
 }
 
 /// PVE's missing-config error.
 pub fn missing(node: &str, vmid: u32) -> ApiError {
-    ApiError::die(format!(
-        "Configuration file '{}' does not exist",
-        Vm::conf_path(node, vmid)
-    ))
+    ApiError::die(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid)))
 }
 
 /// Fail when the VM is locked.
@@ -98,9 +89,7 @@ pub fn vm_index(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
     let st = lock(&sim.state);
     vm_on(&st, node, vmid)?;
     let names = ["config", "pending", "status", "agent", "clone", "migrate", "resize"];
-    Ok(Reply::data(Value::Array(
-        names.iter().map(|n| json!({ "subdir": n })).collect(),
-    )))
+    Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "subdir": n })).collect())))
 }
 
 pub fn config_get(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
@@ -148,6 +137,9 @@ pub fn pending(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
+/// Validated sets, deletes and reverts of a config update.
+type Update = (BTreeMap<String, String>, Vec<String>, Vec<String>);
+
 const CONFIG_META: &[&str] = &["delete", "revert", "digest", "skiplock", "background_delay", "force"];
 
 /// Keys that a running VM only picks up at the next cold start.
@@ -156,7 +148,7 @@ fn deferred_on_running(key: &str) -> bool {
 }
 
 /// Validate all parameters (400 before any worker), returning normalised sets.
-fn validate(sim: &Sim, vmid: u32, p: &Params, counter: &mut u64) -> Result<(BTreeMap<String, String>, Vec<String>, Vec<String>), ApiError> {
+fn validate(sim: &Sim, vmid: u32, p: &Params, counter: &mut u64) -> Result<Update, ApiError> {
     let mut errors = BTreeMap::new();
     let mut sets = BTreeMap::new();
     let seed = sim.cfg.seed;
@@ -219,7 +211,13 @@ fn allocate_drive(key: &str, v: &str, vmid: u32) -> String {
 }
 
 /// Apply a validated update under the lock; the error text is PVE's.
-fn apply(vm: &mut Vm, p: &Params, sets: BTreeMap<String, String>, deletes: Vec<String>, reverts: Vec<String>) -> Result<(), String> {
+fn apply(
+    vm: &mut Vm,
+    p: &Params,
+    sets: BTreeMap<String, String>,
+    deletes: Vec<String>,
+    reverts: Vec<String>,
+) -> Result<(), String> {
     if !p.bool("skiplock", false).unwrap_or(false) {
         check_lock(vm)?;
     }
@@ -285,7 +283,12 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
         };
     }
     let upid = sim.new_task(&mut st, node, "qmconfig", &vmid.to_string(), Some(vmid));
-    if let Some(line) = p.map.iter().find(|(k, _)| !CONFIG_META.contains(&k.as_str())).map(|(k, v)| format!("update VM {vmid}: -{k} {v}")) {
+    if let Some(line) = p
+        .map
+        .iter()
+        .find(|(k, _)| !CONFIG_META.contains(&k.as_str()))
+        .map(|(k, v)| format!("update VM {vmid}: -{k} {v}"))
+    {
         Sim::task_log(&mut st, &upid, line);
     }
     let failed = result.as_ref().err().cloned();

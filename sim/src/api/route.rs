@@ -66,17 +66,11 @@ pub fn classify(method: &str, segs: &[String]) -> Class {
             | ("POST", ["config"])
             | ("DELETE", [])
     );
-    Class {
-        vm_write: !matches!(tail, ["agent", ..]),
-        starts_task,
-    }
+    Class { vm_write: !matches!(tail, ["agent", ..]), starts_task }
 }
 
 fn not_implemented(method: &str, segs: &[String]) -> ApiError {
-    ApiError::status(
-        501,
-        format!("Method '{method} /api2/json/{}' not implemented", segs.join("/")),
-    )
+    ApiError::status(501, format!("Method '{method} /api2/json/{}' not implemented", segs.join("/")))
 }
 
 /// Route a request to its handler.
@@ -90,9 +84,7 @@ pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> Ap
         ("GET", ["cluster", "tasks"]) => nodes::cluster_tasks(sim),
         ("GET", ["storage"]) => nodes::storage_list(sim, p),
         ("GET", ["storage", id]) => nodes::storage_get(sim, id),
-        (_, ["cluster", "ha", "groups", ..]) => {
-            Err(ApiError::die("ha groups have been migrated to rules"))
-        }
+        (_, ["cluster", "ha", "groups", ..]) => Err(ApiError::die("ha groups have been migrated to rules")),
         ("GET", ["cluster", "ha", "resources"]) => ha::resources_list(sim, p),
         ("POST", ["cluster", "ha", "resources"]) => ha::resources_create(sim, p),
         ("GET", ["cluster", "ha", "resources", sid]) => ha::resource_get(sim, sid),
@@ -104,9 +96,7 @@ pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> Ap
         ("PUT", ["cluster", "ha", "rules", id]) => ha::rule_update(sim, id, p),
         ("DELETE", ["cluster", "ha", "rules", id]) => ha::rule_delete(sim, id),
         ("GET", ["nodes"]) => nodes::list(sim),
-        ("GET", ["nodes", node, rest @ ..]) if !sim.has_node(node) && !rest.is_empty() => {
-            Err(unknown_node(node))
-        }
+        ("GET", ["nodes", node, rest @ ..]) if !sim.has_node(node) && !rest.is_empty() => Err(unknown_node(node)),
         (_, ["nodes", node, _, ..]) if !sim.has_node(node) => Err(unknown_node(node)),
         ("GET", ["nodes", node]) => nodes::index(node),
         ("GET", ["nodes", node, "status"]) => nodes::status(sim, node),

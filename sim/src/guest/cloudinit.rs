@@ -158,10 +158,10 @@ pub fn parse_address(network: &str) -> Option<Ipv4Addr> {
         for key in ["ethernets", "bonds", "vlans", "bridges"] {
             if let Some(Yaml::Mapping(ifs)) = get(&doc, key) {
                 for (_, iface) in ifs {
-                    if let Some(Yaml::Sequence(addrs)) = get(iface, "addresses") {
-                        if let Some(a) = addrs.iter().filter_map(yaml_str).find_map(|a| first_v4(&a)) {
-                            return Some(a);
-                        }
+                    if let Some(Yaml::Sequence(addrs)) = get(iface, "addresses")
+                        && let Some(a) = addrs.iter().filter_map(yaml_str).find_map(|a| first_v4(&a))
+                    {
+                        return Some(a);
                     }
                 }
             }
@@ -202,29 +202,35 @@ pub enum CiOutcome {
 /// `finished` = whether the final stage has ended. Returns (stdout, exit code).
 pub fn status(outcome: CiOutcome, finished: bool, boot_unix: u64, json_format: bool, long: bool) -> (String, u32) {
     let t = |o: u64| json!((boot_unix + o) as f64);
-    let stage = |s: u64, f: Option<u64>, errors: Value, rec: Value| {
-        json!({"errors": errors, "finished": f.map(|x| t(x)).unwrap_or(Value::Null), "recoverable_errors": rec, "start": t(s)})
-    };
+    let stage = |s: u64, f: Option<u64>, errors: Value, rec: Value| json!({"errors": errors, "finished": f.map(&t).unwrap_or(Value::Null), "recoverable_errors": rec, "start": t(s)});
     let err_text = "('scripts_user', RuntimeError('Runparts: 1 failures (runcmd) in 1 attempted commands'))";
     let warn = json!({"WARNING": ["Invalid cloud-config provided: Please run 'sudo cloud-init schema --system' to see the schema errors."]});
     let (doc, code, status) = if outcome == CiOutcome::Disabled {
         let empty = json!({"errors": [], "finished": null, "recoverable_errors": {}, "start": null});
-        (json!({
-            "boot_status_code": "disabled-by-generator", "datasource": "", "detail": "Cloud-init disabled by cloud-init-generator",
-            "errors": [], "extended_status": "disabled", "init": empty, "init-local": empty,
-            "last_update": crate::model::ids::rfc2822(0), "modules-config": empty, "modules-final": empty,
-            "recoverable_errors": {}, "stage": null, "status": "disabled",
-        }), 0, "disabled")
+        (
+            json!({
+                "boot_status_code": "disabled-by-generator", "datasource": "", "detail": "Cloud-init disabled by cloud-init-generator",
+                "errors": [], "extended_status": "disabled", "init": empty, "init-local": empty,
+                "last_update": crate::model::ids::rfc2822(0), "modules-config": empty, "modules-final": empty,
+                "recoverable_errors": {}, "stage": null, "status": "disabled",
+            }),
+            0,
+            "disabled",
+        )
     } else if !finished {
-        (json!({
-            "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
-            "detail": "Running in stage: modules-config", "errors": [], "extended_status": "running",
-            "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
-            "last_update": crate::model::ids::rfc2822(boot_unix + 4),
-            "modules-config": stage(4, None, json!([]), json!({})),
-            "modules-final": {"errors": [], "finished": null, "recoverable_errors": {}, "start": null},
-            "recoverable_errors": {}, "stage": "modules-config", "status": "running",
-        }), 0, "running")
+        (
+            json!({
+                "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
+                "detail": "Running in stage: modules-config", "errors": [], "extended_status": "running",
+                "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
+                "last_update": crate::model::ids::rfc2822(boot_unix + 4),
+                "modules-config": stage(4, None, json!([]), json!({})),
+                "modules-final": {"errors": [], "finished": null, "recoverable_errors": {}, "start": null},
+                "recoverable_errors": {}, "stage": "modules-config", "status": "running",
+            }),
+            0,
+            "running",
+        )
     } else {
         let (errors, rec, ext, st, code) = match outcome {
             CiOutcome::Error => (json!([err_text]), json!({}), "error - done", "error", 1),
@@ -236,15 +242,19 @@ pub fn status(outcome: CiOutcome, finished: bool, boot_unix: u64, json_format: b
             CiOutcome::Error => (json!({}), json!([err_text])),
             _ => (json!({}), json!([])),
         };
-        (json!({
-            "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
-            "detail": "DataSourceNoCloud [seed=/dev/sr0][dsmode=net]", "errors": errors, "extended_status": ext,
-            "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
-            "last_update": crate::model::ids::rfc2822(boot_unix + 7),
-            "modules-config": stage(4, Some(5), json!([]), cfg_rec),
-            "modules-final": stage(6, Some(7), final_err, json!({})),
-            "recoverable_errors": rec, "stage": null, "status": st,
-        }), code, st)
+        (
+            json!({
+                "boot_status_code": "enabled-by-generator", "datasource": "nocloud",
+                "detail": "DataSourceNoCloud [seed=/dev/sr0][dsmode=net]", "errors": errors, "extended_status": ext,
+                "init": stage(2, Some(3), json!([]), json!({})), "init-local": stage(0, Some(1), json!([]), json!({})),
+                "last_update": crate::model::ids::rfc2822(boot_unix + 7),
+                "modules-config": stage(4, Some(5), json!([]), cfg_rec),
+                "modules-final": stage(6, Some(7), final_err, json!({})),
+                "recoverable_errors": rec, "stage": null, "status": st,
+            }),
+            code,
+            st,
+        )
     };
     if json_format {
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -252,7 +262,9 @@ pub fn status(outcome: CiOutcome, finished: bool, boot_unix: u64, json_format: b
     }
     let mut out = format!("status: {status}\n");
     if long {
-        let s = |k: &str| doc.get(k).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).unwrap_or_default();
+        let s = |k: &str| {
+            doc.get(k).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).unwrap_or_default()
+        };
         out.push_str(&format!("extended_status: {}\n", s("extended_status")));
         out.push_str(&format!("boot_status_code: {}\n", s("boot_status_code")));
         out.push_str(&format!("last_update: {}\n", s("last_update")));

@@ -200,7 +200,14 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
                 match *a {
                     "/proc/sys/kernel/random/boot_id" => out.push_str(&format!("{boot_id}\n")),
                     "/etc/hostname" => out.push_str(&format!("{hostname}\n")),
-                    other => return Outcome { stdout: out, stderr: format!("cat: {other}: No such file or directory\n"), code: 1, action: Action::None },
+                    other => {
+                        return Outcome {
+                            stdout: out,
+                            stderr: format!("cat: {other}: No such file or directory\n"),
+                            code: 1,
+                            action: Action::None,
+                        };
+                    }
                 }
             }
             Outcome::ok(out)
@@ -208,8 +215,16 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
         "test" | "[" => {
             let args: Vec<&str> = args.iter().copied().filter(|a| *a != "]").collect();
             let exists = |p: &str| match p {
-                "/proc/sys/kernel/random/boot_id" | "/etc/hostname" | "/usr/bin/python3" | "/usr/bin/cloud-init" | "/etc/cloud" | "/" | "/tmp" => true,
-                "/var/lib/cloud/instance/boot-finished" | "/run/cloud-init/result.json" => ci_done && ci != CiOutcome::Disabled,
+                "/proc/sys/kernel/random/boot_id"
+                | "/etc/hostname"
+                | "/usr/bin/python3"
+                | "/usr/bin/cloud-init"
+                | "/etc/cloud"
+                | "/"
+                | "/tmp" => true,
+                "/var/lib/cloud/instance/boot-finished" | "/run/cloud-init/result.json" => {
+                    ci_done && ci != CiOutcome::Disabled
+                }
                 _ => false,
             };
             let ok = match args.as_slice() {
@@ -230,12 +245,21 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             let wait = args.contains(&"--wait") || args.contains(&"-w");
             if wait && !ci_done {
                 let until = lock(&sim.guests).get(&vmid).map(|g| g.ci_done_at).unwrap_or_else(Instant::now);
-                return Outcome { stdout: String::new(), stderr: String::new(), code: 0, action: Action::WaitCloudInit { until, json, long } };
+                return Outcome {
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    code: 0,
+                    action: Action::WaitCloudInit { until, json, long },
+                };
             }
             cloud_init_status(sim, vmid, generation, json, long)
         }
         "systemctl" if args == ["is-system-running"] => {
-            if ci_done { Outcome::ok("running\n") } else { Outcome { stdout: "starting\n".into(), stderr: String::new(), code: 1, action: Action::None } }
+            if ci_done {
+                Outcome::ok("running\n")
+            } else {
+                Outcome { stdout: "starting\n".into(), stderr: String::new(), code: 1, action: Action::None }
+            }
         }
         "reboot" | "/sbin/reboot" | "/usr/sbin/reboot" | "systemctl" | "shutdown" | "poweroff" | "/sbin/poweroff" => {
             let reboot = matches!(cmd, "reboot" | "/sbin/reboot" | "/usr/sbin/reboot")
@@ -250,7 +274,12 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             if !root {
                 return Outcome::fail(1, "Call to Reboot failed: Interactive authentication required.\n");
             }
-            Outcome { stdout: String::new(), stderr: String::new(), code: 0, action: if reboot { Action::Reboot } else { Action::PowerOff } }
+            Outcome {
+                stdout: String::new(),
+                stderr: String::new(),
+                code: 0,
+                action: if reboot { Action::Reboot } else { Action::PowerOff },
+            }
         }
         other => not_found(other),
     }
@@ -260,7 +289,8 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
 pub fn node_reads_stdin(line: &str) -> bool {
     split_line(line).iter().any(|(_, w)| {
         let (w, _) = strip_sudo(w);
-        matches!(w.first().map(String::as_str), Some("tee")) || (w.first().is_some_and(|c| c == "cat") && w.iter().any(|x| x.starts_with('>')))
+        matches!(w.first().map(String::as_str), Some("tee"))
+            || (w.first().is_some_and(|c| c == "cat") && w.iter().any(|x| x.starts_with('>')))
     })
 }
 
@@ -268,7 +298,11 @@ fn node_path_ok(sim: &Sim, path: &str) -> bool {
     if !path.starts_with('/') || path.split('/').any(|c| c == ".." || c == ".") {
         return false;
     }
-    sim.cfg.storages.iter().filter_map(|s| s.path.as_deref()).any(|base| path.starts_with(&format!("{}/", base.trim_end_matches('/'))))
+    sim.cfg
+        .storages
+        .iter()
+        .filter_map(|s| s.path.as_deref())
+        .any(|base| path.starts_with(&format!("{}/", base.trim_end_matches('/'))))
 }
 
 /// Run a command line on a node (as root) with the channel's stdin.
@@ -280,7 +314,8 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
     let (w, _) = strip_sudo(words);
     let Some(cmd) = w.first().map(String::as_str) else { return Outcome::ok("") };
     let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-    let deny = |p: &str| Outcome::fail(1, format!("{cmd}: {p}: Permission denied (outside the node's storage paths)\n"));
+    let deny =
+        |p: &str| Outcome::fail(1, format!("{cmd}: {p}: Permission denied (outside the node's storage paths)\n"));
     match cmd {
         "true" => Outcome::ok(""),
         "hostname" => Outcome::ok(format!("{node}\n")),
@@ -288,7 +323,11 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
         "pvesm" if args == ["apiinfo"] => Outcome::ok("APIVER 11\nAPIAGE 2\n"),
         "tee" | "cat" => {
             let (target, quiet) = if cmd == "tee" {
-                let files: Vec<&str> = args.iter().copied().filter(|a| !a.starts_with('-') && !a.starts_with('>') && *a != "/dev/null").collect();
+                let files: Vec<&str> = args
+                    .iter()
+                    .copied()
+                    .filter(|a| !a.starts_with('-') && !a.starts_with('>') && *a != "/dev/null")
+                    .collect();
                 (files.first().copied(), args.iter().any(|a| a.starts_with('>')))
             } else {
                 let pos = args.iter().position(|a| a.starts_with('>'));
@@ -299,9 +338,13 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
                 (target, true)
             };
             let Some(path) = target else {
-                return if cmd == "cat" && args.is_empty() { Outcome::ok(String::from_utf8_lossy(stdin)) } else {
+                return if cmd == "cat" && args.is_empty() {
+                    Outcome::ok(String::from_utf8_lossy(stdin))
+                } else {
                     let p = args.first().copied().unwrap_or("");
-                    if !node_path_ok(sim, p) { return deny(p); }
+                    if !node_path_ok(sim, p) {
+                        return deny(p);
+                    }
                     match std::fs::read_to_string(sim.node_path(node, p)) {
                         Ok(s) => Outcome::ok(s),
                         Err(_) => Outcome::fail(1, format!("cat: {p}: No such file or directory\n")),
@@ -345,11 +388,12 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
             let ok = match args.as_slice() {
                 [flag @ ("-e" | "-f" | "-d" | "-w" | "-r" | "-s"), p] => {
                     let real = sim.node_path(node, p);
-                    node_path_ok(sim, &format!("{}/", p.trim_end_matches('/'))) && match *flag {
-                        "-d" => real.is_dir(),
-                        "-f" | "-s" => real.is_file(),
-                        _ => real.exists(),
-                    }
+                    node_path_ok(sim, &format!("{}/", p.trim_end_matches('/')))
+                        && match *flag {
+                            "-d" => real.is_dir(),
+                            "-f" | "-s" => real.is_file(),
+                            _ => real.exists(),
+                        }
                 }
                 _ => false,
             };

@@ -10,9 +10,7 @@ use russh::keys::ssh_key::private::Ed25519Keypair;
 pub fn generate_ed25519_openssh() -> Result<String, String> {
     let seed: [u8; 32] = crate::model::ids::random_bytes();
     let key = russh::keys::PrivateKey::from(Ed25519Keypair::from_seed(&seed));
-    key.to_openssh(LineEnding::LF)
-        .map(|s| s.to_string())
-        .map_err(|e| e.to_string())
+    key.to_openssh(LineEnding::LF).map(|s| s.to_string()).map_err(|e| e.to_string())
 }
 
 /// The OpenSSH public line of a private key text.

@@ -22,8 +22,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use cloudinit::{CiOutcome, CiSeed, Identity};
-pub use ssh::spawn_node_sshd;
+pub use cloudinit::{CiOutcome, CiSeed};
+pub use ssh::{fired, spawn_node_sshd};
 
 use crate::faults::FaultKind;
 use crate::model::{Vm, ids, props};
@@ -92,7 +92,8 @@ fn read_snippet(sim: &Sim, node: &str, volid: &str) -> Result<String, String> {
     let dir = sim.storage_dir(node, storage).ok_or_else(|| format!("storage '{storage}' has no path"))?;
     let shown = format!("{}/snippets/{file}", spec.path.as_deref().unwrap_or(""));
     let path = dir.join("snippets").join(file);
-    let md = std::fs::metadata(&path).map_err(|_| format!("unable to open file '{shown}' - No such file or directory"))?;
+    let md =
+        std::fs::metadata(&path).map_err(|_| format!("unable to open file '{shown}' - No such file or directory"))?;
     if md.len() > SNIPPET_LIMIT {
         return Err(format!("file '{shown}' too long - aborting"));
     }
@@ -134,11 +135,8 @@ pub fn read_seed(sim: &Sim, vm: &Vm) -> Result<Option<CiSeed>, String> {
     if !has_drive {
         return Ok(None);
     }
-    let custom: BTreeMap<String, String> = vm
-        .config
-        .get("cicustom")
-        .map(|c| props::split_props(c).into_iter().collect())
-        .unwrap_or_default();
+    let custom: BTreeMap<String, String> =
+        vm.config.get("cicustom").map(|c| props::split_props(c).into_iter().collect()).unwrap_or_default();
     let mut total = 0usize;
     let mut part = |kind: &str, fallback: &dyn Fn() -> String| -> Result<String, String> {
         match custom.get(kind) {
@@ -223,7 +221,15 @@ fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<G
 }
 
 #[allow(clippy::too_many_arguments)]
-fn boot(sim: &Arc<Sim>, vmid: u32, ident: Arc<GuestIdent>, hostname: String, address: Option<Ipv4Addr>, first_boot: bool, extra_delay: Duration) {
+fn boot(
+    sim: &Arc<Sim>,
+    vmid: u32,
+    ident: Arc<GuestIdent>,
+    hostname: String,
+    address: Option<Ipv4Addr>,
+    first_boot: bool,
+    extra_delay: Duration,
+) {
     let now = Instant::now();
     let ssh_up_at = now + extra_delay + sim.scaled(sim.cfg.timings.boot_ssh);
     let ci_done_at = ssh_up_at + if first_boot { sim.scaled(sim.cfg.timings.cloud_init) } else { Duration::ZERO };
@@ -265,7 +271,16 @@ fn boot(sim: &Arc<Sim>, vmid: u32, ident: Arc<GuestIdent>, hostname: String, add
         tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
         return;
     };
-    ssh::spawn_guest_sshd(sim.clone(), vmid, generation, SocketAddr::from((ip, sim.cfg.guest_ssh_port)), ident, ssh_up_at, cancel_rx, silent);
+    ssh::spawn_guest_sshd(
+        sim.clone(),
+        vmid,
+        generation,
+        SocketAddr::from((ip, sim.cfg.guest_ssh_port)),
+        ident,
+        ssh_up_at,
+        cancel_rx,
+        silent,
+    );
 }
 
 /// Power the guest off (stop, shutdown, destroy): its sshd and sessions end.

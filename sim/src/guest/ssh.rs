@@ -100,10 +100,10 @@ impl Handler {
 
 async fn send(handle: &russh::server::Handle, channel: ChannelId, out: Outcome) {
     if !out.stdout.is_empty() {
-        let _ = handle.data(channel, out.stdout.into_bytes().into()).await;
+        let _ = handle.data(channel, out.stdout.into_bytes()).await;
     }
     if !out.stderr.is_empty() {
-        let _ = handle.extended_data(channel, 1, out.stderr.into_bytes().into()).await;
+        let _ = handle.extended_data(channel, 1, out.stderr.into_bytes()).await;
     }
     if matches!(out.action, Action::Reboot | Action::PowerOff) {
         // The connection drops with the guest: no exit status, like a real reboot.
@@ -117,11 +117,19 @@ async fn send(handle: &russh::server::Handle, channel: ChannelId, out: Outcome) 
 impl russh::server::Handler for Handler {
     type Error = russh::Error;
 
-    async fn auth_publickey_offered(&mut self, user: &str, offer: russh::server::PublicKeyOffer<'_>) -> Result<Auth, Self::Error> {
+    async fn auth_publickey_offered(
+        &mut self,
+        user: &str,
+        offer: russh::server::PublicKeyOffer<'_>,
+    ) -> Result<Auth, Self::Error> {
         Ok(if self.allowed(user, offer.public_key) { Auth::Accept } else { Auth::reject() })
     }
 
-    async fn auth_publickey(&mut self, user: &str, key: russh::server::VerifiedPublicKey<'_>) -> Result<Auth, Self::Error> {
+    async fn auth_publickey(
+        &mut self,
+        user: &str,
+        key: russh::server::VerifiedPublicKey<'_>,
+    ) -> Result<Auth, Self::Error> {
         if self.allowed(user, key.public_key) {
             self.user = user.to_string();
             Ok(Auth::Accept)
@@ -130,12 +138,22 @@ impl russh::server::Handler for Handler {
         }
     }
 
-    async fn channel_open_session(&mut self, _channel: Channel<Msg>, reply: russh::server::ChannelOpenHandle, _session: &mut Session) -> Result<(), Self::Error> {
+    async fn channel_open_session(
+        &mut self,
+        _channel: Channel<Msg>,
+        reply: russh::server::ChannelOpenHandle,
+        _session: &mut Session,
+    ) -> Result<(), Self::Error> {
         reply.accept().await;
         Ok(())
     }
 
-    async fn exec_request(&mut self, channel: ChannelId, data: &[u8], session: &mut Session) -> Result<(), Self::Error> {
+    async fn exec_request(
+        &mut self,
+        channel: ChannelId,
+        data: &[u8],
+        session: &mut Session,
+    ) -> Result<(), Self::Error> {
         let cmd = String::from_utf8_lossy(data).into_owned();
         session.channel_success(channel)?;
         let reads_stdin = matches!(self.role, Role::Node { .. }) && commands::node_reads_stdin(&cmd);
@@ -171,29 +189,44 @@ impl russh::server::Handler for Handler {
     }
 }
 
-async fn serve_conn(sim: Arc<Sim>, stream: tokio::net::TcpStream, role: Role, config: Arc<russh::server::Config>, mut cancel: watch::Receiver<bool>) {
+async fn serve_conn(
+    sim: Arc<Sim>,
+    stream: tokio::net::TcpStream,
+    role: Role,
+    config: Arc<russh::server::Config>,
+    mut cancel: watch::Receiver<bool>,
+) {
     let mut down = sim.shutdown.subscribe();
     let handler = Handler { sim: sim.clone(), role, user: String::new(), pending: HashMap::new() };
     let Ok(running) = russh::server::run_stream(config, stream, handler).await else { return };
     let handle = running.handle();
     tokio::select! {
         _ = running => {}
-        _ = cancel.wait_for(|c| *c) => {
+        _ = fired(&mut cancel) => {
             let _ = handle.disconnect(russh::Disconnect::ByApplication, "system is going down".into(), String::new()).await;
         }
-        _ = down.wait_for(|d| *d) => {}
+        _ = fired(&mut down) => {}
     }
 }
 
 /// Start a guest's sshd at `up_at` on `addr`; ends when `cancel` fires.
 #[allow(clippy::too_many_arguments)]
-pub fn spawn_guest_sshd(sim: Arc<Sim>, vmid: u32, generation: u64, addr: SocketAddr, ident: Arc<GuestIdent>, up_at: Instant, mut cancel: watch::Receiver<bool>, silent: bool) {
+pub fn spawn_guest_sshd(
+    sim: Arc<Sim>,
+    vmid: u32,
+    generation: u64,
+    addr: SocketAddr,
+    ident: Arc<GuestIdent>,
+    up_at: Instant,
+    mut cancel: watch::Receiver<bool>,
+    silent: bool,
+) {
     tokio::spawn(async move {
         let mut down = sim.shutdown.subscribe();
         tokio::select! {
             () = tokio::time::sleep_until(up_at) => {}
-            _ = cancel.wait_for(|c| *c) => return,
-            _ = down.wait_for(|d| *d) => return,
+            _ = fired(&mut cancel) => return,
+            _ = fired(&mut down) => return,
         }
         let listener = match TcpListener::bind(addr).await {
             Ok(l) => l,
@@ -214,8 +247,8 @@ pub fn spawn_guest_sshd(sim: Arc<Sim>, vmid: u32, generation: u64, addr: SocketA
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
-                _ = cancel.wait_for(|c| *c) => return,
-                _ = down.wait_for(|d| *d) => return,
+                _ = fired(&mut cancel) => return,
+                _ = fired(&mut down) => return,
             };
             let Ok((stream, _)) = accepted else { continue };
             let c = cancel.clone();
@@ -224,7 +257,7 @@ pub fn spawn_guest_sshd(sim: Arc<Sim>, vmid: u32, generation: u64, addr: SocketA
                 tokio::spawn(async move {
                     let mut c = c;
                     let _keep = stream;
-                    let _ = c.wait_for(|x| *x).await;
+                    let _ = fired(&mut c).await;
                 });
                 continue;
             }
@@ -234,7 +267,13 @@ pub fn spawn_guest_sshd(sim: Arc<Sim>, vmid: u32, generation: u64, addr: SocketA
 }
 
 /// Bind a node's sshd now and serve it until shutdown; returns the bound address.
-pub async fn spawn_node_sshd(sim: Arc<Sim>, node: String, addr: SocketAddr, key: russh::keys::PrivateKey, authorized: Vec<russh::keys::PublicKey>) -> Result<SocketAddr, std::io::Error> {
+pub async fn spawn_node_sshd(
+    sim: Arc<Sim>,
+    node: String,
+    addr: SocketAddr,
+    key: russh::keys::PrivateKey,
+    authorized: Vec<russh::keys::PublicKey>,
+) -> Result<SocketAddr, std::io::Error> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let config = Arc::new(server_config(key));
@@ -246,11 +285,17 @@ pub async fn spawn_node_sshd(sim: Arc<Sim>, node: String, addr: SocketAddr, key:
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
-                _ = down.wait_for(|d| *d) => return,
+                _ = fired(&mut down) => return,
             };
             let Ok((stream, _)) = accepted else { continue };
             tokio::spawn(serve_conn(sim.clone(), stream, role.clone(), config.clone(), never.clone()));
         }
     });
     Ok(bound)
+}
+
+/// Resolves when the flag becomes true or its sender is gone (never holds the guard
+/// across an await, so callers stay `Send`).
+pub async fn fired(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|x| *x).await.map(|_| ());
 }

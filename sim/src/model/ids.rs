@@ -15,12 +15,7 @@ fn mix(seed: u64, counter: u64) -> u64 {
 /// A MAC with Proxmox's OUI, from the seed and a counter.
 pub fn mac(seed: u64, counter: u64) -> String {
     let x = mix(seed, counter);
-    format!(
-        "BC:24:11:{:02X}:{:02X}:{:02X}",
-        (x >> 16) & 0xff,
-        (x >> 8) & 0xff,
-        x & 0xff
-    )
+    format!("BC:24:11:{:02X}:{:02X}:{:02X}", (x >> 16) & 0xff, (x >> 8) & 0xff, x & 0xff)
 }
 
 fn uuid_from(a: u64, b: u64) -> String {
@@ -48,10 +43,7 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     // clock so the simulator keeps working (these values need uniqueness, not secrecy,
     // except the token secret, which is checked in `random_secret`).
     if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         for (i, x) in b.iter_mut().enumerate() {
             *x = (mix(t as u64, i as u64) & 0xff) as u8;
         }
@@ -69,10 +61,7 @@ pub fn random_uuid() -> String {
 
 /// Unix time now, in seconds.
 pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// Parse a PVE size (`32G`, `512M`, `10`) into bytes.
@@ -94,9 +83,9 @@ pub fn parse_size(s: &str) -> Option<u64> {
 
 /// Format bytes as PVE writes disk sizes (`32G`, `512M`).
 pub fn format_size(bytes: u64) -> String {
-    if bytes % (1 << 30) == 0 {
+    if bytes.is_multiple_of(1 << 30) {
         format!("{}G", bytes >> 30)
-    } else if bytes % (1 << 20) == 0 {
+    } else if bytes.is_multiple_of(1 << 20) {
         format!("{}M", bytes >> 20)
     } else {
         format!("{}K", bytes.div_ceil(1 << 10))
@@ -119,15 +108,8 @@ pub fn rfc2822(unix: u64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
     let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days.rem_euclid(7)) as usize];
-    let mon = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ][(m - 1) as usize];
-    format!(
-        "{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} +0000",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
+    let mon = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(m - 1) as usize];
+    format!("{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} +0000", secs / 3600, (secs / 60) % 60, secs % 60)
 }
 
 #[cfg(test)]

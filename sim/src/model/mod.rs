@@ -79,18 +79,12 @@ impl Vm {
 
     /// The VM's name (PVE shows `VM <vmid>` when unset).
     pub fn name(&self) -> String {
-        self.config
-            .get("name")
-            .cloned()
-            .unwrap_or_else(|| format!("VM {}", self.vmid))
+        self.config.get("name").cloned().unwrap_or_else(|| format!("VM {}", self.vmid))
     }
 
     /// Memory in MiB.
     pub fn memory_mib(&self) -> u64 {
-        self.config
-            .get("memory")
-            .and_then(|m| m.parse().ok())
-            .unwrap_or(512)
+        self.config.get("memory").and_then(|m| m.parse().ok()).unwrap_or(512)
     }
 
     /// vCPUs.

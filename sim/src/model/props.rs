@@ -8,17 +8,61 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 /// PVE's message for a parameter outside the schema.
-pub const NOT_IN_SCHEMA: &str =
-    "property is not defined in schema and the schema does not allow additional properties";
+pub const NOT_IN_SCHEMA: &str = "property is not defined in schema and the schema does not allow additional properties";
 
 const PLAIN_KEYS: &[&str] = &[
-    "acpi", "agent", "args", "autostart", "balloon", "bios", "boot", "bootdisk", "cicustom",
-    "cipassword", "citype", "ciupgrade", "ciuser", "cores", "cpu", "cpulimit", "cpuunits",
-    "description", "efidisk0", "freeze", "hookscript", "hotplug", "hugepages", "keyboard",
-    "kvm", "localtime", "machine", "memory", "meta", "name", "nameserver", "numa", "onboot",
-    "ostype", "protection", "scsihw", "searchdomain", "shares", "smbios1", "sockets",
-    "sshkeys", "startup", "tablet", "tags", "template", "tpmstate0", "vcpus", "vga",
-    "vmgenid", "watchdog", "rng0", "affinity",
+    "acpi",
+    "agent",
+    "args",
+    "autostart",
+    "balloon",
+    "bios",
+    "boot",
+    "bootdisk",
+    "cicustom",
+    "cipassword",
+    "citype",
+    "ciupgrade",
+    "ciuser",
+    "cores",
+    "cpu",
+    "cpulimit",
+    "cpuunits",
+    "description",
+    "efidisk0",
+    "freeze",
+    "hookscript",
+    "hotplug",
+    "hugepages",
+    "keyboard",
+    "kvm",
+    "localtime",
+    "machine",
+    "memory",
+    "meta",
+    "name",
+    "nameserver",
+    "numa",
+    "onboot",
+    "ostype",
+    "protection",
+    "scsihw",
+    "searchdomain",
+    "shares",
+    "smbios1",
+    "sockets",
+    "sshkeys",
+    "startup",
+    "tablet",
+    "tags",
+    "template",
+    "tpmstate0",
+    "vcpus",
+    "vga",
+    "vmgenid",
+    "watchdog",
+    "rng0",
+    "affinity",
 ];
 
 const INDEXED: &[(&str, u32)] = &[
@@ -37,8 +81,20 @@ const INDEXED: &[(&str, u32)] = &[
 
 /// NIC models PVE accepts.
 pub const NIC_MODELS: &[&str] = &[
-    "e1000", "e1000-82540em", "e1000-82544gc", "e1000-82545em", "e1000e", "i82551",
-    "i82557b", "i82559er", "ne2k_isa", "ne2k_pci", "pcnet", "rtl8139", "virtio", "vmxnet3",
+    "e1000",
+    "e1000-82540em",
+    "e1000-82544gc",
+    "e1000-82545em",
+    "e1000e",
+    "i82551",
+    "i82557b",
+    "i82559er",
+    "ne2k_isa",
+    "ne2k_pci",
+    "pcnet",
+    "rtl8139",
+    "virtio",
+    "vmxnet3",
 ];
 
 /// Whether `key` is a VM config key of the modelled schema.
@@ -67,9 +123,7 @@ fn fmt_err(key: &str, detail: &str) -> String {
 }
 
 fn int_in(value: &str, min: i64, max: i64) -> Result<(), String> {
-    let n: i64 = value
-        .parse()
-        .map_err(|_| format!("type check ('integer') failed - got '{value}'"))?;
+    let n: i64 = value.parse().map_err(|_| format!("type check ('integer') failed - got '{value}'"))?;
     if n < min {
         return Err(format!("value must have a minimum value of {min}"));
     }
@@ -99,18 +153,12 @@ pub fn split_props(s: &str) -> Vec<(String, String)> {
 
 /// Get one property of a property string.
 pub fn prop(s: &str, key: &str) -> Option<String> {
-    split_props(s)
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v)
+    split_props(s).into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 fn valid_mac(s: &str) -> bool {
     let parts: Vec<&str> = s.split(':').collect();
-    parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 fn normalize_net(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) -> Result<String, String> {
@@ -138,9 +186,7 @@ fn normalize_net(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) ->
             }
         } else if k.is_empty() {
             return Err(fmt_err(key, &format!("model: value '{v}' does not have a value in the enumeration")));
-        } else if ["bridge", "tag", "firewall", "link_down", "mtu", "queues", "rate", "trunks"]
-            .contains(&k.as_str())
-        {
+        } else if ["bridge", "tag", "firewall", "link_down", "mtu", "queues", "rate", "trunks"].contains(&k.as_str()) {
             if k == "tag" {
                 int_in(&v, 1, 4094).map_err(|e| fmt_err(key, &format!("tag: {e}")))?;
             }
@@ -178,16 +224,28 @@ fn normalize_ipconfig(key: &str, value: &str) -> Result<String, String> {
     for (k, v) in split_props(value) {
         match k.as_str() {
             "ip" if v != "dhcp" && !valid_cidr4(&v) => {
-                return Err(fmt_err(key, &format!("ip: invalid format - value does not look like a valid IPv4 network configuration: {v}")));
+                return Err(fmt_err(
+                    key,
+                    &format!("ip: invalid format - value does not look like a valid IPv4 network configuration: {v}"),
+                ));
             }
             "ip6" if !["dhcp", "auto"].contains(&v.as_str()) && !valid_cidr6(&v) => {
-                return Err(fmt_err(key, &format!("ip6: invalid format - value does not look like a valid IPv6 network configuration: {v}")));
+                return Err(fmt_err(
+                    key,
+                    &format!("ip6: invalid format - value does not look like a valid IPv6 network configuration: {v}"),
+                ));
             }
             "gw" if v.parse::<Ipv4Addr>().is_err() => {
-                return Err(fmt_err(key, &format!("gw: invalid format - value does not look like a valid IPv4 address: {v}")));
+                return Err(fmt_err(
+                    key,
+                    &format!("gw: invalid format - value does not look like a valid IPv4 address: {v}"),
+                ));
             }
             "gw6" if v.parse::<std::net::Ipv6Addr>().is_err() => {
-                return Err(fmt_err(key, &format!("gw6: invalid format - value does not look like a valid IPv6 address: {v}")));
+                return Err(fmt_err(
+                    key,
+                    &format!("gw6: invalid format - value does not look like a valid IPv6 address: {v}"),
+                ));
             }
             "ip" | "ip6" | "gw" | "gw6" => {}
             "" => return Err(fmt_err(key, &format!("ip: invalid format - {v}"))),
@@ -202,9 +260,7 @@ fn normalize_cicustom(key: &str, value: &str) -> Result<String, String> {
         if !["user", "network", "meta", "vendor"].contains(&k.as_str()) {
             return Err(fmt_err(key, &format!("{k}: property is not defined in schema")));
         }
-        let ok = v
-            .split_once(':')
-            .is_some_and(|(s, p)| !s.is_empty() && !p.is_empty());
+        let ok = v.split_once(':').is_some_and(|(s, p)| !s.is_empty() && !p.is_empty());
         if !ok {
             return Err(fmt_err(key, &format!("{k}: unable to parse volume ID '{v}'")));
         }
@@ -213,11 +269,7 @@ fn normalize_cicustom(key: &str, value: &str) -> Result<String, String> {
 }
 
 /// Validate and normalise `key=value` for VM `vmid`. `new_mac` supplies generated MACs.
-pub fn normalize(
-    key: &str,
-    value: &str,
-    new_mac: &mut dyn FnMut() -> String,
-) -> Result<String, String> {
+pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) -> Result<String, String> {
     if !is_config_key(key) {
         return Err(NOT_IN_SCHEMA.to_string());
     }
@@ -228,14 +280,12 @@ pub fn normalize(
             int_in(v, 16, 1 << 30).map(|()| v.to_string())
         }
         "balloon" => int_in(value, 0, 1 << 30).map(|()| value.to_string()),
-        "onboot" | "template" | "protection" | "acpi" | "kvm" | "tablet" | "localtime"
-        | "numa" | "autostart" | "freeze" => boolean(value).map(|()| value.to_string()),
+        "onboot" | "template" | "protection" | "acpi" | "kvm" | "tablet" | "localtime" | "numa" | "autostart"
+        | "freeze" => boolean(value).map(|()| value.to_string()),
         "name" => {
             let ok = !value.is_empty()
                 && value.len() <= 63
-                && value
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+                && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
                 && !value.starts_with(['-', '.']);
             if ok {
                 Ok(value.to_string())
@@ -246,7 +296,9 @@ pub fn normalize(
         "cicustom" => normalize_cicustom(key, value),
         "citype" => match value {
             "nocloud" | "configdrive2" | "opennebula" => Ok(value.to_string()),
-            _ => Err(format!("value '{value}' does not have a value in the enumeration 'configdrive2, nocloud, opennebula'")),
+            _ => Err(format!(
+                "value '{value}' does not have a value in the enumeration 'configdrive2, nocloud, opennebula'"
+            )),
         },
         "nameserver" => {
             if value.split([' ', ',']).filter(|s| !s.is_empty()).all(|s| s.parse::<IpAddr>().is_ok()) {
@@ -265,8 +317,19 @@ pub fn normalize(
 pub fn is_integer_key(key: &str) -> bool {
     matches!(
         key,
-        "cores" | "sockets" | "onboot" | "template" | "protection" | "balloon" | "acpi"
-            | "kvm" | "tablet" | "numa" | "vcpus" | "cpuunits" | "shares"
+        "cores"
+            | "sockets"
+            | "onboot"
+            | "template"
+            | "protection"
+            | "balloon"
+            | "acpi"
+            | "kvm"
+            | "tablet"
+            | "numa"
+            | "vcpus"
+            | "cpuunits"
+            | "shares"
     )
 }
 

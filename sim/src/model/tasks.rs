@@ -40,9 +40,7 @@ impl Task {
     pub fn new(node: &str, pid: u32, kind: &str, id: &str, user: &str, vmid: Option<u32>) -> Self {
         let starttime = super::ids::now_unix();
         let pstart = u64::from(pid) * 7 + 100_000;
-        let upid = format!(
-            "UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{kind}:{id}:{user}:"
-        );
+        let upid = format!("UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{kind}:{id}:{user}:");
         Task {
             upid,
             node: node.to_string(),
