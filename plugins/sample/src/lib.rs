@@ -82,6 +82,10 @@ impl Guest for Sample {
         )))
     }
 
+    fn reconcile(_vm: VmSpec, _found: VmState) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
+
     fn remove(vm: VmSpec) -> Result<(), Error> {
         Err(Error::Invalid(format!("the sample backend only plans; it cannot remove {}", vm.name)))
     }

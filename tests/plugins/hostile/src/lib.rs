@@ -98,6 +98,10 @@ impl Guest for Hostile {
         Err(Error::Invalid(format!("hostile plugin creates nothing ({})", vm.name)))
     }
 
+    fn reconcile(_vm: VmSpec, _found: VmState) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
+
     fn remove(_vm: VmSpec) -> Result<(), Error> {
         Ok(())
     }

@@ -1,5 +1,6 @@
-//! The capabilities as Rhai modules for workflow scripts: `log`, `lock` and
-//! `checkpoint` (`lock::acquire(key)`, `checkpoint::read(vm)`, ...).
+//! The capabilities as Rhai modules for workflow scripts: `log`, `lock`,
+//! `checkpoint`, `proxmox` and `cradle` (`lock::acquire(key)`,
+//! `checkpoint::read(vm)`, `proxmox::vm_status(node, vmid)`, ...).
 //!
 //! Scripts are trusted operator code, but they go through the same
 //! [`CapCtx::guard`] as plugins, under `[workflow.grants]`, and are journaled
@@ -16,6 +17,8 @@ use crate::plugin::bindings::cradle::host::lock::Holder;
 use crate::run::RunData;
 use crate::workflow::run_context;
 
+mod proxmox;
+
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// Every capability module, named as scripts use them.
@@ -25,6 +28,7 @@ pub fn modules() -> Vec<(String, Shared<Module>)> {
         ("lock".into(), Shared::new(lock_module())),
         ("checkpoint".into(), Shared::new(checkpoint_module())),
         ("cradle".into(), Shared::new(cradle_module())),
+        ("proxmox".into(), Shared::new(proxmox::module())),
     ]
 }
 
@@ -55,6 +59,26 @@ fn cradle_module() -> Module {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });
     m
+}
+
+/// Throw a WIT error as `#{kind, message}`.
+fn wit_throw(e: crate::plugin::bindings::cradle::host::types::Error) -> Box<EvalAltResult> {
+    use crate::caps::context::ErrorKind;
+    use crate::plugin::bindings::cradle::host::types::Error as W;
+    let (kind, message) = match e {
+        W::Denied(m) => (ErrorKind::Denied, m),
+        W::NotFound(m) => (ErrorKind::NotFound, m),
+        W::Conflict(m) => (ErrorKind::Conflict, m),
+        W::Invalid(m) => (ErrorKind::Invalid, m),
+        W::Transient(m) => (ErrorKind::Transient, m),
+        W::Failed(m) => (ErrorKind::Failed, m),
+    };
+    throw(CapError::new(kind, message))
+}
+
+/// A VMID (or other u32) argument from a script integer.
+fn int_arg(v: i64, what: &str) -> Res<u32> {
+    u32::try_from(v).map_err(|_| throw(CapError::invalid(format!("{what} {v} is out of range"))))
 }
 
 /// Throw `e` as `#{kind, message}`.
@@ -155,9 +179,6 @@ fn string_field(map: &Map, key: &str) -> Res<String> {
         .map_err(|t| throw(CapError::invalid(format!("checkpoint::write: `{key}` must be a string, got {t}"))))
 }
 
-fn vmid_arg(v: i64, what: &str) -> Res<u32> {
-    u32::try_from(v).map_err(|_| throw(CapError::invalid(format!("{what}: vmid {v} is not a VMID"))))
-}
 
 fn checkpoint_module() -> Module {
     let mut m = Module::new();
@@ -173,7 +194,7 @@ fn checkpoint_module() -> Module {
             .map_err(|t| throw(CapError::invalid(format!("checkpoint::write: `vmid` must be an integer, got {t}"))))?;
         let fin = Finalization {
             vm_name: string_field(&cp, "vm_name")?,
-            vmid: vmid_arg(vmid, "checkpoint::write")?,
+            vmid: int_arg(vmid, "checkpoint::write: vmid")?,
             node: string_field(&cp, "node")?,
             stage: string_field(&cp, "stage")?,
             written: String::new(),
@@ -183,7 +204,7 @@ fn checkpoint_module() -> Module {
     FuncRegistration::new("clear").set_into_module(
         &mut m,
         |ctx: NativeCallContext, vm: ImmutableString, vmid: i64| -> Res<()> {
-            caps(&ctx)?.checkpoint_clear(&vm, vmid_arg(vmid, "checkpoint::clear")?).map_err(throw)
+            caps(&ctx)?.checkpoint_clear(&vm, int_arg(vmid, "checkpoint::clear: vmid")?).map_err(throw)
         },
     );
     m

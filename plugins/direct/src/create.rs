@@ -1,0 +1,101 @@
+//! `create`: clone the template, wait for the clone, configure the VM.
+//!
+//! A clone is not idempotent (invariant 5). When the clone call fails in a way
+//! that leaves its outcome unknown (`transient`: timeout, reset connection,
+//! 5xx), this module waits for the template's running clone tasks and re-reads
+//! the cluster: if the VM exists it is used; if it does not and no clone of it
+//! is running, the clone did not happen and is tried once more. It never
+//! produces a second VM: a retry only follows proof that the first did nothing.
+
+use crate::bindings::cradle::host::log::Level;
+use crate::bindings::cradle::host::proxmox::{self, CloneRequest, VmResource};
+use crate::bindings::cradle::host::types::{Error, Snippets, VmSpec, VmState};
+use crate::{TASK_TIMEOUT_MS, config, find, log, wait};
+
+/// Clone and configure `vm`; returns it stopped.
+pub fn create(vm: &VmSpec, snippets: &Snippets) -> Result<VmState, Error> {
+    if let Some(found) = find::discover(vm)? {
+        return Err(Error::Conflict(format!(
+            "{} (vmid {}) already exists on {}; rerun provision to finish it instead of creating it again",
+            vm.name, found.vmid, found.node
+        )));
+    }
+    let template = find::template(vm)?;
+    clone(vm, &template)?;
+    let node = template.node.as_str();
+    let current = proxmox::get_config(node, vm.vmid)?;
+    let digest = current.iter().find(|e| e.key == "digest").map(|e| e.value.clone());
+    let (set, resize) = config::configure(vm, snippets, &current)?;
+    proxmox::set_config(node, vm.vmid, &set, &[], digest.as_deref())?;
+    if let Some((disk, size)) = resize {
+        let upid = proxmox::resize_disk(node, vm.vmid, &disk, &size)?;
+        wait(node, &upid, &format!("resize {disk} of {}", vm.name))?;
+    }
+    log(Level::Info, "cloned and configured", vm);
+    find::discover(vm)?.ok_or_else(|| Error::Failed(format!("{} was configured but is gone from the cluster", vm.name)))
+}
+
+fn request(vm: &VmSpec, template: &VmResource) -> CloneRequest {
+    CloneRequest {
+        node: template.node.clone(),
+        template_vmid: template.vmid,
+        newid: vm.vmid,
+        name: vm.name.clone(),
+        full: true,
+        storage: Some(vm.storage.clone()),
+        target: None,
+        description: Some(format!("created by cradle from {}", vm.template)),
+    }
+}
+
+fn clone(vm: &VmSpec, template: &VmResource) -> Result<(), Error> {
+    let req = request(vm, template);
+    let what = format!("clone {} to {}", vm.template, vm.name);
+    match proxmox::clone_vm(&req) {
+        Ok(upid) => wait(&template.node, &upid, &what),
+        Err(Error::Transient(first)) => settle(vm, template, &req, &what, &first),
+        Err(e) => Err(e),
+    }
+}
+
+/// The clone call failed ambiguously: find out what happened before acting.
+fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, first: &str) -> Result<(), Error> {
+    log(Level::Warn, &format!("{what}: outcome unknown ({first}); re-reading the cluster before deciding"), vm);
+    // One of the template's running clones may be ours: let them finish.
+    for task in proxmox::list_tasks(&template.node, Some(template.vmid), Some("qmclone"))? {
+        if task.status.is_none() {
+            let _ = proxmox::wait_task(&template.node, &task.upid, TASK_TIMEOUT_MS)?;
+        }
+    }
+    let now = proxmox::list_vms()?;
+    match now.iter().find(|r| r.vmid == vm.vmid) {
+        Some(r) if r.name.as_deref() == Some(vm.name.as_str()) => {
+            if r.lock.as_deref() == Some("clone") {
+                return Err(Error::Transient(format!(
+                    "{what}: the clone exists but is still locked; rerun provision to continue with it"
+                )));
+            }
+            log(Level::Info, &format!("{what}: the clone had happened; continuing with it"), vm);
+            Ok(())
+        }
+        Some(r) => Err(Error::Conflict(format!(
+            "{what}: vmid {} is now taken by {}; not cloning again",
+            vm.vmid,
+            r.name.as_deref().unwrap_or("an unnamed VM")
+        ))),
+        None => {
+            log(
+                Level::Warn,
+                &format!("{what}: no trace of the clone in the cluster or its tasks; cloning once more"),
+                vm,
+            );
+            match proxmox::clone_vm(req) {
+                Ok(upid) => wait(&template.node, &upid, what),
+                Err(Error::Transient(second)) => Err(Error::Transient(format!(
+                    "{what}: failed twice with an unknown outcome ({first}; then {second}); rerun provision: it re-discovers before cloning"
+                ))),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! cradle's direct backend (the Ansible-style path): clone the template and
+//! configure the VM through the `proxmox` capability.
+//!
+//! - `discover` finds the VM by canonical name and VMID; a name on another
+//!   VMID, a VMID under another name, or a template is a `conflict`.
+//! - `create` clones (waiting for the clone task before touching the config),
+//!   then sets cores, memory, disks, the NIC, `cicustom`, the cloud-init drive,
+//!   `onboot` and `startup`, and returns the VM stopped. A clone that fails
+//!   ambiguously (timeout, reset connection) is never retried blindly: the VM
+//!   and the task list are re-read first (see `create.rs`).
+//! - `reconcile` re-applies `onboot`/`startup` on every run (self-healing).
+//! - `remove` stops and destroys with purge; a missing VM or a mismatched
+//!   identity fails closed.
+
+mod config;
+mod create;
+mod find;
+
+#[allow(unsafe_code)] // generated ABI glue
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        inline: "
+            package cradle:direct-plugin;
+            world plugin {
+                import cradle:host/log@0.1.0;
+                import cradle:host/proxmox@0.1.0;
+                export cradle:host/lifecycle@0.1.0;
+            }
+        ",
+        world: "cradle:direct-plugin/plugin",
+        generate_all,
+    });
+    use super::Direct;
+    export!(Direct);
+}
+
+cradle_guest::manifest! {
+    name: "direct",
+    version: env!("CARGO_PKG_VERSION"),
+    description: "Clone the template and configure the VM through the Proxmox API",
+    needs: ["log", "proxmox"],
+}
+
+use bindings::cradle::host::log::{self as hostlog, Level};
+use bindings::cradle::host::proxmox::{self, PowerAction};
+use bindings::cradle::host::types::{Entry, Error, Snippets, VmSpec, VmState};
+use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
+
+/// How long one Proxmox task may take before the step gives up waiting.
+const TASK_TIMEOUT_MS: u64 = 15 * 60 * 1000;
+
+struct Direct;
+
+fn log(level: Level, message: &str, vm: &VmSpec) {
+    hostlog::event(level, message, &[Entry { key: "vm".into(), value: vm.name.clone() }]);
+}
+
+/// Wait for `upid` on `node`; a task that stops with an error is `failed`
+/// naming the task, one still running at the timeout is `transient`.
+fn wait(node: &str, upid: &str, what: &str) -> Result<(), Error> {
+    let status = proxmox::wait_task(node, upid, TASK_TIMEOUT_MS)?;
+    if status.ok {
+        return Ok(());
+    }
+    match status.exitstatus {
+        Some(exit) => Err(Error::Failed(format!("{what}: task {upid} failed: {exit}"))),
+        None => Err(Error::Transient(format!(
+            "{what}: task {upid} still running after {} s; check `Tasks` on node {node}",
+            TASK_TIMEOUT_MS / 1000
+        ))),
+    }
+}
+
+impl Guest for Direct {
+    fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
+        find::discover(&vm)
+    }
+
+    fn check_ownership(_vm: VmSpec, _found: Option<VmState>) -> Result<(), Error> {
+        // The direct path keeps no state of its own: identity is checked by
+        // `discover` (name and VMID must agree), so there is nothing more to own.
+        Ok(())
+    }
+
+    fn plan(vm: VmSpec) -> Result<PlanOutcome, Error> {
+        match find::discover(&vm)? {
+            None => {
+                let template = find::template(&vm)?;
+                Ok(PlanOutcome {
+                    action: PlanAction::Create,
+                    summary: vec![
+                        format!(
+                            "clone template {} ({}) on {} to {} (vmid {})",
+                            vm.template, template.vmid, template.node, vm.name, vm.vmid
+                        ),
+                        format!("{} cores, {} MiB, storage {}", vm.cores, vm.memory_mib, vm.storage),
+                    ],
+                    plan_id: None,
+                })
+            }
+            Some(found) => {
+                let changes = config::startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
+                let action = if changes.is_empty() { PlanAction::NoOp } else { PlanAction::Update };
+                Ok(PlanOutcome {
+                    action,
+                    summary: changes.iter().map(|e| format!("set {} = {}", e.key, e.value)).collect(),
+                    plan_id: None,
+                })
+            }
+        }
+    }
+
+    fn create(vm: VmSpec, snippets: Snippets) -> Result<VmState, Error> {
+        create::create(&vm, &snippets)
+    }
+
+    fn reconcile(vm: VmSpec, found: VmState) -> Result<Vec<String>, Error> {
+        let current = proxmox::get_config(&found.node, found.vmid)?;
+        let changes = config::startup_changes(&vm, &current);
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        proxmox::set_config(&found.node, found.vmid, &changes, &[], None)?;
+        let lines: Vec<String> = changes.iter().map(|e| format!("set {} = {}", e.key, e.value)).collect();
+        log(Level::Info, &format!("reconciled: {}", lines.join(", ")), &vm);
+        Ok(lines)
+    }
+
+    fn remove(vm: VmSpec) -> Result<(), Error> {
+        let Some(found) = find::discover(&vm)? else {
+            return Err(Error::NotFound(format!(
+                "VM {} (vmid {}) does not exist; nothing was removed (check the name and VMID in the inventory)",
+                vm.name, vm.vmid
+            )));
+        };
+        if found.status == "running" {
+            let upid = proxmox::power(&found.node, found.vmid, PowerAction::Stop)?;
+            wait(&found.node, &upid, &format!("stop {}", vm.name))?;
+        }
+        let upid = proxmox::destroy(&found.node, found.vmid, true)?;
+        wait(&found.node, &upid, &format!("destroy {}", vm.name))?;
+        log(Level::Info, "destroyed", &vm);
+        Ok(())
+    }
+}
