@@ -87,7 +87,8 @@ impl Fixture {
     fn new(wasm: &Path) -> Fixture {
         let state = tempfile::tempdir().expect("tempdir");
         let host = PluginHost::new(&state.path().join("components")).expect("plugin host");
-        let plugin = Arc::new(host.load(PLUGIN, wasm, Grants::default(), Limits::default()).expect("load the sample plugin"));
+        let plugin =
+            Arc::new(host.load(PLUGIN, wasm, Grants::default(), Limits::default()).expect("load the sample plugin"));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
         let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(state.path().join("locks")));
         let services = Arc::new(Services {
@@ -95,6 +96,8 @@ impl Fixture {
             checkpoints: CheckpointStore::new(state.path().join("checkpoints")),
             proxmox: None,
             http: Endpoints::default(),
+            ssh: None,
+            dns: None,
             rt: rt.handle().clone(),
         });
         let run = Arc::new(RunHandle::new("bench".into(), None));

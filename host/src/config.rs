@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use crate::caps::dns::DnsProviderConfig;
 use crate::caps::grants::Grants;
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
@@ -45,6 +46,9 @@ pub struct Config {
     /// Named HTTP endpoints the `http` capability may reach.
     #[serde(default)]
     pub endpoints: BTreeMap<String, EndpointConfig>,
+    /// DNS providers by name (`[dns.NAME]`), chosen per environment with `dns = "NAME"`.
+    #[serde(default)]
+    pub dns: BTreeMap<String, DnsProviderConfig>,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -146,20 +150,47 @@ pub struct EnvironmentConfig {
     pub cluster: String,
     /// The backend plugin name (a key of `[plugins]`).
     pub backend: String,
+    /// The DNS provider the `dns` capability uses (a key of `[dns]`); none means DNS calls fail.
+    #[serde(default)]
+    pub dns: Option<String>,
 }
 
 /// `[plugins.NAME]`: one backend plugin, its grants and limits.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "RawPluginConfig")]
 pub struct PluginConfig {
     /// The component file (`.wasm`).
     pub path: PathBuf,
     /// What the operator grants this plugin. Nothing granted means nothing allowed.
-    #[serde(default)]
     pub grants: Grants,
     /// Resource limits for each instance.
-    #[serde(default, flatten)]
     pub limits: LimitsConfig,
+}
+
+/// `[plugins.NAME]` as written. The limits are spelled out here instead of
+/// `#[serde(flatten)]`ed: flatten loses toml's spans and the list of expected
+/// keys, so a bad value or a typo was reported at the table header without
+/// naming the field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPluginConfig {
+    path: PathBuf,
+    #[serde(default)]
+    grants: Grants,
+    #[serde(default)]
+    memory_limit_mib: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+impl From<RawPluginConfig> for PluginConfig {
+    fn from(raw: RawPluginConfig) -> Self {
+        PluginConfig {
+            path: raw.path,
+            grants: raw.grants,
+            limits: LimitsConfig { memory_limit_mib: raw.memory_limit_mib, timeout_ms: raw.timeout_ms },
+        }
+    }
 }
 
 /// `[endpoints.NAME]`: a named HTTP endpoint; the host attaches its credentials.
@@ -287,6 +318,17 @@ impl Config {
                     join_keys(&self.plugins)
                 ));
             }
+            if let Some(dns) = &env.dns
+                && !self.dns.contains_key(dns)
+            {
+                return Err(format!(
+                    "environments.{name}.dns = \"{dns}\" is not defined in [dns] (known: {})",
+                    join_keys(&self.dns)
+                ));
+            }
+        }
+        for (name, dns) in &self.dns {
+            dns.validate().map_err(|m| format!("dns.{name}: {m}"))?;
         }
         for (name, cluster) in &self.clusters {
             cluster.validate().map_err(|m| format!("clusters.{name}: {m}"))?;
@@ -447,6 +489,15 @@ vmids = "100-199"
         let err = parse(&text).expect_err("unterminated").to_string();
         assert!(err.contains("line 5"), "{err}");
         assert!(!err.contains("CANARY-SECRET"), "secret leaked into the error: {err}");
+    }
+
+    #[test]
+    fn a_bad_limit_is_reported_at_its_line_naming_the_field() {
+        let err =
+            parse(&GOOD.replace("memory_limit_mib = 32", "memory_limit_mib = \"big\"")).expect_err("bad").to_string();
+        assert!(err.contains("memory_limit_mib") && err.contains("line 10"), "{err}");
+        let err = parse(&GOOD.replace("memory_limit_mib = 32", "memory_limit = 32")).expect_err("typo").to_string();
+        assert!(err.contains("unknown field `memory_limit`") && err.contains("`memory_limit_mib`"), "{err}");
     }
 
     #[test]

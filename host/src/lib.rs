@@ -9,7 +9,9 @@
 
 pub mod caps;
 pub mod cli;
+pub mod cloudinit;
 pub mod config;
+pub mod inventory;
 pub mod journal;
 pub mod plugin;
 pub mod project;

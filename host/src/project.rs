@@ -15,9 +15,11 @@ use rhai::Dynamic;
 
 use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{RunHandle, Services};
+use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm};
+use crate::caps::ssh::{SshClient, SshSettings};
 use crate::config::{Config, ConfigError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
@@ -200,11 +202,32 @@ impl Project {
             .map_err(ProjectError::Environment)?
             .map(Arc::new);
         let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
+        let ssh = SshClient::new(SshSettings {
+            known_hosts: self.state.known_hosts(),
+            // The provisioning issue wires the login identity from the inventory.
+            identity: None,
+            connect_timeout: std::time::Duration::from_secs(10),
+            control_dir: None,
+        })
+        .map_err(|e| ProjectError::Environment(e.message))?;
+        let dns = match &environment.dns {
+            Some(name) => {
+                let cfg = self.config.dns.get(name).ok_or_else(|| {
+                    ProjectError::Environment(format!(
+                        "environment `{env}` names dns = \"{name}\", which is not in [dns]"
+                    ))
+                })?;
+                Some(Arc::new(Rfc2136::new(name, cfg).map_err(|e| ProjectError::Environment(e.message))?))
+            }
+            None => None,
+        };
         Ok(Services {
             locks,
             checkpoints: CheckpointStore::new(self.state.checkpoints()?),
             proxmox,
             http: Endpoints::new(&self.config.endpoints),
+            ssh: Some(Arc::new(ssh)),
+            dns,
             rt,
         })
     }

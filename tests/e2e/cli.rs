@@ -94,11 +94,8 @@ fn command(fx: &Fixture, args: &[&str]) -> Command {
     cmd
 }
 
-/// Run `cradle --config … --state-dir … ARGS` with extra environment `envs`;
-/// every invocation must be free of panics and backtraces.
-fn cradle_env(fx: &Fixture, args: &[&str], envs: &[(&str, &str)]) -> Out {
-    let mut cmd = command(fx, args);
-    cmd.envs(envs.iter().copied());
+/// Run `cmd`; every invocation must be free of panics and backtraces.
+fn output(mut cmd: Command) -> Out {
     let out = cmd.output().expect("run cradle");
     let out = Out {
         code: out.status.code().unwrap_or(-1),
@@ -106,9 +103,16 @@ fn cradle_env(fx: &Fixture, args: &[&str], envs: &[(&str, &str)]) -> Out {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
     for bad in ["panicked", "stack backtrace", "RUST_BACKTRACE"] {
-        assert!(!out.stderr.contains(bad), "`cradle {}` printed {bad:?}:\n{}", args.join(" "), out.stderr);
+        assert!(!out.stderr.contains(bad), "{cmd:?} printed {bad:?}:\n{}", out.stderr);
     }
     out
+}
+
+/// Run `cradle --config … --state-dir … ARGS` with extra environment `envs`.
+fn cradle_env(fx: &Fixture, args: &[&str], envs: &[(&str, &str)]) -> Out {
+    let mut cmd = command(fx, args);
+    cmd.envs(envs.iter().copied());
+    output(cmd)
 }
 
 fn cradle(fx: &Fixture, args: &[&str]) -> Out {
@@ -194,6 +198,22 @@ fn an_unknown_key_in_a_grant_is_named_with_the_keys_that_exist() {
 }
 
 #[test]
+fn a_bad_plugin_limit_is_reported_at_its_line_with_the_keys_that_exist() {
+    // CONFIG's `[plugins.sample]` is on line 11, its `path` on line 12.
+    let fx = project(&format!("{CONFIG}memory_limit_mib = \"big\"\n"));
+    let out = cradle(&fx, &["plugins", "list"]);
+    let err = fails(&out);
+    assert!(err.contains("line 13") && err.contains("memory_limit_mib = \"big\""), "{err}");
+    assert!(err.contains("expected u64"), "{err}");
+
+    let fx = project(&format!("{CONFIG}memory_limit = 32\n"));
+    let out = cradle(&fx, &["plugins", "list"]);
+    let err = fails(&out);
+    assert!(err.contains("line 13") && err.contains("unknown field `memory_limit`"), "{err}");
+    assert!(err.contains("`memory_limit_mib`") && err.contains("`timeout_ms`"), "offers the right keys: {err}");
+}
+
+#[test]
 fn an_environment_naming_a_missing_plugin_is_refused_naming_the_field() {
     let fx = project(&CONFIG.replace("backend = \"sample\"", "backend = \"direct\""));
     let out = cradle(&fx, &["run", "app", "test-0"]);
@@ -252,7 +272,6 @@ fn a_text_file_as_plugin_is_refused_as_not_a_webassembly_component() {
 /// The refusal should be one line; today wasmparser's `bad magic number`
 /// reason is a multi-line debug dump (host/src/plugin/manifest.rs, NotWasm).
 #[test]
-#[ignore = "host bug: ManifestError::NotWasm embeds wasmparser's multi-line `bad magic number` dump"]
 fn a_text_file_as_plugin_is_refused_in_one_line() {
     let fx = with_plugin("text");
     write(&fx, "plugins/text.wasm", b"#!/bin/sh\necho this is not wasm\n");
@@ -434,8 +453,11 @@ fn workflows_check_lists_every_script_and_exits_0() {
     let fx = project(CONFIG);
     let out = cradle(&fx, &["workflows", "check"]);
     let stdout = succeeds(&out);
-    assert!(stdout.contains("ok  workflows/app.rhai"), "{stdout}");
-    assert!(stdout.contains("ok  workflows/lib/vm.rhai"), "{stdout}");
+    let dir = fx.dir.path().join("workflows");
+    for rel in ["app.rhai", "lib/vm.rhai"] {
+        let expected = format!("ok  {}", dir.join(rel).display());
+        assert!(stdout.lines().any(|l| l == expected), "lists {expected}: {stdout}");
+    }
 }
 
 #[test]
@@ -624,6 +646,40 @@ fn runs_show_of_an_ambiguous_prefix_lists_the_candidates() {
     let out = cradle(&fx, &["runs", "show", &common]);
     let err = fails(&out);
     assert!(err.contains("matches several runs") && err.contains(&a) && err.contains(&b), "{err}");
+}
+
+/// `cradle runs ARGS` with only `--config`: the state directory comes from
+/// cradle.toml (HOME is the fixture's, so a wrong guess shows).
+fn runs_without_state_dir(fx: &Fixture, args: &[&str]) -> Out {
+    let home = fx.dir.path().join("home");
+    let mut cmd = Command::new(cradle_bin());
+    cmd.arg("--config").arg(fx.config()).arg("runs").args(args).current_dir(fx.dir.path()).env("HOME", &home);
+    for var in
+        ["RUST_BACKTRACE", "RUST_LIB_BACKTRACE", "CRADLE_LOG", "CRADLE_CONFIG", "CRADLE_STATE_DIR", "XDG_STATE_HOME"]
+    {
+        cmd.env_remove(var);
+    }
+    let out = output(cmd);
+    assert!(!home.exists(), "guessed a state directory under HOME:\n{out:#?}");
+    out
+}
+
+#[test]
+fn runs_list_finds_the_journals_through_state_dir_in_cradle_toml() {
+    let fx = project(CONFIG);
+    let id = run_id(&fx);
+    let out = runs_without_state_dir(&fx, &["list"]);
+    assert!(succeeds(&out).lines().any(|l| l.starts_with(&id)), "{out:#?}");
+}
+
+#[test]
+fn runs_list_with_a_broken_cradle_toml_fails_instead_of_guessing_the_state_dir() {
+    let fx = project(CONFIG);
+    let _ = run_id(&fx);
+    std::fs::write(fx.config(), "state_dir = \"state\"\n[clusters.sim\n").expect("write");
+    let out = runs_without_state_dir(&fx, &["list"]);
+    let err = fails(&out);
+    assert!(err.contains("cradle.toml") && err.contains("line 2") && err.contains("--state-dir"), "{err}");
 }
 
 #[test]

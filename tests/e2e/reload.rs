@@ -56,7 +56,9 @@ impl Env {
         let req = RunRequest { script: "app".into(), func: "version".into(), ..Default::default() };
         let report = self
             .rt
-            .block_on(async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") })
+            .block_on(
+                async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") },
+            )
             .expect("run");
         report.result.expect("version()").as_int().expect("int")
     }

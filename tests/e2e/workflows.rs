@@ -68,7 +68,11 @@ impl Env {
     fn run(&self, func: &str, args: Vec<rhai::Dynamic>, vms: Vec<ScopedVm>) -> RunReport {
         let (project, loaded) = (self.project.clone(), self.loaded.clone());
         let req = RunRequest { script: "wf".into(), func: func.into(), args, vms, ..Default::default() };
-        self.rt.block_on(async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") }).expect("run")
+        self.rt
+            .block_on(
+                async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") },
+            )
+            .expect("run")
     }
 
     fn locks(&self) -> FsLockStore {
@@ -89,7 +93,10 @@ fn a_failed_run_releases_its_locks_and_names_the_step_and_line() {
     let env = env();
     let report = env.run("fail_while_locked", vec![], vec![]);
     let err = report.result.as_ref().expect_err("fails").to_string();
-    assert!(err.contains("wf.rhai:4:") && err.contains("in step 'create' for VM 'a'") && err.contains("clone failed"), "{err}");
+    assert!(
+        err.contains("wf.rhai:4:") && err.contains("in step 'create' for VM 'a'") && err.contains("clone failed"),
+        "{err}"
+    );
     assert_eq!(env.locks().holder("vm/a").expect("holder"), None, "the lock was released on the failure path");
     assert!(report.unreleased_locks.is_empty());
     let events = env.journal_events(&report);
@@ -115,7 +122,11 @@ fn a_competing_run_fails_at_once_naming_the_holder() {
     for part in ["control-2", "4242", "20261130T080000Z-beef", "cradle unlock"] {
         assert!(err.contains(part), "missing {part}: {err}");
     }
-    assert_eq!(env.locks().holder("vm/test-0").expect("holder").map(|h| h.run_id), Some(other.run_id), "the foreign lock is untouched");
+    assert_eq!(
+        env.locks().holder("vm/test-0").expect("holder").map(|h| h.run_id),
+        Some(other.run_id),
+        "the foreign lock is untouched"
+    );
 }
 
 #[test]
@@ -123,7 +134,11 @@ fn a_nested_acquire_is_reused_and_held_until_the_outer_release() {
     let env = env();
     let report = env.run("nested", vec![], vec![]);
     let out = report.result.expect("nested").into_array().expect("array");
-    assert_eq!(out[0].clone().into_string().expect("run id"), report.run_id, "held by this run after the inner release");
+    assert_eq!(
+        out[0].clone().into_string().expect("run id"),
+        report.run_id,
+        "held by this run after the inner release"
+    );
     assert!(out[1].is_unit(), "free after the outer release");
 }
 

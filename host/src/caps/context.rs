@@ -112,6 +112,10 @@ pub struct Services {
     pub proxmox: Option<Arc<super::proxmox::client::ProxmoxClient>>,
     /// Named HTTP endpoints.
     pub http: super::http::Endpoints,
+    /// The environment's SSH client (cradle's known_hosts and identity), when it has one.
+    pub ssh: Option<Arc<super::ssh::SshClient>>,
+    /// The environment's DNS provider (`dns = "NAME"` → `[dns.NAME]`), when it has one.
+    pub dns: Option<Arc<super::dns::Rfc2136>>,
     /// The tokio runtime host calls run their I/O on (host calls are made from
     /// blocking threads, so they `block_on` this handle).
     pub rt: tokio::runtime::Handle,
@@ -180,10 +184,11 @@ impl CapCtx {
                 function,
                 outcome,
                 started.elapsed(),
-            ) {
-                // The call already happened; failing it now would hide its effect.
-                tracing::error!(error = %e, "could not journal a capability call");
-            }
+            )
+        {
+            // The call already happened; failing it now would hide its effect.
+            tracing::error!(error = %e, "could not journal a capability call");
+        }
         result
     }
 

@@ -27,9 +27,10 @@ impl CapCtx {
             clock.touch();
         }
         if let Some(journal) = &self.run.journal
-            && let Err(e) = journal.log(self.vm.as_deref(), level, &message, fields) {
-                tracing::error!(error = %e, "could not journal a log event");
-            }
+            && let Err(e) = journal.log(self.vm.as_deref(), level, &message, fields)
+        {
+            tracing::error!(error = %e, "could not journal a log event");
+        }
     }
 }
 

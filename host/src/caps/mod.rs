@@ -8,6 +8,7 @@
 pub mod checkpoint;
 pub mod context;
 mod coordination;
+pub mod dns;
 pub mod grants;
 pub mod http;
 pub mod lock;
@@ -15,6 +16,7 @@ pub mod log;
 pub mod policy;
 pub mod proxmox;
 pub mod script;
+pub mod ssh;
 mod unavailable;
 mod wit_error;
 

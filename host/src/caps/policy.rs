@@ -142,12 +142,13 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
                 ));
             }
             if let Some(path) = upload
-                && !inside_any(path, &g.upload_dirs) {
-                    return deny(format!(
-                        "upload to `{path}` is outside {origin}.ssh.upload_dirs ({})",
-                        g.upload_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-                    ));
-                }
+                && !inside_any(path, &g.upload_dirs)
+            {
+                return deny(format!(
+                    "upload to `{path}` is outside {origin}.ssh.upload_dirs ({})",
+                    g.upload_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+                ));
+            }
             Ok(())
         }
         Call::Dns { zone, name } => {
@@ -204,13 +205,15 @@ fn check_proxmox(grants: &Grants, origin: &str, p: &ProxmoxCall<'_>) -> Result<(
         }
     }
     if let Some(vmid) = p.vmid
-        && !g.vmids.contains(vmid) {
-            return Err(format!("vmid {vmid} is outside {origin}.proxmox.vmids = \"{}\"", g.vmids));
-        }
+        && !g.vmids.contains(vmid)
+    {
+        return Err(format!("vmid {vmid} is outside {origin}.proxmox.vmids = \"{}\"", g.vmids));
+    }
     if let Some(storage) = p.storage
-        && !list_allows(&g.storages, storage) {
-            return Err(format!("storage `{storage}` is not in {origin}.proxmox.storages"));
-        }
+        && !list_allows(&g.storages, storage)
+    {
+        return Err(format!("storage `{storage}` is not in {origin}.proxmox.storages"));
+    }
     if let Some((vmid, name)) = p.template {
         let ok = g.templates.iter().any(|t| match t {
             TemplateRef::Vmid(v) => *v == vmid,

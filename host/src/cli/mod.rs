@@ -68,6 +68,7 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli);
+    let json = cli.output == Output::Json;
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -81,7 +82,12 @@ pub fn main() -> ExitCode {
         // more to say, and no one to say it to.
         Err(e) if is_broken_pipe(&e) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&render_error(&e)));
+            let message = crate::secrets::redact(&render_error(&e)).into_owned();
+            // A JSON consumer reads stdout: give it a document there too.
+            if json {
+                println!("{}", serde_json::json!({ "ok": false, "error": message }));
+            }
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use super::{Cli, Output, out, outln};
+use crate::config::ConfigError;
 use crate::journal;
 use crate::state::StateDir;
 
@@ -25,7 +26,12 @@ pub fn run(cli: &Cli, cmd: &RunsCmd) -> anyhow::Result<ExitCode> {
         Some(p) => Some(p.clone()),
         None => match crate::config::Config::load(&cli.config) {
             Ok(c) => c.state_dir.as_ref().map(|p| c.resolve(p)),
-            Err(_) => None,
+            // No project here: the default state directory.
+            Err(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
+            // A broken cradle.toml may name another state_dir: do not guess.
+            Err(e) => anyhow::bail!(
+                "cannot tell where the run journals are without a valid cradle.toml (fix it, or pass --state-dir DIR): {e}"
+            ),
         },
     };
     let state = StateDir::resolve(explicit.as_deref())?;

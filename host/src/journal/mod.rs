@@ -1,6 +1,6 @@
 //! The run journal: one owner-only JSONL file per run at
 //! `<state>/runs/<run-id>.jsonl`. The progress display, the audit trail
-//! (`cradle runs`) and crash recovery all read it.
+//! (`cradle runs list`, `cradle runs show`) and crash recovery all read it.
 //!
 //! Contract:
 //! - Run ids sort by start time and are unique in the state directory:
@@ -70,7 +70,7 @@ pub enum JournalError {
         detail: String,
     },
     /// No run id starts with the given prefix.
-    #[error("no run matches `{prefix}`; `cradle runs` lists the run ids")]
+    #[error("no run matches `{prefix}`; `cradle runs list` lists the run ids")]
     NotFound {
         /// What the operator typed.
         prefix: String,

@@ -23,7 +23,7 @@ pub struct TornLine {
     pub bytes: usize,
 }
 
-/// One row of `cradle runs`.
+/// One row of `cradle runs list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunSummary {
     /// The run id.

@@ -1,5 +1,5 @@
-//! Human and machine renderings of journals: a run table for `cradle runs`, a
-//! timeline for `cradle runs <id>`, and JSON for `--output json`.
+//! Human and machine renderings of journals: a run table for `cradle runs list`, a
+//! timeline for `cradle runs show <id>`, and JSON for `--output json`.
 //!
 //! Text is plain ASCII layout (no colour codes) so it reads the same in a pipe or a
 //! file; denials and failures are marked `DENIED` / `FAIL` in capitals so they

@@ -201,8 +201,12 @@ mod tests {
     #[test]
     fn an_import_of_another_wit_version_is_refused_naming_both_versions() {
         let (e, c) = component(&["cradle:host/log@0.0.9"], LIFE);
-        let err = admit(&e, &c, "old", &manifest(&[Capability::Log]), &Grants::default()).expect_err("refused").to_string();
-        assert!(err.contains("cradle:host/log@0.0.9") && err.contains("cradle:host@0.1.0") && err.contains("rebuild"), "{err}");
+        let err =
+            admit(&e, &c, "old", &manifest(&[Capability::Log]), &Grants::default()).expect_err("refused").to_string();
+        assert!(
+            err.contains("cradle:host/log@0.0.9") && err.contains("cradle:host@0.1.0") && err.contains("rebuild"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -223,8 +227,14 @@ mod tests {
     #[test]
     fn an_ungranted_import_is_refused_naming_the_section_to_add() {
         let (e, c) = component(&["cradle:host/ssh@0.1.0"], LIFE);
-        let err = admit(&e, &c, "direct", &manifest(&[Capability::Ssh]), &Grants::default()).expect_err("refused").to_string();
-        assert!(err.contains("`cradle:host/ssh@0.1.0`, which is not granted") && err.contains("[plugins.direct.grants.ssh]"), "{err}");
+        let err = admit(&e, &c, "direct", &manifest(&[Capability::Ssh]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("`cradle:host/ssh@0.1.0`, which is not granted")
+                && err.contains("[plugins.direct.grants.ssh]"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -243,7 +253,8 @@ mod tests {
 
     #[test]
     fn declared_granted_imports_and_wasi_are_admitted() {
-        let (e, c) = component(&["wasi:cli/environment@0.2.6", "cradle:host/types@0.1.0", "cradle:host/log@0.1.0"], LIFE);
+        let (e, c) =
+            component(&["wasi:cli/environment@0.2.6", "cradle:host/types@0.1.0", "cradle:host/log@0.1.0"], LIFE);
         let ok = admit(&e, &c, "x", &manifest(&[Capability::Log]), &Grants::default()).expect("admitted");
         assert_eq!(ok.capabilities, vec![Capability::Log]);
     }

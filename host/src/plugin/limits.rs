@@ -32,13 +32,15 @@ impl LimitsConfig {
     /// Reject values that cannot work.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(m) = self.memory_limit_mib
-            && !(1..=4096).contains(&m) {
-                return Err(format!("memory_limit_mib = {m} must be between 1 and 4096"));
-            }
+            && !(1..=4096).contains(&m)
+        {
+            return Err(format!("memory_limit_mib = {m} must be between 1 and 4096"));
+        }
         if let Some(t) = self.timeout_ms
-            && t < EPOCH_TICK.as_millis() as u64 {
-                return Err(format!("timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
-            }
+            && t < EPOCH_TICK.as_millis() as u64
+        {
+            return Err(format!("timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
+        }
         Ok(())
     }
 

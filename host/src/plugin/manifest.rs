@@ -81,10 +81,19 @@ impl Manifest {
     /// Read the manifest from the component bytes of `path`.
     pub fn read(bytes: &[u8], path: &Path) -> Result<Manifest, ManifestError> {
         let display = path.display().to_string();
+        if !bytes.starts_with(b"\0asm") {
+            return Err(ManifestError::NotWasm {
+                path: display,
+                reason: "it does not start with the WebAssembly magic bytes".into(),
+            });
+        }
         let mut found: Option<Vec<u8>> = None;
         for (i, payload) in Parser::new(0).parse_all(bytes).enumerate() {
             let payload = payload
-                .map_err(|e| ManifestError::NotWasm { path: display.clone(), reason: e.message().to_string() })?;
+                .map_err(|e| ManifestError::NotWasm {
+                    path: display.clone(),
+                    reason: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
+                })?;
             match payload {
                 // Only the file's own header decides what it is; a component's
                 // nested core modules have headers of their own later on.

@@ -222,8 +222,9 @@ impl WorkflowSet {
         let script = self.script(script)?;
         let functions = public_functions(&script.ast);
         if !functions.iter().any(|f| f.name == func && f.params.len() == args.len()) {
-            let available: Vec<String> =
+            let mut available: Vec<String> =
                 functions.iter().map(|f| format!("{}({})", f.name, f.params.join(", "))).collect();
+            available.sort();
             return Err(WorkflowError::UnknownFunction {
                 file: script.info.file.clone(),
                 function: func.to_string(),
@@ -353,7 +354,10 @@ fn shadowed_backend_method(
                         column,
                         message: format!(
                             "function `{}` has the name and arity of backend method `backend.{}(...)` of `{}`, so `backend.{}(...)` would call this function instead of the backend; rename it",
-                            f.name, f.name, b.name(), f.name
+                            f.name,
+                            f.name,
+                            b.name(),
+                            f.name
                         ),
                     });
                 }

@@ -12,6 +12,7 @@
 mod cluster;
 mod ha;
 mod lifecycle;
+mod migrate;
 mod nodes;
 pub mod params;
 mod qemu;

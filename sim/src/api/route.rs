@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{ApiError, ApiResult, Params, cluster, ha, lifecycle, nodes, qemu};
+use super::{ApiError, ApiResult, Params, cluster, ha, lifecycle, migrate, nodes, qemu};
 use crate::sim::Sim;
 
 /// What a request does, for fault injection.
@@ -133,9 +133,9 @@ fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Pa
         ("PUT", ["config"]) => qemu::config_set(sim, node, vmid, p, false),
         ("GET", ["pending"]) => qemu::pending(sim, node, vmid),
         ("POST", ["clone"]) => lifecycle::clone(sim, node, vmid, p),
-        ("PUT", ["resize"]) => lifecycle::resize(sim, node, vmid, p),
-        ("GET", ["migrate"]) => lifecycle::migrate_precheck(sim, node, vmid, p),
-        ("POST", ["migrate"]) => lifecycle::migrate(sim, node, vmid, p),
+        ("PUT", ["resize"]) => migrate::resize(sim, node, vmid, p),
+        ("GET", ["migrate"]) => migrate::migrate_precheck(sim, node, vmid, p),
+        ("POST", ["migrate"]) => migrate::migrate(sim, node, vmid, p),
         ("GET", ["status"]) => qemu::status_index(),
         ("GET", ["status", "current"]) => qemu::status_current(sim, node, vmid),
         ("POST", ["status", action]) => lifecycle::power(sim, node, vmid, action, p),

@@ -12,6 +12,7 @@
 mod cloudinit;
 mod commands;
 pub mod keys;
+mod node_cmd;
 mod ssh;
 
 use std::collections::BTreeMap;
@@ -177,7 +178,14 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
         let Some(vm) = st.vms.get_mut(&vmid) else { return };
         let mut first_boot = false;
         if let Some(seed) = &seed {
-            let id = cloudinit::parse_identity(seed);
+            let mut id = cloudinit::parse_identity(seed);
+            if let Some(k) = &id.host_key
+                && russh::keys::PrivateKey::from_openssh(k).is_err()
+            {
+                // cloud-init's ssh module fails on a bad key: a fresh key, a degraded boot.
+                id.host_key = None;
+                id.invalid_user_data = true;
+            }
             if vm.disk.instance_id.as_deref() != Some(seed.instance_id.as_str()) {
                 first_boot = true;
                 vm.disk.instance_id = Some(seed.instance_id.clone());

@@ -65,7 +65,7 @@ impl Handler {
     fn run(&self, cmd: &str, stdin: &[u8]) -> Outcome {
         match &self.role {
             Role::Guest { vmid, generation, .. } => commands::run_guest(&self.sim, *vmid, *generation, &self.user, cmd),
-            Role::Node { node, .. } => commands::run_node(&self.sim, node, cmd, stdin),
+            Role::Node { node, .. } => super::node_cmd::run_node(&self.sim, node, cmd, stdin),
         }
     }
 
@@ -156,7 +156,7 @@ impl russh::server::Handler for Handler {
     ) -> Result<(), Self::Error> {
         let cmd = String::from_utf8_lossy(data).into_owned();
         session.channel_success(channel)?;
-        let reads_stdin = matches!(self.role, Role::Node { .. }) && commands::node_reads_stdin(&cmd);
+        let reads_stdin = matches!(self.role, Role::Node { .. }) && super::node_cmd::node_reads_stdin(&cmd);
         if reads_stdin {
             self.pending.insert(channel, (cmd, Vec::new()));
             return Ok(());

@@ -86,7 +86,7 @@ pub enum ProxmoxError {
     )]
     Transport {
         /// The HTTP method.
-        method: String,
+        method: &'static str,
         /// The URL (it never holds the token).
         url: String,
         /// The transport's reason.
@@ -98,7 +98,7 @@ pub enum ProxmoxError {
     #[error("{}", api_display(.method, .path, .status, .reason, .message, .errors, .kind))]
     Api {
         /// The HTTP method.
-        method: String,
+        method: &'static str,
         /// The request path below `/api2/json`, e.g. `/nodes/pve1/qemu/100/config`.
         path: String,
         /// The HTTP status.
@@ -128,7 +128,7 @@ pub enum ProxmoxError {
         /// The endpoint.
         endpoint: String,
         /// The HTTP method.
-        method: String,
+        method: &'static str,
         /// The request path.
         path: String,
         /// What was wrong.
@@ -310,7 +310,7 @@ mod tests {
         let mut errors = BTreeMap::new();
         errors.insert("vmid".to_string(), "VM 100 already exists".to_string());
         let e = ProxmoxError::Api {
-            method: "GET".into(),
+            method: "GET",
             path: "/cluster/nextid".into(),
             status: 400,
             reason: "Parameter verification failed.".into(),
@@ -324,7 +324,7 @@ mod tests {
         assert!(!text.contains("failed.: Parameter"), "reason repeated: {text}");
 
         let denied = ProxmoxError::Api {
-            method: "POST".into(),
+            method: "POST",
             path: "/nodes/pve1/qemu/9000/clone".into(),
             status: 403,
             reason: "Permission check failed".into(),

@@ -17,6 +17,7 @@ use crate::plugin::bindings::cradle::host::lock::Holder;
 use crate::run::RunData;
 use crate::workflow::run_context;
 
+mod dns;
 mod proxmox;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
@@ -29,6 +30,7 @@ pub fn modules() -> Vec<(String, Shared<Module>)> {
         ("checkpoint".into(), Shared::new(checkpoint_module())),
         ("cradle".into(), Shared::new(cradle_module())),
         ("proxmox".into(), Shared::new(proxmox::module())),
+        ("dns".into(), Shared::new(dns::module())),
     ]
 }
 
@@ -178,7 +180,6 @@ fn string_field(map: &Map, key: &str) -> Res<String> {
         .into_string()
         .map_err(|t| throw(CapError::invalid(format!("checkpoint::write: `{key}` must be a string, got {t}"))))
 }
-
 
 fn checkpoint_module() -> Module {
     let mut m = Module::new();

@@ -48,7 +48,9 @@ fn power_action(name: &str) -> Res<PowerAction> {
         "reboot" => PowerAction::Reboot,
         "reset" => PowerAction::Reset,
         other => {
-            return Err(format!("proxmox::power: unknown action `{other}` (start, stop, shutdown, reboot, reset)").into());
+            return Err(
+                format!("proxmox::power: unknown action `{other}` (start, stop, shutdown, reboot, reset)").into()
+            );
         }
     })
 }
@@ -63,16 +65,19 @@ pub fn module() -> Module {
     FuncRegistration::new("next_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<i64> {
         Ok(i64::from(Host::next_id(&mut caps(&ctx)?, None).map_err(wit_throw)?))
     });
-    FuncRegistration::new("vm_status").set_into_module(&mut m, |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Dynamic> {
-        let s = Host::vm_status(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
-        let mut map = Map::new();
-        map.insert("status".into(), s.status.into());
-        map.insert("qmpstatus".into(), s.qmpstatus.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-        map.insert("lock".into(), s.lock.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-        map.insert("uptime".into(), i64::try_from(s.uptime).unwrap_or(i64::MAX).into());
-        map.insert("ha_managed".into(), s.ha_managed.into());
-        Ok(map.into())
-    });
+    FuncRegistration::new("vm_status").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Dynamic> {
+            let s = Host::vm_status(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
+            let mut map = Map::new();
+            map.insert("status".into(), s.status.into());
+            map.insert("qmpstatus".into(), s.qmpstatus.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+            map.insert("lock".into(), s.lock.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+            map.insert("uptime".into(), i64::try_from(s.uptime).unwrap_or(i64::MAX).into());
+            map.insert("ha_managed".into(), s.ha_managed.into());
+            Ok(map.into())
+        },
+    );
     FuncRegistration::new("power").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64, action: ImmutableString| -> Res<ImmutableString> {
@@ -84,47 +89,76 @@ pub fn module() -> Module {
     FuncRegistration::new("wait_task").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, upid: ImmutableString, timeout_ms: i64| -> Res<Dynamic> {
-            let timeout = u64::try_from(timeout_ms).map_err(|_| format!("proxmox::wait_task: timeout {timeout_ms} ms is negative"))?;
-            let t = Host::wait_task(&mut caps(&ctx)?, node.to_string(), upid.to_string(), timeout).map_err(wit_throw)?;
+            let timeout = u64::try_from(timeout_ms)
+                .map_err(|_| format!("proxmox::wait_task: timeout {timeout_ms} ms is negative"))?;
+            let t =
+                Host::wait_task(&mut caps(&ctx)?, node.to_string(), upid.to_string(), timeout).map_err(wit_throw)?;
             Ok(task_status(t))
         },
     );
-    FuncRegistration::new("get_config").set_into_module(&mut m, |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Map> {
-        let entries = Host::get_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
-        Ok(entries.into_iter().map(|e| (e.key.into(), e.value.into())).collect())
-    });
-    FuncRegistration::new("get_pending").set_into_module(&mut m, |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Array> {
-        let entries = Host::get_pending(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
-        Ok(entries.into_iter().map(pending).collect())
-    });
+    FuncRegistration::new("get_config").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Map> {
+            let entries =
+                Host::get_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
+            Ok(entries.into_iter().map(|e| (e.key.into(), e.value.into())).collect())
+        },
+    );
+    FuncRegistration::new("get_pending").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Array> {
+            let entries =
+                Host::get_pending(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
+            Ok(entries.into_iter().map(pending).collect())
+        },
+    );
     FuncRegistration::new("set_config").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64, set: Map, delete: Array| -> Res<()> {
             let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
             let delete = delete.into_iter().map(|d| d.to_string()).collect();
-            Host::set_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, None).map_err(wit_throw)
+            Host::set_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, None)
+                .map_err(wit_throw)
         },
     );
     FuncRegistration::new("migrate").set_into_module(
         &mut m,
-        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, target: ImmutableString, online: bool| -> Res<ImmutableString> {
-            let upid = Host::migrate(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, target.to_string(), online, true)
-                .map_err(wit_throw)?;
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         vmid: i64,
+         target: ImmutableString,
+         online: bool|
+         -> Res<ImmutableString> {
+            let upid = Host::migrate(
+                &mut caps(&ctx)?,
+                node.to_string(),
+                int_arg(vmid, "vmid")?,
+                target.to_string(),
+                online,
+                true,
+            )
+            .map_err(wit_throw)?;
             Ok(upid.into())
         },
     );
-    FuncRegistration::new("storage_info").set_into_module(&mut m, |ctx: NativeCallContext, storage: ImmutableString| -> Res<Map> {
-        let s = Host::storage_info(&mut caps(&ctx)?, storage.to_string()).map_err(wit_throw)?;
-        let mut map = Map::new();
-        map.insert("storage".into(), s.storage.into());
-        map.insert("kind".into(), s.kind.into());
-        map.insert("content".into(), s.content.into_iter().map(Dynamic::from).collect::<Array>().into());
-        map.insert("path".into(), s.path.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-        map.insert("shared".into(), s.shared.into());
-        Ok(map)
-    });
-    FuncRegistration::new("agent_ping").set_into_module(&mut m, |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<()> {
-        Host::agent_ping(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)
-    });
+    FuncRegistration::new("storage_info").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, storage: ImmutableString| -> Res<Map> {
+            let s = Host::storage_info(&mut caps(&ctx)?, storage.to_string()).map_err(wit_throw)?;
+            let mut map = Map::new();
+            map.insert("storage".into(), s.storage.into());
+            map.insert("kind".into(), s.kind.into());
+            map.insert("content".into(), s.content.into_iter().map(Dynamic::from).collect::<Array>().into());
+            map.insert("path".into(), s.path.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+            map.insert("shared".into(), s.shared.into());
+            Ok(map)
+        },
+    );
+    FuncRegistration::new("agent_ping").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<()> {
+            Host::agent_ping(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)
+        },
+    );
     m
 }

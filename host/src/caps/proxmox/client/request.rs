@@ -30,6 +30,15 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// The method's name for errors (a `&'static str` keeps [`ProxmoxError`] small).
+    fn method_name(&self) -> &'static str {
+        [Method::GET, Method::POST, Method::PUT, Method::DELETE]
+            .iter()
+            .zip(["GET", "POST", "PUT", "DELETE"])
+            .find(|(m, _)| **m == self.method)
+            .map_or("HTTP", |(_, name)| name)
+    }
+
     pub(crate) fn new(method: Method, path: String, idempotency: Idempotency) -> Call {
         Call { method, path, params: Vec::new(), idempotency }
     }
@@ -164,7 +173,7 @@ impl ProxmoxClient {
         };
         let kind = classify(status.as_u16(), &message);
         ProxmoxError::Api {
-            method: call.method.to_string(),
+            method: call.method_name(),
             path: call.path.clone(),
             status: status.as_u16(),
             reason,
@@ -185,7 +194,7 @@ impl ProxmoxClient {
                 ProxmoxError::TlsRejected { endpoint: self.inner.endpoint.clone(), detail }
             }
             None => ProxmoxError::Transport {
-                method: call.method.to_string(),
+                method: call.method_name(),
                 url: url.to_string(),
                 detail: self.scrub(&error_chain(e)),
                 timed_out: e.is_timeout(),
@@ -196,7 +205,7 @@ impl ProxmoxClient {
     pub(crate) fn decode_error(&self, call: &Call, detail: &str) -> ProxmoxError {
         ProxmoxError::Decode {
             endpoint: self.inner.endpoint.clone(),
-            method: call.method.to_string(),
+            method: call.method_name(),
             path: call.path.clone(),
             detail: self.scrub(detail),
         }

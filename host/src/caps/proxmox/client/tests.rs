@@ -287,3 +287,36 @@ fn backoff_doubles_up_to_the_cap() {
     assert_eq!(pauses, [100, 200, 400, 500, 500]);
     assert_eq!(p.backoff(64), Duration::from_millis(500));
 }
+
+/// Collects formatted tracing output.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn every_insecure_client_creation_warns() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    tracing::subscriber::with_default(subscriber, || {
+        for _ in 0..2 {
+            ProxmoxClient::new(settings("https://pve1:8006".into())).expect("insecure client");
+        }
+        let pinned =
+            ClientSettings { verify: TlsVerify::Fingerprint("00".repeat(32)), ..settings("https://pve1:8006".into()) };
+        ProxmoxClient::new(pinned).expect("pinned client");
+    });
+    let text = String::from_utf8(captured.0.lock().expect("not poisoned").clone()).expect("utf-8 log");
+    assert_eq!(text.matches("TLS verification is DISABLED").count(), 2, "{text}");
+    assert!(text.contains("WARN"), "{text}");
+    assert!(!text.contains(SECRET));
+}

@@ -1,0 +1,121 @@
+//! `[dns.NAME]` in `cradle.toml`: one DNS provider an environment can name
+//! with `dns = "NAME"`.
+//!
+//! Contract: a provider that passes [`DnsProviderConfig::validate`] has a
+//! server address, a syntactically valid TSIG key name, at least one zone
+//! (each a valid domain name, no duplicates) and a TTL inside the range DNS
+//! allows. The TSIG secret is a [`SecretRef`] and is only resolved when the
+//! first DNS call needs it (config loading never reads it), like every other
+//! credential in cradle.toml.
+
+use std::net::SocketAddr;
+
+use hickory_proto::rr::Name;
+use serde::Deserialize;
+
+use crate::secrets::SecretRef;
+
+/// Largest TTL DNS allows (RFC 2181 §8).
+pub const MAX_TTL: u32 = i32::MAX as u32;
+
+/// `[dns.NAME]`: a DNS server cradle updates.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsProviderConfig {
+    /// The provider protocol; `rfc2136` (dynamic update signed with TSIG).
+    pub kind: DnsProviderKind,
+    /// The primary server, as `IP:port` (e.g. `"192.0.2.53:53"`); a host name
+    /// is refused so that DNS updates never depend on resolving DNS.
+    pub server: SocketAddr,
+    /// The TSIG key name, exactly as in the server's `key "NAME" { ... };`.
+    pub key_name: String,
+    /// The TSIG algorithm: `hmac-sha256` (default) or `hmac-sha512`.
+    #[serde(default)]
+    pub algorithm: TsigAlgorithmName,
+    /// The base64 TSIG secret (the `secret "..."` of the key), by reference.
+    pub secret: SecretRef,
+    /// The zones this server is primary for, e.g. `["lab.example.", "10.0.10.in-addr.arpa."]`.
+    pub zones: Vec<String>,
+    /// The TTL of records written with `ttl = 0` (default 300 s).
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+}
+
+/// The provider protocols cradle speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DnsProviderKind {
+    /// RFC 2136 dynamic update with RFC 8945 TSIG.
+    Rfc2136,
+}
+
+/// The TSIG algorithms cradle signs with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum TsigAlgorithmName {
+    /// HMAC-SHA256 (what `tsig-keygen` makes by default).
+    #[default]
+    #[serde(rename = "hmac-sha256")]
+    HmacSha256,
+    /// HMAC-SHA512.
+    #[serde(rename = "hmac-sha512")]
+    HmacSha512,
+}
+
+impl TsigAlgorithmName {
+    /// The name used in named.conf (`hmac-sha256`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TsigAlgorithmName::HmacSha256 => "hmac-sha256",
+            TsigAlgorithmName::HmacSha512 => "hmac-sha512",
+        }
+    }
+}
+
+fn default_ttl() -> u32 {
+    300
+}
+
+/// Parse a domain name from cradle.toml or a call, always fully qualified
+/// (`lab.example` and `lab.example.` are the same name).
+pub(crate) fn parse_name(text: &str) -> Result<Name, String> {
+    if text.trim().is_empty() || text.trim() != text {
+        return Err(format!("`{text}` is not a domain name (empty or surrounded by spaces)"));
+    }
+    let mut name = Name::from_ascii(text).map_err(|e| format!("`{text}` is not a valid domain name: {e}"))?;
+    name.set_fqdn(true);
+    Ok(name)
+}
+
+impl DnsProviderConfig {
+    /// Check the values that do not need the network or the secret; the
+    /// message names the key to fix (relative to `[dns.NAME]`).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.server.port() == 0 {
+            return Err(format!("server = \"{}\" needs a port, e.g. \"{}:53\"", self.server, self.server.ip()));
+        }
+        let key = parse_name(&self.key_name).map_err(|m| format!("key_name: {m}"))?;
+        if key.is_root() {
+            return Err("key_name must name the TSIG key, e.g. key_name = \"cradle-key\"".into());
+        }
+        if self.zones.is_empty() {
+            return Err(
+                "zones is empty; list the zones this server is primary for, e.g. zones = [\"lab.example.\"]".into()
+            );
+        }
+        let mut seen: Vec<Name> = Vec::new();
+        for zone in &self.zones {
+            let parsed = parse_name(zone).map_err(|m| format!("zones: {m}"))?;
+            if parsed.is_root() {
+                return Err("zones: the root zone cannot be updated by cradle; list the zone itself".into());
+            }
+            if seen.contains(&parsed) {
+                return Err(format!("zones lists `{zone}` twice"));
+            }
+            seen.push(parsed);
+        }
+        if self.ttl == 0 || self.ttl > MAX_TTL {
+            return Err(format!("ttl = {} must be between 1 and {MAX_TTL} seconds", self.ttl));
+        }
+        Ok(())
+    }
+}

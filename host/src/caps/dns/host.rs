@@ -1,0 +1,41 @@
+//! The WIT adapter of `cradle:host/dns`: every call goes through
+//! [`CapCtx::guard`] (the `dns` grant's zones, then the work, then the
+//! journal) and runs on the environment's provider. An environment without
+//! `dns = "NAME"` has no provider: a call that passes its check then fails
+//! with `failed` saying what to configure, never with a made-up result.
+
+use std::sync::Arc;
+
+use super::Rfc2136;
+use crate::caps::context::{CapCtx, CapError};
+use crate::caps::policy::Call;
+use crate::plugin::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
+use crate::plugin::bindings::cradle::host::types::Error as WitError;
+
+impl CapCtx {
+    fn dns_provider(&self) -> Result<Arc<Rfc2136>, CapError> {
+        self.services.dns.clone().ok_or_else(|| {
+            CapError::failed(
+                "dns: this environment has no DNS provider; set dns = \"NAME\" in its [environments.ENV] section and define [dns.NAME] in cradle.toml",
+            )
+        })
+    }
+}
+
+impl Host for CapCtx {
+    fn upsert(&mut self, rec: DnsRecord) -> Result<bool, WitError> {
+        self.guard("upsert", Call::Dns { zone: &rec.zone, name: &rec.name }, || {
+            let provider = self.dns_provider()?;
+            self.block_on(provider.upsert(&rec))
+        })
+        .map_err(Into::into)
+    }
+
+    fn delete(&mut self, zone: String, name: String, kind: RecordKind) -> Result<bool, WitError> {
+        self.guard("delete", Call::Dns { zone: &zone, name: &name }, || {
+            let provider = self.dns_provider()?;
+            self.block_on(provider.delete(&zone, &name, kind))
+        })
+        .map_err(Into::into)
+    }
+}

@@ -1,0 +1,363 @@
+//! [`SshClient`]: runs OpenSSH's `ssh` with cradle's fixed options, bounds it
+//! with a timeout, caps its output and turns its own failures (exit 255 with an
+//! ssh diagnostic) into typed [`CapError`]s.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::task::JoinHandle;
+
+use super::known_hosts::{KnownHosts, host_entry};
+use super::{ExecOutput, MAX_STREAM, SshSettings, Target, check_target, show_command};
+use crate::caps::context::{CapError, ErrorKind};
+
+/// How long readers may take to drain after `ssh` exited (a multiplexing master
+/// forked into the background can keep stderr open).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// cradle's SSH client. Cheap to share (`Arc`); every call is a new `ssh` process.
+#[derive(Debug)]
+pub struct SshClient {
+    settings: SshSettings,
+    known_hosts: KnownHosts,
+}
+
+impl SshClient {
+    /// A client for `settings`. Refuses an identity file that is missing or that
+    /// group or others can read (with the `chmod 600` to run).
+    pub fn new(settings: SshSettings) -> Result<SshClient, CapError> {
+        if let Some(id) = &settings.identity {
+            let meta = std::fs::metadata(id)
+                .map_err(|e| CapError::failed(format!("ssh: cannot read the identity file {}: {e}", id.display())))?;
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(CapError::failed(format!(
+                    "ssh: identity file {} is accessible by group or others (mode {mode:03o}); run `chmod 600 {}`",
+                    id.display(),
+                    id.display()
+                )));
+            }
+        }
+        let known_hosts = KnownHosts::new(settings.known_hosts.clone());
+        Ok(SshClient { settings, known_hosts })
+    }
+
+    /// The settings this client was built with.
+    pub fn settings(&self) -> &SshSettings {
+        &self.settings
+    }
+
+    /// cradle's known_hosts.
+    pub fn known_hosts(&self) -> &KnownHosts {
+        &self.known_hosts
+    }
+
+    /// Pins `public_key` for `host`/`port` (see [`KnownHosts::trust`]); blocking file I/O.
+    pub fn trust_host_key(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
+        self.known_hosts.trust(host, port, public_key)
+    }
+
+    /// Removes the keys pinned for `host`/`port` (see [`KnownHosts::forget`]); blocking file I/O.
+    pub fn forget_host_key(&self, host: &str, port: u16) -> Result<bool, CapError> {
+        self.known_hosts.forget(host, port)
+    }
+
+    /// The `ssh` arguments for `command` on `t` (no secret is ever among them).
+    pub(crate) fn args(&self, t: &Target, command: &str) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        let mut opt = |k: &str, v: OsString| {
+            a.push("-o".into());
+            let mut s = OsString::from(format!("{k}="));
+            s.push(v);
+            a.push(s);
+        };
+        opt("BatchMode", "yes".into());
+        opt("StrictHostKeyChecking", "yes".into());
+        opt("UserKnownHostsFile", self.settings.known_hosts.clone().into_os_string());
+        opt("GlobalKnownHostsFile", "/dev/null".into());
+        opt("UpdateHostKeys", "no".into());
+        opt("CheckHostIP", "no".into());
+        opt("IdentitiesOnly", "yes".into());
+        opt("ConnectTimeout", self.settings.connect_timeout.as_secs().max(1).to_string().into());
+        opt("ServerAliveInterval", "15".into());
+        opt("ServerAliveCountMax", "3".into());
+        if let Some(dir) = &self.settings.control_dir {
+            opt("ControlMaster", "auto".into());
+            opt("ControlPath", dir.join("%C").into_os_string());
+            opt("ControlPersist", "30".into());
+        }
+        let mut args: Vec<OsString> = vec!["-F".into(), "/dev/null".into(), "-T".into()];
+        args.append(&mut a);
+        if let Some(id) = &self.settings.identity {
+            args.push("-i".into());
+            args.push(id.clone().into_os_string());
+        }
+        args.push("-p".into());
+        args.push(t.port.to_string().into());
+        args.push(format!("{}@{}", t.user, t.host).into());
+        args.push("--".into());
+        args.push(command.into());
+        args
+    }
+
+    /// Runs `command` on `t`, feeding `stdin` (closed when `None`), killed after
+    /// `timeout`. A remote non-zero exit is an [`ExecOutput`]; see the module docs
+    /// for the errors.
+    pub async fn exec(
+        &self,
+        t: &Target,
+        command: &str,
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, CapError> {
+        check_target(t)?;
+        if timeout.is_zero() {
+            return Err(CapError::invalid(format!("ssh {t}: the timeout must be longer than 0 ms")));
+        }
+        if command.contains('\0') {
+            return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
+        }
+        let out = self.run(t, command, stdin, timeout).await?;
+        if out.exit_code == Some(255)
+            && let Some(e) = self.classify(t, command, &String::from_utf8_lossy(&out.stderr))
+        {
+            return Err(e);
+        }
+        Ok(out)
+    }
+
+    /// Polls `true` on `t` with backoff until a session authenticates, or fails
+    /// with `transient` after `timeout`. Authentication and host-key failures
+    /// end the wait at once (waiting cannot fix them).
+    pub async fn wait_for(&self, t: &Target, timeout: Duration) -> Result<(), CapError> {
+        check_target(t)?;
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(200);
+        let mut last = String::from("no attempt finished");
+        loop {
+            let remaining = timeout.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                return Err(CapError::new(
+                    ErrorKind::Transient,
+                    format!("ssh {t}: no SSH session within {} ms; last attempt: {last}", timeout.as_millis()),
+                ));
+            }
+            let attempt = remaining.min(self.settings.connect_timeout + Duration::from_secs(10));
+            match self.exec(t, "true", None, attempt).await {
+                Ok(out) if out.exit_code == Some(0) => return Ok(()),
+                Ok(out) => last = format!("`true` exited with {:?}", out.exit_code),
+                Err(e) if e.kind == ErrorKind::Transient => last = e.message,
+                Err(e) => return Err(e),
+            }
+            let remaining = timeout.saturating_sub(started.elapsed());
+            tokio::time::sleep(backoff.min(remaining)).await;
+            backoff = (backoff * 2).min(Duration::from_secs(3));
+        }
+    }
+
+    /// Spawns `ssh`, writes stdin, waits (bounded), collects capped output.
+    async fn run(
+        &self,
+        t: &Target,
+        command: &str,
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, CapError> {
+        let mut cmd = Command::new("ssh");
+        cmd.args(self.args(t, command))
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            CapError::failed(format!(
+                "ssh {t}: cannot start `ssh` ({e}); install the OpenSSH client (Debian: openssh-client)"
+            ))
+        })?;
+        let stdout = Arc::new(Mutex::new(Capped::default()));
+        let stderr = Arc::new(Mutex::new(Capped::default()));
+        let readers = [
+            child.stdout.take().map(|s| spawn_reader(s, stdout.clone())),
+            child.stderr.take().map(|s| spawn_reader(s, stderr.clone())),
+        ];
+        let writer = match (child.stdin.take(), stdin) {
+            (Some(mut pipe), Some(data)) => {
+                let data = data.to_vec();
+                // A write error (the remote closed stdin early) shows in the outcome.
+                Some(tokio::spawn(async move {
+                    let _ = pipe.write_all(&data).await;
+                    let _ = pipe.shutdown().await;
+                }))
+            }
+            _ => None,
+        };
+        let waited = tokio::time::timeout(timeout, child.wait()).await;
+        if let Some(w) = writer {
+            w.abort();
+        }
+        let status = match waited {
+            Ok(Ok(status)) => status,
+            Ok(Err(e)) => {
+                abort_all(readers);
+                return Err(CapError::failed(format!("ssh {t}: cannot wait for `ssh`: {e}")));
+            }
+            Err(_) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                abort_all(readers);
+                return Err(CapError::new(
+                    ErrorKind::Transient,
+                    format!(
+                        "ssh {t}: `{}` did not finish within {} ms and ssh was killed; the command may have partly run (or still run) on the remote",
+                        show_command(command),
+                        timeout.as_millis()
+                    ),
+                ));
+            }
+        };
+        for r in readers.into_iter().flatten() {
+            let abort = r.abort_handle();
+            if tokio::time::timeout(DRAIN_GRACE, r).await.is_err() {
+                abort.abort();
+            }
+        }
+        Ok(ExecOutput { exit_code: status.code(), stdout: take(&stdout), stderr: take(&stderr) })
+    }
+
+    /// The error for an `ssh` exit 255 whose stderr is one of ssh's own
+    /// diagnostics; `None` when it looks like the remote command's own 255.
+    fn classify(&self, t: &Target, command: &str, stderr: &str) -> Option<CapError> {
+        let kh = self.settings.known_hosts.display();
+        let said = excerpt(stderr);
+        let has = |p: &str| stderr.contains(p);
+        if has("REMOTE HOST IDENTIFICATION HAS CHANGED") || has("Host key for") && has("has changed") {
+            let offered = stderr
+                .split_whitespace()
+                .find(|w| w.starts_with("SHA256:"))
+                .map(|f| f.trim_end_matches('.').to_string())
+                .unwrap_or_else(|| "unknown".into());
+            let pinned = self
+                .known_hosts
+                .pinned(&t.host, t.port)
+                .map(|keys| keys.iter().map(|k| k.fingerprint()).collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|e| format!("unreadable ({e})"));
+            return Some(CapError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "ssh {t}: the host key changed: it offered {offered} but {kh} pins {pinned} for `{}`; \
+                     cradle never replaces a pinned key and made no connection. If the machine was re-created on \
+                     purpose, forget the old key (the remove workflow's forget-host-key, or `ssh-keygen -R '{}' -f {kh}`) \
+                     and pin the new one; otherwise investigate a possible man-in-the-middle",
+                    host_entry(&t.host, t.port),
+                    host_entry(&t.host, t.port)
+                ),
+            ));
+        }
+        if has("host key is known for") || has("Host key verification failed") {
+            return Some(CapError::failed(format!(
+                "ssh {t}: no host key of the kind the server offered is pinned for `{}` in {kh}; cradle never \
+                 trusts on first use: pin the key generated for this guest (trust-host-key) before connecting ({said})",
+                host_entry(&t.host, t.port)
+            )));
+        }
+        if has("Permission denied (") || has("Too many authentication failures") {
+            let key = match &self.settings.identity {
+                Some(p) => format!("the key {}", p.display()),
+                None => "OpenSSH's default keys (no identity configured)".to_string(),
+            };
+            return Some(CapError::failed(format!(
+                "ssh {t}: authentication failed for user `{}` with {key}; check that its public half is in \
+                 ~{}/.ssh/authorized_keys on {} (for a guest: the user-data ssh_authorized_keys) ({said})",
+                t.user, t.user, t.host
+            )));
+        }
+        if has("Load key") || has("UNPROTECTED PRIVATE KEY FILE") || has("no such identity") {
+            return Some(CapError::failed(format!("ssh {t}: the identity file cannot be used ({said})")));
+        }
+        const TRANSIENT: [&str; 13] = [
+            "Connection refused",
+            "Connection timed out",
+            "Connection reset",
+            "Connection closed",
+            "closed by remote host",
+            "timed out",
+            "Timeout, server",
+            "No route to host",
+            "Network is unreachable",
+            "kex_exchange_identification",
+            "Broken pipe",
+            "client_loop: send disconnect",
+            "Temporary failure in name resolution",
+        ];
+        if TRANSIENT.iter().any(|p| has(p)) {
+            return Some(CapError::new(
+                ErrorKind::Transient,
+                format!("ssh {t}: connection failed while running `{}` ({said})", show_command(command)),
+            ));
+        }
+        if has("Could not resolve hostname") {
+            return Some(CapError::failed(format!(
+                "ssh {t}: the host name does not resolve; check the inventory address ({said})"
+            )));
+        }
+        if stderr.lines().any(|l| l.starts_with("ssh: ") || l.contains("ssh_dispatch") || l.starts_with("Bad ")) {
+            return Some(CapError::failed(format!("ssh {t}: ssh failed ({said})")));
+        }
+        None
+    }
+}
+
+/// The last few lines of `stderr`, secrets redacted, as one line of ≤ 400 chars.
+pub(crate) fn excerpt(stderr: &str) -> String {
+    let lines: Vec<&str> =
+        stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !l.chars().all(|c| c == '@')).collect();
+    let tail = lines[lines.len().saturating_sub(4)..].join("; ");
+    let tail = crate::secrets::redact(&tail).into_owned();
+    let text =
+        if tail.chars().count() > 400 { format!("{}…", tail.chars().take(400).collect::<String>()) } else { tail };
+    if text.is_empty() { "ssh printed nothing".into() } else { format!("ssh said: {text}") }
+}
+
+/// A stream kept up to [`MAX_STREAM`] bytes, counting what was discarded.
+#[derive(Debug, Default)]
+struct Capped {
+    data: Vec<u8>,
+    dropped: u64,
+}
+
+fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf: Arc<Mutex<Capped>>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut chunk = vec![0u8; 64 * 1024];
+        while let Ok(n) = r.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+            let room = MAX_STREAM.saturating_sub(b.data.len()).min(n);
+            b.data.extend_from_slice(&chunk[..room]);
+            b.dropped += (n - room) as u64;
+        }
+    })
+}
+
+fn abort_all(readers: [Option<JoinHandle<()>>; 2]) {
+    for r in readers.into_iter().flatten() {
+        r.abort();
+    }
+}
+
+fn take(buf: &Mutex<Capped>) -> Vec<u8> {
+    let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+    let mut data = std::mem::take(&mut b.data);
+    if b.dropped > 0 {
+        data.extend_from_slice(
+            format!("\n[cradle: output cut at {MAX_STREAM} bytes; {} more bytes discarded]\n", b.dropped).as_bytes(),
+        );
+    }
+    data
+}

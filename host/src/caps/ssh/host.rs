@@ -1,0 +1,83 @@
+//! The `ssh` capability's WIT adapter: every call is checked against the grant
+//! (the host must be one of the call's guests or nodes, an upload must land in
+//! a granted directory), journaled, and only then run through the environment's
+//! [`SshClient`]. Output streams reach the plugin as lossy UTF-8.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{SshClient, Target};
+use crate::caps::context::{CapCtx, CapError};
+use crate::caps::policy::Call;
+use crate::plugin::bindings::cradle::host::ssh;
+use crate::plugin::bindings::cradle::host::types::Error as WitError;
+
+impl CapCtx {
+    /// The environment's SSH client, or a `failed` error saying there is none.
+    fn ssh_client(&self) -> Result<Arc<SshClient>, CapError> {
+        self.services.ssh.clone().ok_or_else(|| CapError::failed("ssh: this environment has no SSH client configured"))
+    }
+}
+
+fn target(t: &ssh::Target) -> Target {
+    Target { host: t.host.clone(), port: t.port, user: t.user.clone() }
+}
+
+impl ssh::Host for CapCtx {
+    fn exec(
+        &mut self,
+        t: ssh::Target,
+        command: String,
+        stdin: Option<Vec<u8>>,
+        timeout_ms: u64,
+    ) -> Result<ssh::ExecOutput, WitError> {
+        self.guard("exec", Call::Ssh { host: &t.host, upload: None }, || {
+            let client = self.ssh_client()?;
+            let timeout = Duration::from_millis(timeout_ms);
+            let out = self.block_on(client.exec(&target(&t), &command, stdin.as_deref(), timeout))?;
+            Ok(ssh::ExecOutput {
+                exit_code: out.exit_code,
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })
+        })
+        .map_err(Into::into)
+    }
+
+    fn upload(
+        &mut self,
+        t: ssh::Target,
+        remote_path: String,
+        content: Vec<u8>,
+        mode: u32,
+        sudo: bool,
+    ) -> Result<(), WitError> {
+        self.guard("upload", Call::Ssh { host: &t.host, upload: Some(&remote_path) }, || {
+            let client = self.ssh_client()?;
+            self.block_on(client.upload(&target(&t), &remote_path, &content, mode, sudo))
+        })
+        .map_err(Into::into)
+    }
+
+    fn wait_for(&mut self, t: ssh::Target, timeout_ms: u64) -> Result<(), WitError> {
+        self.guard("wait-for", Call::Ssh { host: &t.host, upload: None }, || {
+            let client = self.ssh_client()?;
+            self.block_on(client.wait_for(&target(&t), Duration::from_millis(timeout_ms)))
+        })
+        .map_err(Into::into)
+    }
+
+    fn trust_host_key(&mut self, host: String, port: u16, public_key: String) -> Result<(), WitError> {
+        self.guard("trust-host-key", Call::Ssh { host: &host, upload: None }, || {
+            self.ssh_client()?.trust_host_key(&host, port, &public_key).map(|_| ())
+        })
+        .map_err(Into::into)
+    }
+
+    fn forget_host_key(&mut self, host: String, port: u16) -> Result<(), WitError> {
+        self.guard("forget-host-key", Call::Ssh { host: &host, upload: None }, || {
+            self.ssh_client()?.forget_host_key(&host, port).map(|_| ())
+        })
+        .map_err(Into::into)
+    }
+}

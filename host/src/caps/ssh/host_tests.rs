@@ -1,0 +1,73 @@
+//! The WIT adapter: scope checks come before any connection, and allowed calls
+//! reach the real server.
+
+use std::sync::Arc;
+
+use super::sshd_fixture::{Sshd, available};
+use crate::caps::checkpoint::CheckpointStore;
+use crate::caps::context::{CapCtx, RunHandle, Services};
+use crate::caps::grants::Grants;
+use crate::caps::http::Endpoints;
+use crate::caps::lock::{FsLockStore, LockStore};
+use crate::caps::policy::RunScope;
+use crate::plugin::bindings::cradle::host::ssh::{Host, Target};
+use crate::plugin::bindings::cradle::host::types::Error as WitError;
+
+fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, client: Option<super::SshClient>) -> CapCtx {
+    let grants: Grants =
+        toml::from_str(&format!("[ssh]\nhosts = [\"127.0.0.1\"]\nupload_dirs = [\"{}\"]\n", dir.display()))
+            .expect("grants");
+    let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(dir.join("locks")));
+    let services = Services {
+        locks,
+        checkpoints: CheckpointStore::new(dir.join("checkpoints")),
+        proxmox: None,
+        http: Endpoints::default(),
+        ssh: client.map(Arc::new),
+        dns: None,
+        rt: rt.handle().clone(),
+    };
+    CapCtx {
+        caller: "workflow".into(),
+        origin: "workflows.grants".into(),
+        grants: Arc::new(grants),
+        scope: Arc::new(RunScope::default()),
+        vm: None,
+        run: Arc::new(RunHandle::new("ssh-test".into(), None)),
+        services: Arc::new(services),
+        clock: None,
+    }
+}
+
+#[test]
+fn the_adapter_checks_scope_first_then_runs_through_the_client() {
+    if !available("adapter") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let s = rt.block_on(Sshd::start());
+    let dir = s.dir.path().to_path_buf();
+    let mut c = ctx(&rt, &dir, Some(s.client("kh")));
+    let t = Target { host: "127.0.0.1".into(), port: s.port, user: s.user.clone() };
+    c.trust_host_key("127.0.0.1".into(), s.port, s.host_key.public.clone()).expect("pin");
+    let out = c.exec(t.clone(), "cat".into(), Some(b"hi".to_vec()), 20_000).expect("exec");
+    assert_eq!((out.exit_code, out.stdout.as_str()), (Some(0), "hi"));
+    c.wait_for(t.clone(), 20_000).expect("wait");
+    let file = dir.join("snippet.yaml");
+    c.upload(t.clone(), file.display().to_string(), b"x".to_vec(), 0o600, false).expect("upload");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+
+    let elsewhere = Target { host: "10.9.9.9".into(), ..t.clone() };
+    assert!(matches!(c.exec(elsewhere, "true".into(), None, 1000), Err(WitError::Denied(_))));
+    let r = c.upload(t.clone(), "/etc/cradle-test".into(), b"x".to_vec(), 0o600, false);
+    assert!(matches!(r, Err(WitError::Denied(_))), "{r:?}");
+    assert!(!std::path::Path::new("/etc/cradle-test").exists());
+    assert!(matches!(c.trust_host_key("10.9.9.9".into(), 22, s.host_key.public.clone()), Err(WitError::Denied(_))));
+    assert!(matches!(c.forget_host_key("127.0.0.1".into(), s.port), Ok(())));
+
+    let mut none = ctx(&rt, &dir, None);
+    match none.wait_for(t, 1000) {
+        Err(WitError::Failed(m)) => assert!(m.contains("no SSH client"), "{m}"),
+        other => panic!("expected failed, got {other:?}"),
+    }
+}

@@ -1,0 +1,311 @@
+//! cradle's own known_hosts file: keys are pinned before the first connection
+//! and never learned from the network.
+//!
+//! Contract:
+//! - Entries are written as `host KEYTYPE BASE64` for port 22 and
+//!   `[host]:port KEYTYPE BASE64` otherwise (OpenSSH's format; host lowercased,
+//!   never hashed). The file is 0600; one that group or others can access is
+//!   refused with the `chmod 600` to run.
+//! - [`KnownHosts::trust`]: pinning the key already pinned is a no-op; a host
+//!   that has a different key is a `conflict` naming the host, both SHA256
+//!   fingerprints and how to forget the old key. Nothing is replaced.
+//! - [`KnownHosts::forget`]: removes the host from every plain entry.
+//! - Changes are atomic (temp file, fsync, rename) and serialized, in this
+//!   process by a mutex and across processes by an advisory lock on
+//!   `<file>.lock`. Marker lines (`@cert-authority`, `@revoked`), hashed entries
+//!   and comments an operator added are kept untouched and are not consulted.
+//! - Public keys are validated: a known key type whose base64 blob decodes and
+//!   names the same type. Error messages never echo the key material (a private
+//!   key passed by mistake is recognised and not repeated).
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use super::check_host;
+use crate::caps::context::{CapError, ErrorKind};
+
+const KEY_TYPES: [&str; 8] = [
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "ssh-dss",
+];
+
+/// A validated OpenSSH public key (type and base64 blob; the comment is dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKey {
+    /// The key type (`ssh-ed25519`).
+    pub kind: String,
+    /// The base64 key blob.
+    pub base64: String,
+    blob: Vec<u8>,
+}
+
+impl PublicKey {
+    /// Parses `KEYTYPE BASE64 [comment]`.
+    pub fn parse(text: &str) -> Result<PublicKey, CapError> {
+        let text = text.trim();
+        if text.contains("PRIVATE KEY") {
+            return Err(CapError::invalid(
+                "ssh: this is a private key; pass the public half (the `.pub` file: `ssh-ed25519 AAAA…`)",
+            ));
+        }
+        let mut words = text.split_whitespace();
+        let kind = words.next().unwrap_or_default();
+        let b64 = words.next().unwrap_or_default();
+        if !KEY_TYPES.contains(&kind) {
+            let shown = if kind.len() <= 40 && kind.chars().all(|c| c.is_ascii_graphic()) { kind } else { "…" };
+            return Err(CapError::invalid(format!(
+                "ssh: `{shown}` is not an OpenSSH public key type; expected e.g. `ssh-ed25519 AAAA…` ({})",
+                KEY_TYPES.join(", ")
+            )));
+        }
+        let blob = base64_decode(b64).filter(|blob| ssh_string(blob) == Some(kind.as_bytes())).ok_or_else(|| {
+            CapError::invalid(format!("ssh: the {kind} public key's base64 part is not a {kind} key"))
+        })?;
+        Ok(PublicKey { kind: kind.to_string(), base64: b64.to_string(), blob })
+    }
+
+    /// `SHA256:…` as `ssh-keygen -l` prints it.
+    pub fn fingerprint(&self) -> String {
+        format!("SHA256:{}", base64_encode_nopad(&Sha256::digest(&self.blob)))
+    }
+
+    fn same_key(&self, other: &PublicKey) -> bool {
+        self.kind == other.kind && self.blob == other.blob
+    }
+}
+
+/// The `SHA256:…` fingerprint of an OpenSSH public key line.
+pub fn fingerprint(public_key: &str) -> Result<String, CapError> {
+    PublicKey::parse(public_key).map(|k| k.fingerprint())
+}
+
+/// The known_hosts host field for `host`/`port`.
+pub(crate) fn host_entry(host: &str, port: u16) -> String {
+    let host = host.to_ascii_lowercase();
+    if port == 22 { host } else { format!("[{host}]:{port}") }
+}
+
+/// cradle's known_hosts file.
+#[derive(Debug)]
+pub struct KnownHosts {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl KnownHosts {
+    /// The file at `path` (created on the first change).
+    pub fn new(path: PathBuf) -> KnownHosts {
+        KnownHosts { path, lock: Mutex::new(()) }
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The keys pinned for `host`/`port` (plain entries only).
+    pub fn pinned(&self, host: &str, port: u16) -> Result<Vec<PublicKey>, CapError> {
+        let entry = host_entry(host, port);
+        let text = self.read()?;
+        Ok(text.lines().filter_map(plain_entry).filter(|(h, _)| has_host(h, &entry)).map(|(_, k)| k).collect())
+    }
+
+    /// Pins `public_key` for `host`/`port`. `Ok(false)` when it was already pinned.
+    pub fn trust(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
+        check_host(host)?;
+        let key = PublicKey::parse(public_key)?;
+        let entry = host_entry(host, port);
+        self.locked(|text| {
+            let pinned: Vec<PublicKey> =
+                text.lines().filter_map(plain_entry).filter(|(h, _)| has_host(h, &entry)).map(|(_, k)| k).collect();
+            if pinned.iter().any(|k| k.same_key(&key)) {
+                return Ok(None);
+            }
+            if !pinned.is_empty() {
+                let old = pinned.iter().map(PublicKey::fingerprint).collect::<Vec<_>>().join(", ");
+                return Err(CapError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "ssh: `{entry}` already has a different pinned host key in {path} ({old}); refusing to pin \
+                         {new}. If the machine was re-created on purpose, forget the old key first (the remove \
+                         workflow's forget-host-key, or `ssh-keygen -R '{entry}' -f {path}`)",
+                        path = self.path.display(),
+                        new = key.fingerprint()
+                    ),
+                ));
+            }
+            let mut out = text.to_string();
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!("{entry} {} {}\n", key.kind, key.base64));
+            Ok(Some(out))
+        })
+    }
+
+    /// Removes every plain entry's pin for `host`/`port`. `Ok(false)` when none existed.
+    pub fn forget(&self, host: &str, port: u16) -> Result<bool, CapError> {
+        check_host(host)?;
+        let entry = host_entry(host, port);
+        self.locked(|text| {
+            let mut changed = false;
+            let mut out = String::with_capacity(text.len());
+            for line in text.lines() {
+                match plain_entry(line) {
+                    Some((hosts, _)) if has_host(hosts, &entry) => {
+                        changed = true;
+                        let rest: Vec<&str> = hosts.split(',').filter(|h| !h.eq_ignore_ascii_case(&entry)).collect();
+                        if !rest.is_empty() {
+                            let tail = line.trim_start()[hosts.len()..].to_string();
+                            out.push_str(&rest.join(","));
+                            out.push_str(&tail);
+                            out.push('\n');
+                        }
+                    }
+                    _ => {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+            }
+            Ok(changed.then_some(out))
+        })
+    }
+
+    /// Reads the file ("" when missing), refusing one that is too open.
+    fn read(&self) -> Result<String, CapError> {
+        match fs::metadata(&self.path) {
+            Ok(meta) => {
+                let mode = meta.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(CapError::failed(format!(
+                        "ssh: {p} is accessible by group or others (mode {mode:03o}); run `chmod 600 {p}`",
+                        p = self.path.display()
+                    )));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
+            Err(e) => return Err(self.io("inspect", &self.path, e)),
+        }
+        fs::read_to_string(&self.path).map_err(|e| self.io("read", &self.path, e))
+    }
+
+    /// Runs `change` on the current text under both locks and writes its result (if any).
+    fn locked(&self, change: impl FnOnce(&str) -> Result<Option<String>, CapError>) -> Result<bool, CapError> {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lock_path = self.path.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_path = PathBuf::from(lock_path);
+        let lock_file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| self.io("open the lock file", &lock_path, e))?;
+        lock_file.lock().map_err(|e| self.io("lock", &lock_path, e))?;
+        let text = self.read()?;
+        let Some(new) = change(&text)? else { return Ok(false) };
+        crate::state::write_private_file_atomic(&self.path, new.as_bytes())
+            .map_err(|e| CapError::failed(format!("ssh: cannot update cradle's known_hosts: {e}")))?;
+        Ok(true)
+    }
+
+    fn io(&self, action: &str, path: &Path, e: io::Error) -> CapError {
+        CapError::failed(format!("ssh: cannot {action} {}: {e}", path.display()))
+    }
+}
+
+/// A plain (unmarked, unhashed) entry: its host field and key.
+fn plain_entry(line: &str) -> Option<(&str, PublicKey)> {
+    let line = line.trim_start();
+    if line.is_empty() || line.starts_with('#') || line.starts_with('@') || line.starts_with('|') {
+        return None;
+    }
+    let mut words = line.split_whitespace();
+    let hosts = words.next()?;
+    let kind = words.next()?;
+    let b64 = words.next()?;
+    let key = PublicKey::parse(&format!("{kind} {b64}")).ok()?;
+    Some((hosts, key))
+}
+
+fn has_host(hosts: &str, entry: &str) -> bool {
+    hosts.split(',').any(|h| h.eq_ignore_ascii_case(entry))
+}
+
+/// The first SSH `string` of `blob` (4-byte big-endian length, then bytes).
+fn ssh_string(blob: &[u8]) -> Option<&[u8]> {
+    let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+    blob.get(4..4usize.checked_add(len)?)
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if s.is_empty() || !s.len().is_multiple_of(4) || s.len() > 16 * 1024 {
+        return None;
+    }
+    let body = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &c in body {
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+fn base64_encode_nopad(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_and_entries_follow_openssh() {
+        assert_eq!(base64_decode("aGVsbG8="), Some(b"hello".to_vec()));
+        assert_eq!(base64_encode_nopad(b"hello"), "aGVsbG8");
+        assert_eq!(base64_decode("a*=="), None);
+        assert_eq!(host_entry("Guest.Lab", 22), "guest.lab");
+        assert_eq!(host_entry("127.0.0.1", 2222), "[127.0.0.1]:2222");
+    }
+
+    #[test]
+    fn bad_and_private_keys_are_refused_without_echoing_them() {
+        let canary = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAACANARY\n";
+        let e = PublicKey::parse(canary).expect_err("private");
+        assert!(!e.message.contains("CANARY") && e.message.contains("public half"), "{e}");
+        let e = PublicKey::parse("ssh-ed25519 c3NoLXJzYQ==").expect_err("type mismatch");
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(PublicKey::parse("AAAAC3NzaC1lZDI1NTE5").is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! The `ssh` capability's provider: cradle's SSH client, its own known_hosts,
+//! and guest host-key generation. It drives the operator's OpenSSH client
+//! binaries (`ssh`, `ssh-keygen`) instead of an SSH library: operators already
+//! trust OpenSSH, and it checks host keys exactly as they expect.
+//!
+//! Contract:
+//! - Every connection runs `ssh -F /dev/null -o BatchMode=yes
+//!   -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<cradle's known_hosts>
+//!   -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no -o IdentitiesOnly=yes
+//!   [-i <identity>] -o ConnectTimeout=N -p PORT user@host -- <command>`.
+//!   `-F /dev/null` means neither `~/.ssh/config` nor `/etc/ssh/ssh_config` can
+//!   change the behaviour (no proxy jumps, no aliases, no relaxed host-key
+//!   checks): what cradle runs is what this file says. Without an identity the
+//!   OpenSSH defaults apply (`~/.ssh/id_*` and the agent).
+//! - Host keys are pinned before the first connection ([`KnownHosts::trust`]) and
+//!   never learned from the network: an unknown host is refused, a changed key is
+//!   a `conflict` naming both fingerprints, and nothing is ever replaced silently.
+//! - Nothing secret is passed on a command line; content goes through stdin. The
+//!   private half of a generated host key is a [`crate::secrets::Secret`].
+//! - [`SshClient::exec`]: a remote non-zero exit is a normal [`ExecOutput`]. When
+//!   `ssh` itself fails (exit 255 with one of its own diagnostics) the error is
+//!   `transient` (refused, reset, timed out, closed), `conflict` (host key
+//!   changed), or `failed` (authentication, unknown host key, bad identity,
+//!   unresolvable name). A remote command that exits 255 without an ssh
+//!   diagnostic on stderr is reported as its output. A call that outlives its
+//!   timeout is killed and is `transient` (the command may have partly run).
+//! - Each output stream is capped at [`MAX_STREAM`] bytes; a cut stream ends with
+//!   a note saying how much was discarded.
+//!
+//! Failure modes are [`CapError`]s whose messages name the user, host, port,
+//! command (shortened, secrets redacted) and what to inspect; nothing panics.
+
+mod client;
+mod host;
+mod keys;
+mod known_hosts;
+mod upload;
+
+#[cfg(test)]
+mod host_tests;
+#[cfg(test)]
+mod sshd_fixture;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use client::SshClient;
+pub use keys::{GeneratedHostKey, generate_host_key};
+pub use known_hosts::{KnownHosts, fingerprint};
+
+use crate::caps::context::CapError;
+
+/// Largest number of bytes kept from each of stdout and stderr.
+pub const MAX_STREAM: usize = 1024 * 1024;
+
+/// How cradle connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshSettings {
+    /// cradle's own known_hosts (in the state directory, 0600).
+    pub known_hosts: PathBuf,
+    /// The private key to log in with (must be 0600); `None` uses OpenSSH's defaults.
+    pub identity: Option<PathBuf>,
+    /// TCP connect timeout (`ConnectTimeout`, whole seconds, at least 1).
+    pub connect_timeout: Duration,
+    /// Where to keep multiplexing sockets (`ControlMaster=auto`, `ControlPersist=30`);
+    /// `None` opens one connection per call. Keep the path short (sockets are
+    /// limited to ~100 bytes).
+    pub control_dir: Option<PathBuf>,
+}
+
+/// Where to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{} port {}", self.user, self.host, self.port)
+    }
+}
+
+/// The outcome of a remote command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The exit status; `None` when `ssh` was killed by a signal.
+    pub exit_code: Option<i32>,
+    /// Standard output (capped at [`MAX_STREAM`]).
+    pub stdout: Vec<u8>,
+    /// Standard error (capped at [`MAX_STREAM`]).
+    pub stderr: Vec<u8>,
+}
+
+/// Checks a host name or address: no option-like leading `-`, no whitespace,
+/// control characters or the characters known_hosts and `user@host` give meaning to.
+pub(crate) fn check_host(host: &str) -> Result<(), CapError> {
+    let bad = host.is_empty()
+        || host.starts_with('-')
+        || host.len() > 253
+        || host.chars().any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_' | '%')));
+    if bad {
+        return Err(CapError::invalid(format!(
+            "ssh: `{}` is not a host name or address (letters, digits, `.`, `-`, `:`, `_`, `%`; not starting with `-`)",
+            host.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a target before anything is run.
+pub(crate) fn check_target(t: &Target) -> Result<(), CapError> {
+    check_host(&t.host)?;
+    let bad_user = t.user.is_empty()
+        || t.user.starts_with('-')
+        || t.user.len() > 64
+        || t.user.chars().any(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '$')));
+    if bad_user {
+        return Err(CapError::invalid(format!(
+            "ssh: `{}` is not a login user name for {}:{} (letters, digits, `.`, `-`, `_`)",
+            t.user.escape_debug(),
+            t.host,
+            t.port
+        )));
+    }
+    if t.port == 0 {
+        return Err(CapError::invalid(format!("ssh: port 0 is not a valid port for {}", t.host)));
+    }
+    Ok(())
+}
+
+/// Quotes `s` for a POSIX shell: single quotes, each `'` as `'\''`.
+pub(crate) fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A command as shown in messages: secrets redacted, shortened to 120 characters.
+pub(crate) fn show_command(command: &str) -> String {
+    let redacted = crate::secrets::redact(command);
+    let one_line: String = redacted.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if one_line.chars().count() > 120 {
+        format!("{}…", one_line.chars().take(120).collect::<String>())
+    } else {
+        one_line
+    }
+}

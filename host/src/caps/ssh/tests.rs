@@ -1,0 +1,335 @@
+//! Tests against a real OpenSSH server started on loopback (see `sshd_fixture`).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::sshd_fixture::{Sshd, available, write_private};
+use super::upload::upload_command;
+use super::*;
+use crate::caps::context::ErrorKind;
+
+const T: Duration = Duration::from_secs(20);
+
+fn mode_of(p: &Path) -> u32 {
+    fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test]
+async fn exec_passes_stdin_and_reports_remote_exit_codes_as_output() {
+    if !available("exec") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let out = c.exec(&s.target(), "cat; echo oops >&2; exit 3", Some(b"hello\n"), T).await.expect("exec");
+    assert_eq!(
+        (out.exit_code, out.stdout.as_slice(), out.stderr.as_slice()),
+        (Some(3), &b"hello\n"[..], &b"oops\n"[..])
+    );
+    let out = c.exec(&s.target(), "true", None, T).await.expect("true");
+    assert_eq!(out.exit_code, Some(0));
+    // The remote command's own 255 (no ssh diagnostic) is its output, not a transport error.
+    let out = c.exec(&s.target(), "exit 255", None, T).await.expect("remote 255");
+    assert_eq!(out.exit_code, Some(255));
+    // stdin is closed when not given: `cat` ends at once.
+    let out = c.exec(&s.target(), "cat", None, T).await.expect("cat");
+    assert_eq!((out.exit_code, out.stdout.len()), (Some(0), 0));
+}
+
+#[tokio::test]
+async fn a_command_over_its_timeout_is_killed_and_transient() {
+    if !available("timeout") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let started = Instant::now();
+    let e = c.exec(&s.target(), "sleep 30", None, Duration::from_millis(1500)).await.expect_err("timeout");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(e.message.contains("sleep 30") && e.message.contains("1500 ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let e = c.exec(&s.target(), "true", None, Duration::ZERO).await.expect_err("zero");
+    assert_eq!(e.kind, ErrorKind::Invalid);
+}
+
+#[tokio::test]
+async fn output_is_capped_with_a_note() {
+    if !available("cap") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let out = c.exec(&s.target(), "head -c 1100000 /dev/zero", None, T).await.expect("exec");
+    assert_eq!(out.exit_code, Some(0));
+    let note = String::from_utf8_lossy(&out.stdout[MAX_STREAM..]).into_owned();
+    assert!(note.contains("output cut at 1048576 bytes; 51424 more bytes discarded"), "{note}");
+}
+
+#[tokio::test]
+async fn upload_is_atomic_sets_the_mode_and_handles_quotes() {
+    if !available("upload") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let dir = s.dir.path().join("snippets");
+    fs::create_dir(&dir).unwrap();
+    for (name, body) in [("user-data.yaml", &b"#cloud-config\n"[..]), ("it's \"odd\" $x.yaml", &b"two"[..])] {
+        let path = dir.join(name);
+        let p = path.to_str().unwrap();
+        c.upload(&s.target(), p, body, 0o640, false).await.expect("upload");
+        assert_eq!((fs::read(&path).unwrap().as_slice(), mode_of(&path)), (body, 0o640));
+        c.upload(&s.target(), p, b"replaced", 0o600, false).await.expect("replace");
+        assert_eq!((fs::read(&path).unwrap().as_slice(), mode_of(&path)), (&b"replaced"[..], 0o600));
+    }
+    let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "temp files left: {names:?}");
+    let missing = s.dir.path().join("nope/x.yaml");
+    let e = c.upload(&s.target(), missing.to_str().unwrap(), b"x", 0o600, false).await.expect_err("no dir");
+    assert_eq!(e.kind, ErrorKind::Failed);
+    assert!(e.message.contains("nope") && e.message.contains("exists and is writable"), "{e}");
+    let e = c.upload(&s.target(), dir.to_str().unwrap(), b"x", 0o600, false).await.expect_err("dir");
+    assert!(e.message.contains("is a directory"), "{e}");
+    for bad in ["relative/x", "/a/../b", "/a/b\nc", "/a/b/", "/"] {
+        let e = c.upload(&s.target(), bad, b"x", 0o600, false).await.expect_err(bad);
+        assert_eq!(e.kind, ErrorKind::Invalid, "{bad}: {e}");
+    }
+    let e = c.upload(&s.target(), "/tmp/x", b"x", 0o17777, false).await.expect_err("mode");
+    assert_eq!(e.kind, ErrorKind::Invalid);
+}
+
+#[test]
+fn the_upload_command_runs_under_sh_and_wraps_sudo_n() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("a 'b'.txt");
+    let cmd = upload_command(path.to_str().unwrap(), 0o644, true, "abc");
+    let plain = cmd.strip_prefix("sudo -n -- ").expect("sudo -n prefix");
+    assert_eq!(plain, upload_command(path.to_str().unwrap(), 0o644, false, "abc"));
+    let mut child = Command::new("sh").args(["-c", plain]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"content").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!((fs::read(&path).unwrap().as_slice(), mode_of(&path)), (&b"content"[..], 0o644));
+}
+
+#[tokio::test]
+async fn upload_through_sudo_works_and_a_missing_sudo_is_named() {
+    if !available("sudo upload") {
+        return;
+    }
+    let has_sudo = Command::new("sudo").args(["-n", "true"]).status().map(|st| st.success()).unwrap_or(false);
+    if has_sudo {
+        let s = Sshd::start().await;
+        let c = s.pinned_client("kh");
+        let path = s.dir.path().join("sudo.txt");
+        c.upload(&s.target(), path.to_str().unwrap(), b"root", 0o600, true).await.expect("sudo upload");
+        assert_eq!(fs::read(&path).unwrap(), b"root");
+    } else {
+        eprintln!("sudo -n is not usable here: only the missing-sudo path is tested");
+    }
+    // A server whose sessions cannot find `sudo`.
+    let key = generate_host_key("no-sudo").await.unwrap();
+    let s = Sshd::start_with(key, "SetEnv PATH=/nonexistent\n");
+    let c = s.pinned_client("kh");
+    let path = s.dir.path().join("sudo.txt");
+    let e = c.upload(&s.target(), path.to_str().unwrap(), b"root", 0o600, true).await.expect_err("no sudo");
+    assert!(e.message.contains("sudo is not installed on 127.0.0.1"), "{e}");
+    assert!(!path.exists());
+}
+
+#[tokio::test]
+async fn pinning_is_idempotent_and_a_different_key_is_a_conflict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kh = KnownHosts::new(tmp.path().join("known_hosts"));
+    let a = generate_host_key("a").await.unwrap();
+    let b = generate_host_key("b").await.unwrap();
+    assert!(kh.trust("Guest1.lab", 2222, &a.public).unwrap());
+    assert!(!kh.trust("guest1.lab", 2222, &a.public).unwrap(), "same key again is a no-op");
+    assert!(kh.trust("guest1.lab", 22, &b.public).unwrap(), "port 22 is another entry");
+    let text = fs::read_to_string(kh.path()).unwrap();
+    let first: Vec<&str> = a.public.split_whitespace().take(2).collect();
+    assert_eq!(text.lines().next().unwrap(), format!("[guest1.lab]:2222 {} {}", first[0], first[1]));
+    assert!(text.lines().nth(1).unwrap().starts_with("guest1.lab ssh-ed25519 "));
+    assert_eq!(mode_of(kh.path()), 0o600);
+    let e = kh.trust("guest1.lab", 2222, &b.public).expect_err("conflict");
+    assert_eq!(e.kind, ErrorKind::Conflict);
+    for part in [a.fingerprint().unwrap(), b.fingerprint().unwrap(), "[guest1.lab]:2222".into(), "ssh-keygen -R".into()]
+    {
+        assert!(e.message.contains(&part), "{part} missing: {e}");
+    }
+    assert_eq!(fs::read_to_string(kh.path()).unwrap(), text, "nothing replaced");
+    assert!(kh.forget("guest1.lab", 2222).unwrap());
+    assert!(!kh.forget("guest1.lab", 2222).unwrap());
+    assert!(kh.trust("guest1.lab", 2222, &b.public).unwrap());
+    assert_eq!(kh.pinned("guest1.lab", 22).unwrap().len(), 1);
+    fs::set_permissions(kh.path(), fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(kh.trust("x", 22, &a.public).expect_err("too open").message.contains("chmod 600"));
+    assert_eq!(kh.trust("-oProxyCommand=x", 22, &a.public).expect_err("host").kind, ErrorKind::Invalid);
+}
+
+#[tokio::test]
+async fn a_changed_host_key_is_a_conflict_and_nothing_runs() {
+    if !available("changed key") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.client("kh");
+    let other = generate_host_key("someone-else").await.unwrap();
+    c.trust_host_key("127.0.0.1", s.port, &other.public).unwrap();
+    let before = fs::read(c.known_hosts().path()).unwrap();
+    let marker = s.dir.path().join("marker");
+    let cmd = format!("touch {}", marker.display());
+    let e = c.exec(&s.target(), &cmd, None, T).await.expect_err("mismatch");
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains(&s.host_key.fingerprint().unwrap()), "offered key: {e}");
+    assert!(e.message.contains(&other.fingerprint().unwrap()), "pinned key: {e}");
+    assert!(!marker.exists(), "the command must not run");
+    assert_eq!(fs::read(c.known_hosts().path()).unwrap(), before, "known_hosts untouched");
+    assert_eq!(c.wait_for(&s.target(), T).await.expect_err("no waiting").kind, ErrorKind::Conflict);
+}
+
+#[tokio::test]
+async fn an_unpinned_host_is_refused_and_not_learned() {
+    if !available("unknown host") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.client("kh");
+    let marker = s.dir.path().join("marker");
+    let e = c.exec(&s.target(), &format!("touch {}", marker.display()), None, T).await.expect_err("unknown");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
+    assert!(e.message.contains("trust-host-key") && e.message.contains(&format!("[127.0.0.1]:{}", s.port)), "{e}");
+    assert!(!marker.exists());
+    let learned = fs::read_to_string(c.known_hosts().path()).unwrap_or_default();
+    assert!(learned.is_empty(), "nothing may be added: {learned}");
+    // Once pinned the same server is reachable; once forgotten it is refused again.
+    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    c.wait_for(&s.target(), T).await.expect("pinned");
+    assert!(c.forget_host_key("127.0.0.1", s.port).unwrap());
+    assert_eq!(c.exec(&s.target(), "true", None, T).await.expect_err("forgotten").kind, ErrorKind::Failed);
+}
+
+#[tokio::test]
+async fn refused_connections_are_transient_and_wait_for_gives_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let c = SshClient::new(SshSettings {
+        known_hosts: tmp.path().join("kh"),
+        identity: None,
+        connect_timeout: Duration::from_secs(2),
+        control_dir: None,
+    })
+    .unwrap();
+    let t = Target { host: "127.0.0.1".into(), port, user: "root".into() };
+    let e = c.exec(&t, "true", None, T).await.expect_err("refused");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(e.message.contains("Connection refused") && e.message.contains(&format!("port {port}")), "{e}");
+    let started = Instant::now();
+    let e = c.wait_for(&t, Duration::from_millis(1500)).await.expect_err("gives up");
+    assert_eq!(e.kind, ErrorKind::Transient);
+    assert!(e.message.contains("no SSH session within 1500 ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let bad = Target { host: "-oProxyCommand=touch".into(), port: 22, user: "root".into() };
+    assert_eq!(c.exec(&bad, "true", None, T).await.expect_err("option").kind, ErrorKind::Invalid);
+    let bad = Target { host: "h".into(), port: 22, user: "-oX".into() };
+    assert_eq!(c.exec(&bad, "true", None, T).await.expect_err("user").kind, ErrorKind::Invalid);
+}
+
+#[tokio::test]
+async fn a_wrong_key_fails_authentication_naming_user_and_key() {
+    if !available("auth") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let wrong = s.dir.path().join("wrong_key");
+    let st = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&wrong).status().unwrap();
+    assert!(st.success());
+    let c = s.client_with("kh", Some(wrong.clone()), None);
+    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    let e = c.exec(&s.target(), "true", None, T).await.expect_err("auth");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
+    assert!(e.message.contains(&format!("user `{}`", s.user)) && e.message.contains(wrong.to_str().unwrap()), "{e}");
+    assert_eq!(c.wait_for(&s.target(), T).await.expect_err("no waiting").kind, ErrorKind::Failed);
+    fs::set_permissions(&wrong, fs::Permissions::from_mode(0o644)).unwrap();
+    let e = SshClient::new(c.settings().clone()).expect_err("too open");
+    assert!(e.message.contains("chmod 600"), "{e}");
+}
+
+#[tokio::test]
+async fn multiplexed_connections_work_through_the_control_dir() {
+    if !available("control dir") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let ctl = s.dir.path().join("ctl");
+    fs::create_dir(&ctl).unwrap();
+    fs::set_permissions(&ctl, fs::Permissions::from_mode(0o700)).unwrap();
+    let c = s.client_with("kh", Some(s.client_key.clone()), Some(ctl.clone()));
+    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    for i in 0..2 {
+        let started = Instant::now();
+        let out = c.exec(&s.target(), &format!("echo {i}"), None, T).await.expect("exec");
+        assert_eq!(out.stdout, format!("{i}\n").into_bytes());
+        assert!(started.elapsed() < Duration::from_secs(10), "a background master must not hold the call");
+    }
+    assert_eq!(fs::read_dir(&ctl).unwrap().count(), 1, "one control socket");
+    let control_path = format!("ControlPath={}/%C", ctl.display());
+    let st = Command::new("ssh")
+        .args(["-F", "/dev/null", "-o", &control_path, "-O", "exit", "-p", &s.port.to_string()])
+        .arg(format!("{}@127.0.0.1", s.user))
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+}
+
+#[tokio::test]
+async fn generated_host_keys_are_valid_match_their_public_half_and_stay_secret() {
+    let key = generate_host_key("test-0").await.expect("generate");
+    assert!(key.public.starts_with("ssh-ed25519 AAAA") && key.public.ends_with(" test-0"), "{}", key.public);
+    let private = key.private_openssh.expose().to_string();
+    assert!(private.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("k");
+    write_private(&file, private.as_bytes());
+    let derived = Command::new("ssh-keygen").args(["-y", "-f"]).arg(&file).output().unwrap();
+    let derived = String::from_utf8(derived.stdout).unwrap();
+    assert_eq!(
+        derived.split_whitespace().take(2).collect::<Vec<_>>(),
+        key.public.split_whitespace().take(2).collect::<Vec<_>>()
+    );
+    fs::write(tmp.path().join("k.pub"), &key.public).unwrap();
+    let listed = Command::new("ssh-keygen").args(["-l", "-f"]).arg(tmp.path().join("k.pub")).output().unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(listed.split_whitespace().nth(1), Some(key.fingerprint().unwrap().as_str()), "as ssh-keygen -l prints");
+    // Canary: the private body never shows in Debug, errors or redacted text.
+    let body = private.lines().nth(1).unwrap().to_string();
+    assert!(!format!("{key:?}").contains(&body));
+    let e = KnownHosts::new(tmp.path().join("kh")).trust("h", 22, &private).expect_err("private key");
+    assert!(!e.message.contains(&body) && !format!("{e:?}").contains(&body), "{e}");
+    assert!(!crate::secrets::redact(&format!("x {private} y")).contains(&body));
+    let leftovers = fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("cradle-keygen-{}-", std::process::id())))
+        .count();
+    assert_eq!(leftovers, 0, "temporary key directories must be removed");
+    assert_eq!(generate_host_key("a\nb").await.expect_err("comment").kind, ErrorKind::Invalid);
+}
+
+#[tokio::test]
+async fn uploaded_secrets_do_not_appear_in_errors() {
+    if !available("secret upload") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let body = s.host_key.private_openssh.expose().lines().nth(1).unwrap().to_string();
+    let path = s.dir.path().join("missing/dir/key");
+    let e = c
+        .upload(&s.target(), path.to_str().unwrap(), s.host_key.private_openssh.expose().as_bytes(), 0o600, false)
+        .await
+        .expect_err("no dir");
+    assert!(!e.message.contains(&body), "{e}");
+}

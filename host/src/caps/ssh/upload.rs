@@ -1,0 +1,91 @@
+//! [`SshClient::upload`]: writes a remote file atomically through stdin.
+//!
+//! The content is piped into a small POSIX `sh -c` script (run through
+//! `sudo -n` when asked) that writes `PATH.tmp.<random>` under `umask 077` with
+//! noclobber, sets the mode, then `mv -f`s it over `PATH`; on any failure it
+//! removes the temp file. Readers on the remote see the old file or the new one,
+//! never a partial one. The path travels single-quoted; paths that are not
+//! absolute, contain NUL/newline/`.`/`..` components, or name a directory are
+//! refused. Nothing is ever passed on the command line but the path and mode.
+
+use std::path::{Component, Path};
+use std::time::Duration;
+
+use super::client::excerpt;
+use super::keys::random_hex;
+use super::{SshClient, Target, check_target, shell_quote};
+use crate::caps::context::CapError;
+
+/// How long one upload may take.
+pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Checks a remote path for [`SshClient::upload`].
+pub(crate) fn check_remote_path(t: &Target, path: &str) -> Result<(), CapError> {
+    let p = Path::new(path);
+    let ok = p.is_absolute()
+        && path.len() <= 4096
+        && !path.ends_with('/')
+        && !path.chars().any(|c| c == '\0' || c == '\n' || c == '\r')
+        && p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && p.components().count() > 1;
+    if !ok {
+        return Err(CapError::invalid(format!(
+            "ssh {t}: upload path `{}` must be an absolute file path without `.`/`..` components, newlines or NULs",
+            path.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// The remote command that installs stdin at `path` with `mode` (temp suffix `suffix`).
+pub(crate) fn upload_command(path: &str, mode: u32, sudo: bool, suffix: &str) -> String {
+    let q = shell_quote(path);
+    let script = format!(
+        "set -C; umask 077; t={q}.tmp.{suffix}; \
+         if [ -d {q} ]; then echo 'cradle-upload: the target is a directory' >&2; exit 21; fi; \
+         cat > \"$t\" && chmod {mode:o} \"$t\" && mv -f \"$t\" {q} || {{ s=$?; rm -f \"$t\"; exit $s; }}"
+    );
+    if sudo { format!("sudo -n -- sh -c {}", shell_quote(&script)) } else { format!("sh -c {}", shell_quote(&script)) }
+}
+
+impl SshClient {
+    /// Writes `content` to `remote_path` on `t` with permission bits `mode`
+    /// (≤ 0o7777), as the login user or through `sudo -n`.
+    pub async fn upload(
+        &self,
+        t: &Target,
+        remote_path: &str,
+        content: &[u8],
+        mode: u32,
+        sudo: bool,
+    ) -> Result<(), CapError> {
+        check_target(t)?;
+        check_remote_path(t, remote_path)?;
+        if mode > 0o7777 {
+            return Err(CapError::invalid(format!("ssh {t}: mode {mode:o} is not a permission mode (at most 7777)")));
+        }
+        let command = upload_command(remote_path, mode, sudo, &random_hex());
+        let out = self.exec(t, &command, Some(content), UPLOAD_TIMEOUT).await?;
+        if out.exit_code == Some(0) {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let how = if sudo { "through `sudo -n`" } else { "as the login user" };
+        let hint = if sudo && (stderr.contains("password is required") || stderr.contains("terminal is required")) {
+            format!("`{}` needs passwordless sudo (NOPASSWD) on {} for uploads with sudo", t.user, t.host)
+        } else if sudo && out.exit_code == Some(127) && stderr.contains("sudo") {
+            format!("sudo is not installed on {}; install it or upload without sudo", t.host)
+        } else if out.exit_code == Some(21) {
+            "the path is a directory; name the file to write".to_string()
+        } else {
+            let dir = Path::new(remote_path).parent().map(|d| d.display().to_string()).unwrap_or_default();
+            format!("check that {dir} exists and is writable {how}")
+        };
+        Err(CapError::failed(format!(
+            "ssh {t}: upload of {} bytes to {remote_path} (mode {mode:o}) {how} failed with exit {}: {hint} ({})",
+            content.len(),
+            out.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "by signal".into()),
+            excerpt(&stderr)
+        )))
+    }
+}

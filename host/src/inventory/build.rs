@@ -1,0 +1,202 @@
+//! Building the group graph the way Ansible's `InventoryData` does: the implicit
+//! `all` (index 0) and `ungrouped` (index 1), groups created on first mention,
+//! `reconcile` attaching parentless groups to `all` and groupless hosts to
+//! `ungrouped`, depths as the longest path from `all`, and inventory order.
+//!
+//! Failure mode: a group that is (indirectly) its own child is an error naming
+//! the cycle, as in Ansible.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{ALL, Group, Host, Inventory, InventoryError, Layer, UNGROUPED};
+
+impl Inventory {
+    pub(crate) fn empty(source: &Path) -> Inventory {
+        let mut inv = Inventory {
+            source: source.to_path_buf(),
+            groups: Vec::new(),
+            group_ix: HashMap::new(),
+            hosts: Vec::new(),
+            host_ix: HashMap::new(),
+            order: Vec::new(),
+            skipped_vault: Vec::new(),
+        };
+        inv.group("all");
+        inv.group("ungrouped");
+        inv.add_child(ALL, UNGROUPED);
+        inv
+    }
+
+    /// The group named `name`, created if new.
+    pub(crate) fn group(&mut self, name: &str) -> usize {
+        if let Some(&g) = self.group_ix.get(name) {
+            return g;
+        }
+        self.groups.push(Group {
+            name: name.to_string(),
+            vars: Layer::default(),
+            file_vars: Layer::default(),
+            hosts: Vec::new(),
+            children: Vec::new(),
+            parents: Vec::new(),
+            depth: 0,
+        });
+        self.group_ix.insert(name.to_string(), self.groups.len() - 1);
+        self.groups.len() - 1
+    }
+
+    /// Add host `name` to group `g` (creating the host), with its inventory vars.
+    pub(crate) fn add_host(&mut self, name: &str, g: usize, vars: Vec<(String, Value)>, origin: &str) {
+        let h = match self.host_ix.get(name) {
+            Some(&h) => h,
+            None => {
+                self.hosts.push(Host {
+                    name: name.to_string(),
+                    vars: Layer::default(),
+                    file_vars: Layer::default(),
+                    groups: Vec::new(),
+                });
+                self.host_ix.insert(name.to_string(), self.hosts.len() - 1);
+                self.hosts.len() - 1
+            }
+        };
+        if !self.hosts[h].groups.contains(&g) {
+            self.hosts[h].groups.push(g);
+            self.groups[g].hosts.push(h);
+        }
+        for (k, v) in vars {
+            self.hosts[h].vars.set(&k, v, origin);
+        }
+    }
+
+    pub(crate) fn add_child(&mut self, parent: usize, child: usize) {
+        if !self.groups[parent].children.contains(&child) {
+            self.groups[parent].children.push(child);
+            self.groups[child].parents.push(parent);
+        }
+    }
+
+    /// Ansible's `reconcile_inventory`, then depths and inventory order.
+    pub(crate) fn reconcile(&mut self) -> Result<(), InventoryError> {
+        for g in 0..self.groups.len() {
+            if g != ALL && self.groups[g].parents.is_empty() {
+                self.add_child(ALL, g);
+            }
+        }
+        for h in 0..self.hosts.len() {
+            let others = self.hosts[h].groups.iter().any(|&g| g != ALL && g != UNGROUPED);
+            let in_ungrouped = self.hosts[h].groups.contains(&UNGROUPED);
+            if others && in_ungrouped {
+                self.hosts[h].groups.retain(|&g| g != UNGROUPED);
+                self.groups[UNGROUPED].hosts.retain(|&x| x != h);
+            } else if !others && !in_ungrouped {
+                self.hosts[h].groups.push(UNGROUPED);
+                self.groups[UNGROUPED].hosts.push(h);
+            }
+        }
+        let mut depth = vec![None; self.groups.len()];
+        for g in 0..self.groups.len() {
+            self.depth_of(g, &mut depth, &mut Vec::new())?;
+        }
+        for (g, d) in depth.into_iter().enumerate() {
+            self.groups[g].depth = d.unwrap_or(0);
+        }
+        self.order = self.group_host_ix(ALL);
+        Ok(())
+    }
+
+    fn depth_of(&self, g: usize, memo: &mut [Option<usize>], path: &mut Vec<usize>) -> Result<usize, InventoryError> {
+        if let Some(d) = memo[g] {
+            return Ok(d);
+        }
+        if let Some(pos) = path.iter().position(|&x| x == g) {
+            let mut cycle: Vec<&str> = path[pos..].iter().map(|&x| self.groups[x].name.as_str()).collect();
+            cycle.push(&self.groups[g].name);
+            return Err(InventoryError::Parse {
+                path: self.source.clone(),
+                line: None,
+                message: format!(
+                    "group `{}` is its own descendant ({}); remove one of these children entries",
+                    self.groups[g].name,
+                    cycle.join(" -> ")
+                ),
+            });
+        }
+        path.push(g);
+        let mut d = 0;
+        for &p in &self.groups[g].parents {
+            d = d.max(self.depth_of(p, memo, path)? + 1);
+        }
+        path.pop();
+        memo[g] = Some(d);
+        Ok(d)
+    }
+
+    /// Group `g` and its descendants, breadth first, children in declaration order.
+    pub(crate) fn descendants(&self, g: usize) -> Vec<usize> {
+        let mut ordered = vec![g];
+        let mut seen: HashSet<usize> = HashSet::from([g]);
+        let mut level = vec![g];
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for &p in &level {
+                for &c in &self.groups[p].children {
+                    if seen.insert(c) {
+                        ordered.push(c);
+                        next.push(c);
+                    }
+                }
+            }
+            level = next;
+        }
+        ordered
+    }
+
+    /// Hosts of group `g` and its descendants, deduplicated, in group order.
+    pub(crate) fn group_host_ix(&self, g: usize) -> Vec<usize> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for d in self.descendants(g) {
+            for &h in &self.groups[d].hosts {
+                if seen.insert(h) {
+                    out.push(h);
+                }
+            }
+        }
+        out
+    }
+
+    /// Every group host `h` belongs to (directly or as an ancestor), without `all`,
+    /// sorted by (depth, `ansible_group_priority`, name) as Ansible merges them.
+    pub(crate) fn sorted_groups(&self, h: usize) -> Vec<usize> {
+        let mut seen = HashSet::new();
+        let mut stack: Vec<usize> = self.hosts[h].groups.clone();
+        while let Some(g) = stack.pop() {
+            if seen.insert(g) {
+                stack.extend(self.groups[g].parents.iter().copied());
+            }
+        }
+        seen.remove(&ALL);
+        let mut groups: Vec<usize> = seen.into_iter().collect();
+        groups.sort_by(|&a, &b| {
+            let ka = (self.groups[a].depth, self.priority(a), &self.groups[a].name);
+            let kb = (self.groups[b].depth, self.priority(b), &self.groups[b].name);
+            ka.cmp(&kb)
+        });
+        groups
+    }
+
+    /// `ansible_group_priority` of group `g` (default 1).
+    fn priority(&self, g: usize) -> i64 {
+        let group = &self.groups[g];
+        let v = group.file_vars.vars.get("ansible_group_priority").or(group.vars.vars.get("ansible_group_priority"));
+        match v {
+            Some(Value::Number(n)) => n.as_i64().unwrap_or(1),
+            Some(Value::String(s)) => s.trim().parse().unwrap_or(1),
+            _ => 1,
+        }
+    }
+}

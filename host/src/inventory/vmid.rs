@@ -1,0 +1,142 @@
+//! VMIDs from the inventory, and the uniqueness check of invariant 6.
+//!
+//! A host's VMID is, in this order:
+//! 1. `vms_vmid` (or its alias `vmid`; if both are set they must agree);
+//! 2. `vms_vmid_base` + index, where the group is the one whose variables supplied
+//!    the winning `vms_vmid_base` (by precedence), and the index is the host's
+//!    0-based position among that group's hosts (its own, then its children's) in
+//!    the whole inventory, so `--limit` never changes it; a base set on the host
+//!    itself is refused (there is no group to count in: set `vms_vmid`);
+//! 3. nothing: the workflow probes `nextid` under the VM's lock.
+//!
+//! VMIDs must lie in Proxmox's range 100..=999999999.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::template::Renderer;
+use super::values::Ctx;
+use super::{HostName, Inventory, InventoryError, Scope, VmPlan};
+
+const VMID_MIN: u64 = 100;
+const VMID_MAX: u64 = 999_999_999;
+const VMID_FORM: &str = "a VMID, a whole number 100..999999999";
+
+/// Where a plan's VMID came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum VmidSource {
+    /// Set on the host or a group: `vms_vmid` or `vmid`.
+    Explicit {
+        /// The variable that set it.
+        variable: String,
+    },
+    /// `vms_vmid_base` of `group` plus the host's `index` in that group.
+    BaseIndex {
+        /// The group whose `vms_vmid_base` applied.
+        group: String,
+        /// The base.
+        base: u32,
+        /// The host's 0-based position in the group (whole inventory).
+        index: u32,
+    },
+    /// Not in the inventory: probe `nextid` under the VM's lock.
+    Nextid,
+}
+
+pub(crate) fn vmid(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<(Option<u32>, VmidSource), InventoryError> {
+    let mut explicit: Option<(u64, &str)> = None;
+    for name in ["vms_vmid", "vmid"] {
+        let Some(v) = ctx.var(r, name)? else { continue };
+        let id = ctx.int(name, &v, VMID_MIN, VMID_MAX, VMID_FORM)?;
+        match explicit {
+            Some((first, first_name)) if first != id => {
+                return Err(ctx.invalid(
+                    name,
+                    &v,
+                    &format!("the same value as {first_name} ({first}), or remove one of the two"),
+                ));
+            }
+            Some(_) => {}
+            None => explicit = Some((id, name)),
+        }
+    }
+    if let Some((id, name)) = explicit {
+        return Ok((u32::try_from(id).ok(), VmidSource::Explicit { variable: name.to_string() }));
+    }
+    let Some(v) = ctx.var(r, "vms_vmid_base")? else { return Ok((None, VmidSource::Nextid)) };
+    let base = ctx.int("vms_vmid_base", &v, VMID_MIN, VMID_MAX, VMID_FORM)?;
+    let group = match ctx.inv.var_scope(ctx.h, "vms_vmid_base") {
+        Some((Scope::Group(g), _)) => g,
+        _ => {
+            return Err(ctx.invalid(
+                "vms_vmid_base",
+                &v,
+                "a base set on a group (group_vars/<group>.yml or [group:vars]); for one host set vms_vmid instead",
+            ));
+        }
+    };
+    let members = ctx.inv.group_host_ix(group);
+    let index = members.iter().position(|&x| x == ctx.h).unwrap_or(0) as u64;
+    let id = base + index;
+    if id > VMID_MAX {
+        return Err(ctx.invalid("vms_vmid_base", &v, "a base that leaves room for every host of the group"));
+    }
+    let source = VmidSource::BaseIndex {
+        group: ctx.inv.groups[group].name.clone(),
+        base: u32::try_from(base).unwrap_or(u32::MAX),
+        index: u32::try_from(index).unwrap_or(u32::MAX),
+    };
+    Ok((u32::try_from(id).ok(), source))
+}
+
+/// The canonical name a host would get (`vms_name` or the inventory hostname).
+pub(crate) fn canonical_name(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<String, InventoryError> {
+    match ctx.var(r, "vms_name")? {
+        Some(v) => ctx.string("vms_name", &v),
+        None => Ok(ctx.host().to_string()),
+    }
+}
+
+/// Refuse two plans (or a plan and any other host of the inventory that has a VMID)
+/// sharing a VMID or a canonical name (names compare case-insensitively, as DNS does).
+pub(crate) fn check_unique(inv: &Inventory, plans: &[VmPlan]) -> Result<(), InventoryError> {
+    let mut ids: HashMap<u32, &HostName> = HashMap::new();
+    let mut names: HashMap<String, &HostName> = HashMap::new();
+    for p in plans {
+        if let Some(id) = p.vmid
+            && let Some(first) = ids.insert(id, &p.host)
+        {
+            return Err(dup(format!("VMID {id}"), first, &p.host));
+        }
+        if let Some(first) = names.insert(p.name.to_ascii_lowercase(), &p.host) {
+            return Err(dup(format!("the VM name `{}`", p.name), first, &p.host));
+        }
+    }
+    // Hosts outside the selection: only their identity is computed; a host that
+    // does not resolve is not part of this run and is not judged here.
+    for (h, host) in inv.hosts.iter().enumerate() {
+        if plans.iter().any(|p| p.host.as_str() == host.name) {
+            continue;
+        }
+        let vars = inv.merged(h);
+        let mut r = Renderer::new(&vars);
+        let ctx = Ctx { inv, h };
+        let Ok((Some(id), _)) = vmid(&ctx, &mut r) else { continue };
+        let other = HostName(host.name.clone());
+        if let Some(first) = ids.get(&id) {
+            return Err(dup(format!("VMID {id}"), first, &other));
+        }
+        if let Ok(name) = canonical_name(&ctx, &mut r)
+            && let Some(first) = names.get(&name.to_ascii_lowercase())
+        {
+            return Err(dup(format!("the VM name `{name}`"), first, &other));
+        }
+    }
+    Ok(())
+}
+
+fn dup(what: String, first: &HostName, second: &HostName) -> InventoryError {
+    InventoryError::Duplicate { what, first: first.to_string(), second: second.to_string() }
+}

@@ -1,0 +1,177 @@
+//! Guests and nodes over real SSH: snippet upload to a node, a guest configured from
+//! its snippets (address, users, host key), cloud-init status, boot IDs, reboots.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Api, client_key, guest_addr, ssh_exec, start};
+
+fn host_key() -> String {
+    let (k, _) = client_key();
+    k.to_openssh(russh::keys::ssh_key::LineEnding::LF).unwrap().to_string()
+}
+
+fn user_data(pubkey: &str, host_key: Option<&str>) -> String {
+    let mut s = format!(
+        "#cloud-config\nhostname: test-0\nusers:\n  - default\n  - name: ops\n    sudo: ALL=(ALL) NOPASSWD:ALL\n    ssh_authorized_keys:\n      - {pubkey}\n"
+    );
+    if let Some(hk) = host_key {
+        s.push_str("ssh_keys:\n  ed25519_private: |\n");
+        for l in hk.lines() {
+            s.push_str(&format!("    {l}\n"));
+        }
+    }
+    s
+}
+
+fn network_data(ip: &str) -> String {
+    format!(
+        "version: 2\nethernets:\n  eth0:\n    match:\n      macaddress: 'bc:24:11:00:00:01'\n    addresses:\n      - {ip}/8\n"
+    )
+}
+
+/// Upload a snippet through the node's sshd as the operator would.
+async fn upload(c: &cradle_sim::RunningCluster, node: &str, file: &str, content: &str) {
+    let key = russh::keys::PrivateKey::from_openssh(std::fs::read_to_string(c.node_ssh_key_path()).unwrap()).unwrap();
+    let addr = c.node_ssh_addr(node).unwrap();
+    let out = ssh_exec(
+        addr,
+        "root",
+        &key,
+        &format!("sudo -n tee /var/lib/vz/snippets/{file} > /dev/null"),
+        content.as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_accept_snippet_uploads_only_under_their_storage_paths() {
+    let c = start(0.0, |_| {}).await;
+    upload(&c, "pve2", "hello.yaml", "#cloud-config\n").await;
+    let written = c.snippet_dir("pve2", "local").unwrap().join("hello.yaml");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "#cloud-config\n");
+    assert!(!c.snippet_dir("pve1", "local").unwrap().join("hello.yaml").exists(), "each node has its own dir");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&written).unwrap().permissions().mode() & 0o777, 0o600);
+    let key = russh::keys::PrivateKey::from_openssh(std::fs::read_to_string(c.node_ssh_key_path()).unwrap()).unwrap();
+    let addr = c.node_ssh_addr("pve2").unwrap();
+    let out = ssh_exec(addr, "root", &key, "tee /etc/passwd", b"x").await.unwrap();
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("Permission denied"), "{out:?}");
+    let out = ssh_exec(addr, "root", &key, "cat > /var/lib/vz/snippets/../../../etc/x", b"x").await.unwrap();
+    assert_eq!(out.code, Some(1));
+    let (other, _) = client_key();
+    assert!(ssh_exec(addr, "root", &other, "true", b"").await.is_err(), "unknown keys are refused");
+    // The API lists what was uploaded.
+    let api = Api::new(&c);
+    let content = api.get("/nodes/pve2/storage/local/content?content=snippets").await;
+    assert_eq!(content[0]["volid"], "local:snippets/hello.yaml");
+}
+
+async fn boot_guest(
+    c: &cradle_sim::RunningCluster,
+    ip: &str,
+    pubkey: &str,
+    host_key: Option<&str>,
+) -> std::net::SocketAddr {
+    let api = Api::new(c);
+    upload(c, "pve1", "test-0-user.yaml", &user_data(pubkey, host_key)).await;
+    upload(c, "pve1", "test-0-network.yaml", &network_data(ip)).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101"), ("name", "test-0")]).await, "OK");
+    api.post(
+        "/nodes/pve1/qemu/101/config",
+        &[("cicustom", "user=local:snippets/test-0-user.yaml,network=local:snippets/test-0-network.yaml")],
+    )
+    .await;
+    assert_eq!(api.run("/nodes/pve1/qemu/101/status/start", &[]).await, "OK");
+    guest_addr(c, 101).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_guest_answers_ssh_on_its_network_data_address_with_its_users_keys() {
+    let c = start(0.0, |_| {}).await;
+    let (key, public) = client_key();
+    let hk = host_key();
+    let addr = boot_guest(&c, "127.77.0.10", &public, Some(&hk)).await;
+    assert_eq!(addr.ip().to_string(), "127.77.0.10");
+    let out = ssh_exec(addr, "ops", &key, "hostname && python3 --version", b"").await.unwrap();
+    assert_eq!(out.stdout, "test-0\nPython 3.11.2\n");
+    assert_eq!(out.code, Some(0));
+    let expected = russh::keys::PrivateKey::from_openssh(&hk).unwrap();
+    assert_eq!(out.host_key.unwrap().key_data(), expected.public_key().key_data(), "host key from user-data ssh_keys");
+    // The default user has no keys in this user-data, and root login is disabled.
+    assert!(ssh_exec(addr, "debian", &key, "true", b"").await.is_err());
+    assert!(ssh_exec(addr, "root", &key, "true", b"").await.is_err());
+    let (other, _) = client_key();
+    assert!(ssh_exec(addr, "ops", &other, "true", b"").await.is_err());
+    let out = ssh_exec(addr, "ops", &key, "frobnicate --now", b"").await.unwrap();
+    assert_eq!(out.code, Some(127));
+    assert!(out.stderr.contains("frobnicate: command not found"));
+    let out = ssh_exec(addr, "ops", &key, "cloud-init status --format=json", b"").await.unwrap();
+    assert_eq!(out.code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!((v["status"].as_str(), v["extended_status"].as_str()), (Some("done"), Some("done")));
+    let api = Api::new(&c);
+    assert_eq!(api.post("/nodes/pve1/qemu/101/agent/ping", &[]).await["result"], serde_json::json!({}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_guest_reboot_drops_the_connection_and_comes_back_with_a_new_boot_id() {
+    let c = start(0.0, |_| {}).await;
+    let (key, public) = client_key();
+    let addr = boot_guest(&c, "127.77.0.11", &public, None).await;
+    let b1 = ssh_exec(addr, "ops", &key, "cat /proc/sys/kernel/random/boot_id", b"").await.unwrap().stdout;
+    assert_eq!(b1.trim().len(), 36);
+    let api = Api::new(&c);
+    api.call("PUT", "/nodes/pve1/qemu/101/config", &[("delete", "ide2")]).await;
+    let out = ssh_exec(addr, "ops", &key, "sudo reboot", b"").await.unwrap();
+    assert_eq!(out.code, None, "a reboot drops the session without an exit status");
+    let mut b2 = String::new();
+    for _ in 0..500 {
+        if let Some(a) = c.guest_ssh_addr(101)
+            && let Ok(o) = ssh_exec(a, "ops", &key, "cat /proc/sys/kernel/random/boot_id", b"").await
+        {
+            b2 = o.stdout;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(b2.trim().len(), 36);
+    assert_ne!(b1, b2);
+    // An in-guest reboot does not apply pending changes.
+    let current = api.get("/nodes/pve1/qemu/101/config?current=1").await;
+    assert!(current.get("ide2").is_some(), "{current}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloud_init_reports_running_while_booting_then_the_faulted_outcome() {
+    let c = start(1.0, |cfg| {
+        cfg.timings.boot_ssh = Duration::ZERO;
+        cfg.timings.start = Duration::ZERO;
+        cfg.timings.clone = Duration::ZERO;
+        cfg.timings.cloud_init = Duration::from_secs(3600);
+        cfg.faults = cradle_sim::FaultSpec::parse("cloud-init-error").unwrap();
+    })
+    .await;
+    let (key, public) = client_key();
+    let addr = boot_guest(&c, "127.77.0.12", &public, None).await;
+    let out = ssh_exec(addr, "ops", &key, "cloud-init status --format json --long", b"").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!((v["status"].as_str(), out.code), (Some("running"), Some(0)));
+    drop(c);
+
+    let c = start(0.0, |cfg| cfg.faults = cradle_sim::FaultSpec::parse("cloud-init-degraded").unwrap()).await;
+    let addr = boot_guest(&c, "127.77.0.13", &public, None).await;
+    let out = ssh_exec(addr, "ops", &key, "cloud-init status --format=json", b"").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!((v["extended_status"].as_str(), out.code), (Some("degraded done"), Some(2)));
+    drop(c);
+
+    let c = start(0.0, |cfg| cfg.faults = cradle_sim::FaultSpec::parse("cloud-init-error").unwrap()).await;
+    let addr = boot_guest(&c, "127.77.0.14", &public, None).await;
+    let out = ssh_exec(addr, "ops", &key, "cloud-init status", b"").await.unwrap();
+    assert_eq!((out.stdout.as_str(), out.code), ("status: error\n", Some(1)));
+}

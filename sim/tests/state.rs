@@ -1,0 +1,42 @@
+//! A state dir keeps VMs, tasks, the token and the certificate across restarts, in
+//! owner-only files.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{Api, start};
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_sees_the_vms_token_and_certificate_of_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("sim");
+    let s = state.clone();
+    let c = start(0.0, move |cfg| cfg.state_dir = Some(s)).await;
+    let api = Api::new(&c);
+    assert_eq!(api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101"), ("name", "keep-me")]).await, "OK");
+    let (token, fp) = (c.token(), c.fingerprint_sha256());
+    assert_eq!(fp.len(), 32 * 3 - 1);
+    c.shutdown().await;
+
+    for f in ["state.json", "token", "pve-ssl.key", "pve-ssl.pem", "pve-root-ca.pem", "node_id_ed25519"] {
+        assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+    }
+    assert_eq!(mode(&state), 0o700);
+    let on_disk = std::fs::read_to_string(state.join("state.json")).unwrap();
+    assert!(!on_disk.contains(token.split('=').nth(1).unwrap()), "the token secret is not in the state file");
+
+    let s = state.clone();
+    let c = start(0.0, move |cfg| cfg.state_dir = Some(s)).await;
+    assert_eq!((c.token(), c.fingerprint_sha256()), (token, fp));
+    let api = Api::new(&c);
+    assert_eq!(api.get("/nodes/pve1/qemu/101/config").await["name"], "keep-me");
+    assert_eq!(api.get("/cluster/nextid").await, "100");
+    assert_eq!(api.call("GET", "/cluster/nextid", &[("vmid", "101")]).await.0, 400);
+    let tasks = api.get("/nodes/pve1/tasks?vmid=101").await;
+    assert_eq!(tasks[0]["status"], "OK");
+}
