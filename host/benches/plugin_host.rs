@@ -26,12 +26,15 @@ use cradle::caps::policy::RunScope;
 use cradle::plugin::backend::{PluginBackend, vm_binding};
 use cradle::plugin::cache::CacheOutcome;
 use cradle::plugin::limits::Limits;
+use cradle::plugin::store::{GuestClock, new_store};
 use cradle::plugin::{LoadedPlugin, PluginHost};
 use cradle::run::RunData;
-use cradle::workflow::{Backend, BackendHandle, EngineOptions, NoopObserver, RunContext, WorkflowSet, to_val};
+use cradle::workflow::{
+    Backend, BackendHandle, EngineOptions, NoopObserver, RunContext, WorkflowSet, from_val_typed, to_val,
+};
 use criterion::{BatchSize, Criterion, SamplingMode, criterion_group, criterion_main};
 use rhai::Dynamic;
-use wasmtime::component::Val;
+use wasmtime::component::{Type, Val};
 
 /// The plugin's name, as it would be in cradle.toml.
 const PLUGIN: &str = "sample";
@@ -80,7 +83,7 @@ struct Fixture {
     vm_map: Dynamic,
     vm_val: Val,
     // Dropped last: the plugin's engine ticks on the host's epoch thread.
-    _host: PluginHost,
+    host: PluginHost,
 }
 
 impl Fixture {
@@ -99,6 +102,8 @@ impl Fixture {
             ssh: None,
             dns: None,
             rt: rt.handle().clone(),
+            nodes: Default::default(),
+            guest_keys: Vec::new(),
         });
         let run = Arc::new(RunHandle::new("bench".into(), None));
         let vm_map: Dynamic =
@@ -106,7 +111,7 @@ impl Fixture {
         let plan = plugin.admitted.exports.iter().find(|e| e.name == "plan").expect("the sample plugin exports `plan`");
         let (param, ty) = plan.params.first().expect("`plan` takes a vm-spec");
         let vm_val = to_val(&vm_map, ty, param).expect("the map is a vm-spec");
-        Fixture { _state: state, _rt: rt, plugin, services, run, vm_map, vm_val, _host: host }
+        Fixture { _state: state, _rt: rt, plugin, services, run, vm_map, vm_val, host }
     }
 
     /// The capability context `PluginBackend::call` builds for a call about `vm_val`.
@@ -196,6 +201,11 @@ fn call(c: &mut Criterion, fx: &Fixture) {
     group.bench_function("instantiate_plus_one_host_call", |b| {
         b.iter(|| fx.plugin.invoke(caps.clone(), "plan", std::slice::from_ref(&fx.vm_val)).expect("plan"));
     });
+    // The first part of the above alone: a store with its WASI context (captured
+    // stdio, no environment), limiter and epoch deadline.
+    group.bench_function("new_store_only", |b| {
+        b.iter(|| new_store(fx.host.engine(), PLUGIN, caps.clone(), fx.plugin.limits, GuestClock::start()));
+    });
     group.finish();
 }
 
@@ -234,6 +244,23 @@ fn workflow(c: &mut Criterion, fx: &Fixture) {
             |a| set.call("bench", "empty_step", a, ctx.clone()).expect("empty step"),
             BatchSize::SmallInput,
         );
+    });
+    // Where a plugin step spends time outside the plugin: the `vm-spec` map
+    // converted to a component value, and the `plan-outcome` converted back.
+    let plan = fx.plugin.admitted.exports.iter().find(|e| e.name == "plan").expect("plan");
+    let (param, param_ty) = plan.params.first().expect("a vm-spec parameter");
+    group.bench_function("to_val_vm_spec", |b| {
+        b.iter(|| to_val(&fx.vm_map, param_ty, param).expect("to_val"));
+    });
+    let Some(Val::Result(Ok(Some(outcome)))) =
+        fx.plugin.invoke(fx.caps(), "plan", std::slice::from_ref(&fx.vm_val)).expect("plan")
+    else {
+        panic!("plan did not return ok(plan-outcome)");
+    };
+    let Some(Type::Result(result_ty)) = &plan.result else { panic!("plan returns a result") };
+    let outcome_ty = result_ty.ok().expect("result<plan-outcome, _>");
+    group.bench_function("from_val_plan_outcome", |b| {
+        b.iter(|| from_val_typed(&outcome, &outcome_ty, "ok").expect("from_val"));
     });
     group.finish();
 }

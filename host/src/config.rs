@@ -49,6 +49,9 @@ pub struct Config {
     /// DNS providers by name (`[dns.NAME]`), chosen per environment with `dns = "NAME"`.
     #[serde(default)]
     pub dns: BTreeMap<String, DnsProviderConfig>,
+    /// SSH login settings.
+    #[serde(default)]
+    pub ssh: SshConfig,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -129,6 +132,58 @@ pub struct ClusterConfig {
     /// Skip TLS verification entirely (logged as a warning on every run).
     #[serde(default)]
     pub insecure_skip_verify: bool,
+    /// How to reach each node over SSH for snippet uploads: `pve1 = "root@10.0.0.11"`.
+    #[serde(default)]
+    pub node_ssh: BTreeMap<String, String>,
+    /// Settings of a `sim` cluster.
+    #[serde(default)]
+    pub sim: SimSettings,
+}
+
+/// `[clusters.NAME.sim]`: the built-in simulated cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimSettings {
+    /// Node names (default pve1, pve2, pve3).
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Multiplier for every simulated duration: 0 = instant, 1 = realistic.
+    #[serde(default = "default_time_scale")]
+    pub time_scale: f64,
+    /// Seed for injected faults.
+    #[serde(default)]
+    pub seed: u64,
+    /// Faults to inject (see docs/SIMULATOR.md).
+    #[serde(default)]
+    pub faults: Option<String>,
+    /// The port guests' SSH servers listen on (22 as on real guests; 0 = any).
+    #[serde(default = "default_guest_ssh_port")]
+    pub guest_ssh_port: u16,
+}
+
+fn default_time_scale() -> f64 {
+    0.05
+}
+fn default_guest_ssh_port() -> u16 {
+    22
+}
+
+impl Default for SimSettings {
+    fn default() -> Self {
+        SimSettings { nodes: Vec::new(), time_scale: default_time_scale(), seed: 0, faults: None, guest_ssh_port: 22 }
+    }
+}
+
+/// `[ssh]`: how cradle logs in to nodes and guests.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshConfig {
+    /// The private key cradle uses (must be 0600); a `sim` cluster supplies its own.
+    #[serde(default)]
+    pub identity: Option<PathBuf>,
+    /// Public keys authorized for the guests' management user.
+    #[serde(default)]
+    pub authorized_keys: Vec<String>,
 }
 
 /// What kind of cluster a `[clusters.NAME]` is.
@@ -362,6 +417,12 @@ impl Config {
 
 impl ClusterConfig {
     fn validate(&self) -> Result<(), String> {
+        if !(self.sim.time_scale >= 0.0 && self.sim.time_scale.is_finite()) {
+            return Err(format!("sim.time_scale = {} must be a number ≥ 0", self.sim.time_scale));
+        }
+        for (node, target) in &self.node_ssh {
+            crate::cluster::parse_target(target).map_err(|e| format!("node_ssh.{node}: {e}"))?;
+        }
         if self.kind == ClusterKind::Proxmox {
             let Some(endpoint) = &self.endpoint else {
                 return Err("endpoint is required, e.g. endpoint = \"https://pve1.lab:8006\"".into());

@@ -10,6 +10,7 @@
 pub mod caps;
 pub mod cli;
 pub mod cloudinit;
+pub mod cluster;
 pub mod config;
 pub mod inventory;
 pub mod journal;

@@ -95,6 +95,8 @@ pub struct Project {
     pub state: StateDir,
     /// The plugin host.
     pub host: PluginHost,
+    /// Simulated clusters this project started (kept for the process's life).
+    pub sims: crate::cluster::SimClusters,
 }
 
 /// One workflow call to make.
@@ -136,7 +138,7 @@ impl Project {
         let state = StateDir::resolve(explicit.as_deref())?;
         let host =
             PluginHost::new(&state.cache()?.join("components")).map_err(|e| ProjectError::Engine(format!("{e:#}")))?;
-        Ok(Project { config, config_path: config_path.to_path_buf(), state, host })
+        Ok(Project { config, config_path: config_path.to_path_buf(), state, host, sims: Default::default() })
     }
 
     /// The workflow directory.
@@ -198,14 +200,12 @@ impl Project {
         let rt = tokio::runtime::Handle::try_current().map_err(|_| {
             ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
         })?;
-        let proxmox = crate::caps::proxmox::connect(&environment.cluster, cluster, &self.config)
-            .map_err(ProjectError::Environment)?
-            .map(Arc::new);
+        let access = crate::cluster::connect(&environment.cluster, cluster, &self.config, &self.sims, &self.state, &rt)
+            .map_err(ProjectError::Environment)?;
         let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
         let ssh = SshClient::new(SshSettings {
             known_hosts: self.state.known_hosts(),
-            // The provisioning issue wires the login identity from the inventory.
-            identity: None,
+            identity: access.identity.clone(),
             connect_timeout: std::time::Duration::from_secs(10),
             control_dir: None,
         })
@@ -224,11 +224,13 @@ impl Project {
         Ok(Services {
             locks,
             checkpoints: CheckpointStore::new(self.state.checkpoints()?),
-            proxmox,
+            proxmox: Some(Arc::new(access.proxmox)),
             http: Endpoints::new(&self.config.endpoints),
             ssh: Some(Arc::new(ssh)),
             dns,
             rt,
+            nodes: access.nodes,
+            guest_keys: access.guest_keys,
         })
     }
 

@@ -18,12 +18,24 @@ pub fn ensure_dir(dir: &Path) -> Result<(), SimError> {
     fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| SimError::io("create directory", dir, e))
 }
 
-/// Atomically write `data` to `path` with mode 0600.
+/// Atomically write `data` to `path` with mode 0600, flushed to disk.
 pub fn write_private(path: &Path, data: &[u8]) -> Result<(), SimError> {
+    write_private_inner(path, data, true)
+}
+
+/// Like [`write_private`] without the fsync: for the state file, rewritten after every
+/// mutation, where a lost last write after a power cut is acceptable and speed is not.
+pub fn write_private_nosync(path: &Path, data: &[u8]) -> Result<(), SimError> {
+    write_private_inner(path, data, false)
+}
+
+fn write_private_inner(path: &Path, data: &[u8], sync: bool) -> Result<(), SimError> {
     if let Some(parent) = path.parent() {
         ensure_dir(parent)?;
     }
-    let tmp = path.with_extension("tmp~");
+    // A sibling named after the whole file name, so `a.yaml` and `a.yml` never share it.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp~"));
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -34,7 +46,9 @@ pub fn write_private(path: &Path, data: &[u8]) -> Result<(), SimError> {
     // The mode argument is filtered by umask only to be stricter; enforce 0600 anyway in
     // case the temp file pre-existed with other bits.
     f.set_permissions(fs::Permissions::from_mode(0o600)).map_err(|e| SimError::io("chmod", &tmp, e))?;
-    f.write_all(data).and_then(|()| f.sync_all()).map_err(|e| SimError::io("write", &tmp, e))?;
+    f.write_all(data)
+        .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
+        .map_err(|e| SimError::io("write", &tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| SimError::io("rename into place", path, e))
 }
 

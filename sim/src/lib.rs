@@ -81,6 +81,7 @@ impl Cluster {
         ips.dedup();
         let tls = tls::TlsIdentity::load_or_generate(sim.cfg.state_dir.as_deref(), &names, &ips)?;
         let server_cfg = tls.server_config()?;
+        let _ = sim.fingerprint.set(tls.fingerprint_sha256());
         let listener =
             tokio::net::TcpListener::bind(listen).await.map_err(|source| SimError::Bind { addr: listen, source })?;
         let api_addr = listener.local_addr().map_err(|source| SimError::Bind { addr: listen, source })?;

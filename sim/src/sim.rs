@@ -46,6 +46,8 @@ pub struct Sim {
     pub node_ssh: Mutex<Vec<SocketAddr>>,
     /// Becomes true at shutdown.
     pub shutdown: watch::Sender<bool>,
+    /// SHA-256 fingerprint of the API certificate (for `/nodes` `ssl_fingerprint`).
+    pub fingerprint: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -115,6 +117,7 @@ impl Sim {
             guests: Mutex::new(HashMap::new()),
             node_ssh: Mutex::new(Vec::new()),
             shutdown: tx,
+            fingerprint: std::sync::OnceLock::new(),
             cfg,
         });
         for node in &sim.cfg.nodes {
@@ -235,7 +238,7 @@ impl Sim {
         let path = dir.join("state.json");
         match serde_json::to_vec(st) {
             Ok(bytes) => {
-                if let Err(e) = fsutil::write_private(&path, &bytes) {
+                if let Err(e) = fsutil::write_private_nosync(&path, &bytes) {
                     tracing::warn!(error = %e, "cannot persist simulator state");
                 }
             }

@@ -34,6 +34,11 @@ async fn nextid_never_reserves_and_reports_taken_ids_as_400() {
     let b = api.get("/cluster/nextid").await;
     assert_eq!(a, b);
     assert_eq!(a, "100");
+    let (s, body) = api.call("GET", "/nodes/pve1/qemu/abc/config", &[]).await;
+    assert_eq!(s, 400);
+    assert_eq!(body["errors"]["vmid"], "type check ('integer') failed - got 'abc'");
+    let (s, body) = api.call("GET", "/nodes/pve1/qemu/99/config", &[]).await;
+    assert_eq!((s, body["errors"]["vmid"].as_str()), (400, Some("value must have a minimum value of 100")));
     let (s, body) = api.call("GET", "/cluster/nextid", &[("vmid", "9000")]).await;
     assert_eq!(s, 400);
     assert_eq!(body["errors"]["vmid"], "VM 9000 already exists");
@@ -95,6 +100,11 @@ async fn the_http_reason_phrase_is_the_first_line_of_the_message() {
     let _ = tls.read_to_end(&mut resp).await;
     let text = String::from_utf8_lossy(&resp);
     assert!(text.starts_with("HTTP/1.1 500 VM is locked (clone)\r\n"), "{text}");
+    // The fingerprint printed for pinning is the SHA-256 of the certificate served.
+    use sha2::Digest;
+    let served = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+    let fp: Vec<String> = sha2::Sha256::digest(served.as_ref()).iter().map(|b| format!("{b:02X}")).collect();
+    assert_eq!(fp.join(":"), c.fingerprint_sha256());
     assert!(text.contains(r#""message":"VM is locked (clone)\n""#), "{text}");
 }
 

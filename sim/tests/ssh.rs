@@ -175,3 +175,32 @@ async fn cloud_init_reports_running_while_booting_then_the_faulted_outcome() {
     let out = ssh_exec(addr, "ops", &key, "cloud-init status", b"").await.unwrap();
     assert_eq!((out.stdout.as_str(), out.code), ("status: error\n", Some(1)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guests_bind_the_real_ssh_port_22_by_default_when_running_as_root() {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
+        println!("SKIPPED: binding port 22 needs root; the other tests use guest_ssh_port = 0");
+        return;
+    }
+    let c = start(0.0, |cfg| cfg.guest_ssh_port = 22).await;
+    let (key, public) = client_key();
+    let addr = boot_guest(&c, "127.77.0.22", &public, None).await;
+    assert_eq!(addr.to_string(), "127.77.0.22:22");
+    let before = ssh_exec(addr, "ops", &key, "cat /proc/sys/kernel/random/boot_id", b"").await.unwrap();
+    assert_eq!(before.code, Some(0));
+    // An instant reboot rebinds the same address and port.
+    assert_eq!(ssh_exec(addr, "ops", &key, "sudo reboot", b"").await.unwrap().code, None);
+    let mut after = None;
+    for _ in 0..500 {
+        if c.guest_ssh_addr(101).is_some()
+            && let Ok(o) = ssh_exec(addr, "ops", &key, "cat /proc/sys/kernel/random/boot_id", b"").await
+        {
+            after = Some(o.stdout);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let after = after.expect("the guest came back on port 22");
+    assert_ne!(after, before.stdout);
+}

@@ -119,6 +119,10 @@ pub struct Services {
     /// The tokio runtime host calls run their I/O on (host calls are made from
     /// blocking threads, so they `block_on` this handle).
     pub rt: tokio::runtime::Handle,
+    /// SSH access to the cluster's nodes (for snippet uploads), by node name.
+    pub nodes: std::collections::BTreeMap<String, crate::cluster::NodeSsh>,
+    /// Public keys to authorize for the guests' management user.
+    pub guest_keys: Vec<String>,
 }
 
 impl std::fmt::Debug for Services {

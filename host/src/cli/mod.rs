@@ -5,6 +5,7 @@
 mod plugins;
 mod run;
 mod runs;
+mod sim;
 mod values;
 mod workflows;
 
@@ -62,6 +63,9 @@ enum Command {
     /// Read run journals.
     #[command(subcommand)]
     Runs(runs::RunsCmd),
+    /// The simulated Proxmox VE cluster.
+    #[command(subcommand)]
+    Sim(sim::SimCmd),
 }
 
 /// Parse the command line and run it; the process exit code.
@@ -137,6 +141,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
+        Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,
     }
 }
 

@@ -89,11 +89,10 @@ impl Manifest {
         }
         let mut found: Option<Vec<u8>> = None;
         for (i, payload) in Parser::new(0).parse_all(bytes).enumerate() {
-            let payload = payload
-                .map_err(|e| ManifestError::NotWasm {
-                    path: display.clone(),
-                    reason: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
-                })?;
+            let payload = payload.map_err(|e| ManifestError::NotWasm {
+                path: display.clone(),
+                reason: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
+            })?;
             match payload {
                 // Only the file's own header decides what it is; a component's
                 // nested core modules have headers of their own later on.

@@ -13,7 +13,7 @@ use super::{ApiError, ApiResult, Params, Reply};
 use crate::sim::{Sim, lock};
 
 pub fn list(sim: &Arc<Sim>) -> ApiResult {
-    let fp = String::new();
+    let fp = sim.fingerprint.get().cloned().unwrap_or_default();
     let out: Vec<Value> = sim
         .cfg
         .nodes
@@ -124,6 +124,10 @@ pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiR
                     continue;
                 }
                 let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    // In-flight uploads (atomic-write temporaries) are not volumes yet.
+                    continue;
+                }
                 let ctime = md
                     .modified()
                     .ok()

@@ -228,11 +228,23 @@ pub fn spawn_guest_sshd(
             _ = fired(&mut cancel) => return,
             _ = fired(&mut down) => return,
         }
-        let listener = match TcpListener::bind(addr).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(vmid, %addr, error = %e, "guest sshd cannot bind; guest unreachable");
-                return;
+        // The previous boot's listener may still be closing (an instant reboot): retry
+        // "address in use" briefly instead of leaving the guest unreachable.
+        let mut attempts = 0;
+        let listener = loop {
+            match TcpListener::bind(addr).await {
+                Ok(l) => break l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 100 => {
+                    attempts += 1;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        _ = fired(&mut cancel) => return,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(vmid, %addr, error = %e, "guest sshd cannot bind; guest unreachable");
+                    return;
+                }
             }
         };
         let bound = listener.local_addr().ok();

@@ -277,6 +277,8 @@ mod adapter {
             ssh: None,
             dns: dns.map(Arc::new),
             rt: rt.handle().clone(),
+            nodes: Default::default(),
+            guest_keys: Vec::new(),
         })
     }
 

@@ -26,6 +26,8 @@ fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, client: Option<super
         ssh: client.map(Arc::new),
         dns: None,
         rt: rt.handle().clone(),
+        nodes: Default::default(),
+        guest_keys: Vec::new(),
     };
     CapCtx {
         caller: "workflow".into(),

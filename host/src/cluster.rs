@@ -1,0 +1,186 @@
+//! How cradle reaches an environment's cluster: a real Proxmox VE (endpoint,
+//! token, TLS verification from cradle.toml, node SSH addresses for snippet
+//! uploads) or the built-in simulator, started in-process once per project and
+//! kept in the state directory so a second run sees the VMs of the first.
+//!
+//! Failure modes: a cluster that cannot be reached or configured is an error
+//! naming the `[clusters.NAME]` key to fix; nothing is retried here.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig};
+
+use crate::caps::proxmox::client::{ClientSettings, ProxmoxClient, RetryPolicy};
+use crate::caps::proxmox::tls::TlsVerify;
+use crate::config::{ClusterConfig, ClusterKind, Config};
+use crate::state::StateDir;
+
+/// How to reach one node over SSH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSsh {
+    /// Address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+}
+
+/// A connected cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterAccess {
+    /// The API client.
+    pub proxmox: ProxmoxClient,
+    /// Node name → SSH access (for snippet uploads).
+    pub nodes: BTreeMap<String, NodeSsh>,
+    /// The private key cradle logs in with (nodes and guests), if configured.
+    pub identity: Option<PathBuf>,
+    /// Public keys to authorize for the guests' management user.
+    pub guest_keys: Vec<String>,
+}
+
+/// The simulated clusters this process started, by cluster name.
+#[derive(Default)]
+pub struct SimClusters {
+    running: Mutex<BTreeMap<String, Arc<RunningCluster>>>,
+}
+
+impl std::fmt::Debug for SimClusters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.running.lock().map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        f.debug_struct("SimClusters").field("running", &names).finish()
+    }
+}
+
+impl SimClusters {
+    /// The running simulator for cluster `name`, started on first use.
+    pub fn get_or_start(
+        &self,
+        name: &str,
+        cluster: &ClusterConfig,
+        state: &StateDir,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<Arc<RunningCluster>, String> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = running.get(name) {
+            return Ok(c.clone());
+        }
+        let sim = &cluster.sim;
+        let mut config = SimConfig {
+            state_dir: Some(state.root().join("sim").join(name)),
+            time_scale: sim.time_scale,
+            seed: sim.seed,
+            guest_ssh_port: sim.guest_ssh_port,
+            // cradle reaches nodes at whatever address the simulator reports,
+            // so several simulators (parallel tests) can run side by side.
+            node_ssh_port: 0,
+            ..SimConfig::default()
+        };
+        if !sim.nodes.is_empty() {
+            config.nodes = sim.nodes.clone();
+        }
+        if let Some(spec) = &sim.faults {
+            config.faults = FaultSpec::parse(spec).map_err(|e| format!("clusters.{name}.sim.faults: {e}"))?;
+        }
+        let started = rt
+            .block_on(Cluster::start(config))
+            .map_err(|e| format!("clusters.{name}: the simulated cluster did not start: {e}"))?;
+        let started = Arc::new(started);
+        running.insert(name.to_string(), started.clone());
+        Ok(started)
+    }
+}
+
+/// Connect to cluster `name` as configured.
+pub fn connect(
+    name: &str,
+    cluster: &ClusterConfig,
+    config: &Config,
+    sims: &SimClusters,
+    state: &StateDir,
+    rt: &tokio::runtime::Handle,
+) -> Result<ClusterAccess, String> {
+    match cluster.kind {
+        ClusterKind::Proxmox => {
+            let proxmox = crate::caps::proxmox::connect(name, cluster, config)?
+                .ok_or_else(|| format!("clusters.{name}: no API connection configured"))?;
+            let mut nodes = BTreeMap::new();
+            for (node, target) in &cluster.node_ssh {
+                nodes.insert(
+                    node.clone(),
+                    parse_target(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?,
+                );
+            }
+            Ok(ClusterAccess {
+                proxmox,
+                nodes,
+                identity: config.ssh.identity.as_ref().map(|p| config.resolve(p)),
+                guest_keys: config.ssh.authorized_keys.clone(),
+            })
+        }
+        ClusterKind::Sim => {
+            let sim = sims.get_or_start(name, cluster, state, rt)?;
+            let endpoint = sim.api_url().trim_end_matches("/api2/json").to_string();
+            let proxmox = ProxmoxClient::new(ClientSettings {
+                endpoint,
+                token: sim.token(),
+                verify: TlsVerify::Fingerprint(sim.fingerprint_sha256()),
+                timeout: std::time::Duration::from_secs(30),
+                retry: RetryPolicy::default(),
+            })
+            .map_err(|e| format!("clusters.{name}: {e}"))?;
+            let nodes = sim
+                .nodes()
+                .into_iter()
+                .filter_map(|n| {
+                    let addr = sim.node_ssh_addr(&n)?;
+                    Some((n, NodeSsh { host: addr.ip().to_string(), port: addr.port(), user: "root".into() }))
+                })
+                .collect();
+            // The simulator's nodes accept its generated operator key; cradle
+            // logs in to nodes and guests with it.
+            let key = sim.node_ssh_key_path().to_path_buf();
+            let public = std::fs::read_to_string(key.with_extension("pub"))
+                .map_err(|e| format!("clusters.{name}: cannot read the simulator's public key: {e}"))?;
+            let mut guest_keys = config.ssh.authorized_keys.clone();
+            guest_keys.push(public.trim().to_string());
+            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys })
+        }
+    }
+}
+
+/// Parse `user@host[:port]` (user defaults to root, port to 22).
+pub fn parse_target(s: &str) -> Result<NodeSsh, String> {
+    let (user, rest) = s.split_once('@').unwrap_or(("root", s));
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => {
+            (h, p.parse::<u16>().map_err(|_| format!("`{s}`: port `{p}` is not a number"))?)
+        }
+        _ => (rest, 22),
+    };
+    if user.is_empty() || host.is_empty() {
+        return Err(format!("`{s}` must look like root@pve1.lab or root@10.0.0.11:22"));
+    }
+    Ok(NodeSsh { host: host.to_string(), port, user: user.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_targets_parse_with_defaults() {
+        assert_eq!(
+            parse_target("pve1.lab").expect("t"),
+            NodeSsh { host: "pve1.lab".into(), port: 22, user: "root".into() }
+        );
+        assert_eq!(
+            parse_target("admin@10.0.0.11:2222").expect("t"),
+            NodeSsh { host: "10.0.0.11".into(), port: 2222, user: "admin".into() }
+        );
+        assert!(parse_target("root@:22").is_err());
+        assert!(parse_target("root@h:x").is_err());
+    }
+}
