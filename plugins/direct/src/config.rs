@@ -32,13 +32,12 @@ pub fn has_cloudinit_drive(config: &[Entry]) -> bool {
 
 /// The boot disk: the first disk of `boot: order=...`, else the first of scsi0, virtio0, sata0.
 pub fn boot_disk(config: &[Entry]) -> Option<String> {
-    if let Some(order) = get(config, "boot").and_then(|b| b.split(',').find_map(|p| p.strip_prefix("order="))) {
-        if let Some(disk) = order
+    if let Some(order) = get(config, "boot").and_then(|b| b.split(',').find_map(|p| p.strip_prefix("order=")))
+        && let Some(disk) = order
             .split(';')
             .find(|d| is_disk_key(d) && get(config, d).is_some() && Some(d.to_string()) != cloudinit_slot(config))
-        {
-            return Some(disk.to_string());
-        }
+    {
+        return Some(disk.to_string());
     }
     ["scsi0", "virtio0", "sata0"].iter().find(|k| get(config, k).is_some()).map(|k| k.to_string())
 }

@@ -286,7 +286,18 @@ pub async fn spawn_node_sshd(
     key: russh::keys::PrivateKey,
     authorized: Vec<russh::keys::PublicKey>,
 ) -> Result<SocketAddr, std::io::Error> {
-    let listener = TcpListener::bind(addr).await?;
+    // A cluster just shut down in this process may still hold the address briefly.
+    let mut attempts = 0;
+    let listener = loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 25 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let bound = listener.local_addr()?;
     let config = Arc::new(server_config(key));
     let role = Role::Node { node, authorized: Arc::new(authorized) };
