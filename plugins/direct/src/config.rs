@@ -92,13 +92,12 @@ pub fn startup_changes(vm: &VmSpec, config: &[Entry]) -> Vec<Entry> {
     out
 }
 
+/// A disk to grow: the slot and the new absolute size (`("scsi0", "32G")`).
+pub type Resize = (String, String);
+
 /// Everything `create` sets on the fresh clone, and the boot disk resize
-/// (`(disk, "32G")`) when the spec wants it larger than the template's.
-pub fn configure(
-    vm: &VmSpec,
-    snippets: &Snippets,
-    config: &[Entry],
-) -> Result<(Vec<Entry>, Option<(String, String)>), Error> {
+/// when the spec wants it larger than the template's.
+pub fn configure(vm: &VmSpec, snippets: &Snippets, config: &[Entry]) -> Result<(Vec<Entry>, Option<Resize>), Error> {
     let mut set = vec![entry("cores", vm.cores.to_string()), entry("memory", vm.memory_mib.to_string())];
     for nic in &vm.nics {
         set.push(entry(&nic.slot, net_value(get(config, &nic.slot), nic)));
