@@ -26,6 +26,8 @@ pub struct NodeSsh {
     pub port: u16,
     /// Login user.
     pub user: String,
+    /// The node's SSH host key, pinned before the first connection, when known.
+    pub host_key: Option<String>,
 }
 
 /// A connected cluster.
@@ -136,7 +138,8 @@ pub fn connect(
                 .into_iter()
                 .filter_map(|n| {
                     let addr = sim.node_ssh_addr(&n)?;
-                    Some((n, NodeSsh { host: addr.ip().to_string(), port: addr.port(), user: "root".into() }))
+                    let host_key = sim.node_host_key(&n);
+                    Some((n, NodeSsh { host: addr.ip().to_string(), port: addr.port(), user: "root".into(), host_key }))
                 })
                 .collect();
             // The simulator's nodes accept its generated operator key; cradle
@@ -163,7 +166,7 @@ pub fn parse_target(s: &str) -> Result<NodeSsh, String> {
     if user.is_empty() || host.is_empty() {
         return Err(format!("`{s}` must look like root@pve1.lab or root@10.0.0.11:22"));
     }
-    Ok(NodeSsh { host: host.to_string(), port, user: user.to_string() })
+    Ok(NodeSsh { host: host.to_string(), port, user: user.to_string(), host_key: None })
 }
 
 #[cfg(test)]
@@ -174,11 +177,11 @@ mod tests {
     fn node_targets_parse_with_defaults() {
         assert_eq!(
             parse_target("pve1.lab").expect("t"),
-            NodeSsh { host: "pve1.lab".into(), port: 22, user: "root".into() }
+            NodeSsh { host: "pve1.lab".into(), port: 22, user: "root".into(), host_key: None }
         );
         assert_eq!(
             parse_target("admin@10.0.0.11:2222").expect("t"),
-            NodeSsh { host: "10.0.0.11".into(), port: 2222, user: "admin".into() }
+            NodeSsh { host: "10.0.0.11".into(), port: 2222, user: "admin".into(), host_key: None }
         );
         assert!(parse_target("root@:22").is_err());
         assert!(parse_target("root@h:x").is_err());

@@ -135,6 +135,10 @@ pub struct ClusterConfig {
     /// How to reach each node over SSH for snippet uploads: `pve1 = "root@10.0.0.11"`.
     #[serde(default)]
     pub node_ssh: BTreeMap<String, String>,
+    /// Each node's SSH host key (`ssh-ed25519 AAAA…`, from
+    /// `/etc/ssh/ssh_host_ed25519_key.pub`), pinned before the first connection.
+    #[serde(default)]
+    pub node_host_keys: BTreeMap<String, String>,
     /// Settings of a `sim` cluster.
     #[serde(default)]
     pub sim: SimSettings,

@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod journal;
 pub mod plugin;
 pub mod project;
+pub mod provision;
 pub mod reload;
 pub mod run;
 pub mod secrets;

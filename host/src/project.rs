@@ -210,6 +210,12 @@ impl Project {
             control_dir: None,
         })
         .map_err(|e| ProjectError::Environment(e.message))?;
+        for (node, access) in &access.nodes {
+            if let Some(key) = &access.host_key {
+                ssh.trust_host_key(&access.host, access.port, key)
+                    .map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
+            }
+        }
         let dns = match &environment.dns {
             Some(name) => {
                 let cfg = self.config.dns.get(name).ok_or_else(|| {
@@ -265,7 +271,10 @@ impl Project {
             run: run.clone(),
             services: services.clone(),
             workflow_grants: Arc::new(self.config.workflow.grants.clone()),
-            scope: Arc::new(RunScope { vms: req.vms.clone(), nodes: Vec::new() }),
+            scope: Arc::new(RunScope {
+                vms: req.vms.clone(),
+                nodes: services.nodes.values().map(|n| n.host.clone()).collect(),
+            }),
             backend,
             environment: env_name,
         };

@@ -176,6 +176,16 @@ impl RunningCluster {
         lock(&self.sim.node_ssh).get(i).copied()
     }
 
+    /// A node's SSH host public key (`ssh-ed25519 AAAA…`), for pinning in a
+    /// known_hosts file before the first connection.
+    pub fn node_host_key(&self, node: &str) -> Option<String> {
+        if !self.sim.has_node(node) {
+            return None;
+        }
+        let path = self.sim.node_path(node, "/etc/ssh/ssh_host_ed25519_key.pub");
+        std::fs::read_to_string(path).ok().map(|k| k.trim().to_string())
+    }
+
     /// Path of the private key (0600) that nodes accept for `root`.
     pub fn node_ssh_key_path(&self) -> &Path {
         &self.key_path

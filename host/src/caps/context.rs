@@ -73,6 +73,21 @@ impl CapError {
     }
 }
 
+impl CapError {
+    /// The host-side form of a WIT error.
+    pub fn from_wit(e: crate::plugin::bindings::cradle::host::types::Error) -> CapError {
+        use crate::plugin::bindings::cradle::host::types::Error as W;
+        match e {
+            W::Denied(m) => CapError::new(ErrorKind::Denied, m),
+            W::NotFound(m) => CapError::new(ErrorKind::NotFound, m),
+            W::Conflict(m) => CapError::new(ErrorKind::Conflict, m),
+            W::Invalid(m) => CapError::new(ErrorKind::Invalid, m),
+            W::Transient(m) => CapError::new(ErrorKind::Transient, m),
+            W::Failed(m) => CapError::new(ErrorKind::Failed, m),
+        }
+    }
+}
+
 impl From<policy::Denied> for CapError {
     fn from(d: policy::Denied) -> CapError {
         CapError::new(ErrorKind::Denied, d.to_string())

@@ -3,6 +3,7 @@
 //! (`error: ...` with its causes), never as a panic or a backtrace.
 
 mod plugins;
+mod provision;
 mod run;
 mod runs;
 mod sim;
@@ -58,6 +59,8 @@ enum Command {
     /// Check the workflow scripts.
     #[command(subcommand)]
     Workflows(workflows::WorkflowsCmd),
+    /// Provision the inventory's VMs (create, finalize pending, or skip each).
+    Provision(provision::ProvisionArgs),
     /// Run a workflow function.
     Run(run::RunArgs),
     /// Read run journals.
@@ -139,6 +142,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Plugins(cmd) => plugins::run(&cli, cmd),
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
+        Command::Provision(args) => provision::run(&cli, args).await,
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,

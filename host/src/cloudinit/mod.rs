@@ -69,6 +69,7 @@ use serde::Serialize;
 use sha1::Digest as _;
 
 mod network_data;
+pub mod status;
 mod user_data;
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Commands a PVE node answers over SSH: snippet upload (`tee PATH`, `cat > PATH`,
-//! with or without `sudo -n`), `mkdir -p`, `rm`, `test`, `pvesm apiinfo`.
+//! `install -m MODE /dev/stdin PATH`, with or without `sudo -n`), `mv [-f] [-T]`,
+//! `mkdir -p`, `rm`, `test`, `pvesm apiinfo`.
 //!
 //! Contract: every path must be absolute, free of `.`/`..` components and under one of
 //! the `dir` storages' paths (e.g. `/var/lib/vz/`); anything else is "Permission
@@ -15,6 +16,7 @@ pub fn node_reads_stdin(line: &str) -> bool {
     split_line(line).iter().any(|(_, w)| {
         let (w, _) = strip_sudo(w);
         matches!(w.first().map(String::as_str), Some("tee"))
+            || (w.first().is_some_and(|c| c == "install") && w.iter().any(|x| x == "/dev/stdin"))
             || (w.first().is_some_and(|c| c == "cat") && w.iter().any(|x| x.starts_with('>')))
     })
 }
@@ -87,6 +89,66 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
                 return Outcome::fail(1, format!("{cmd}: {path}: {e}\n"));
             }
             if quiet { Outcome::ok("") } else { Outcome::ok(String::from_utf8_lossy(stdin)) }
+        }
+        "install" => {
+            // install [-m MODE] /dev/stdin DEST: only the stdin form uploads.
+            let files: Vec<&str> = {
+                let mut out = Vec::new();
+                let mut skip = false;
+                for a in &args {
+                    if skip {
+                        skip = false;
+                    } else if *a == "-m" {
+                        skip = true;
+                    } else if !a.starts_with('-') {
+                        out.push(*a);
+                    }
+                }
+                out
+            };
+            let [src, dest] = files.as_slice() else {
+                return Outcome::fail(1, "install: missing destination file operand\n".to_string());
+            };
+            if *src != "/dev/stdin" {
+                return Outcome::fail(1, format!("install: cannot stat '{src}': not supported on this node\n"));
+            }
+            if !node_path_ok(sim, dest) {
+                return deny(dest);
+            }
+            let real = sim.node_path(node, dest);
+            if !real.parent().is_some_and(|p| p.is_dir()) {
+                return Outcome::fail(
+                    1,
+                    format!("install: cannot create regular file '{dest}': No such file or directory\n"),
+                );
+            }
+            match crate::fsutil::write_private(&real, stdin) {
+                Ok(()) => Outcome::ok(""),
+                Err(e) => Outcome::fail(1, format!("install: {dest}: {e}\n")),
+            }
+        }
+        "mv" => {
+            let files: Vec<&str> = args.iter().copied().filter(|a| !a.starts_with('-')).collect();
+            let no_target_dir = args.iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('T'));
+            let [src, dest] = files.as_slice() else {
+                return Outcome::fail(1, "mv: missing destination file operand\n".to_string());
+            };
+            for p in [src, dest] {
+                if !node_path_ok(sim, p) {
+                    return deny(p);
+                }
+            }
+            let (from, mut to) = (sim.node_path(node, src), sim.node_path(node, dest));
+            if to.is_dir() {
+                if no_target_dir {
+                    return Outcome::fail(1, format!("mv: cannot overwrite directory '{dest}' with non-directory\n"));
+                }
+                to = to.join(from.file_name().unwrap_or_default());
+            }
+            match std::fs::rename(&from, &to) {
+                Ok(()) => Outcome::ok(""),
+                Err(e) => Outcome::fail(1, format!("mv: cannot move '{src}' to '{dest}': {e}\n")),
+            }
         }
         "mkdir" => {
             for p in args.iter().filter(|a| !a.starts_with('-')) {

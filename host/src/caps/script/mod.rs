@@ -17,8 +17,10 @@ use crate::plugin::bindings::cradle::host::lock::Holder;
 use crate::run::RunData;
 use crate::workflow::run_context;
 
+mod cloudinit;
 mod dns;
 mod proxmox;
+mod ssh;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
@@ -30,6 +32,8 @@ pub fn modules() -> Vec<(String, Shared<Module>)> {
         ("checkpoint".into(), Shared::new(checkpoint_module())),
         ("cradle".into(), Shared::new(cradle_module())),
         ("proxmox".into(), Shared::new(proxmox::module())),
+        ("ssh".into(), Shared::new(ssh::module())),
+        ("cloudinit".into(), Shared::new(cloudinit::module())),
         ("dns".into(), Shared::new(dns::module())),
     ]
 }
@@ -57,6 +61,16 @@ fn cradle_module() -> Module {
     FuncRegistration::new("environment").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.environment.as_str().into())
     });
+    // The per-VM lock key: (API endpoint, canonical VM name), invariant 1.
+    FuncRegistration::new("lock_key").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm_name: ImmutableString| -> Res<ImmutableString> {
+            let endpoint = with_run(&ctx, |d| d.services.proxmox.as_ref().map(|p| p.endpoint().to_string()))?;
+            let endpoint =
+                endpoint.ok_or_else(|| throw(CapError::failed("this environment has no Proxmox cluster")))?;
+            Ok(format!("{endpoint}|{vm_name}").into())
+        },
+    );
     FuncRegistration::new("run_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });
@@ -65,17 +79,7 @@ fn cradle_module() -> Module {
 
 /// Throw a WIT error as `#{kind, message}`.
 fn wit_throw(e: crate::plugin::bindings::cradle::host::types::Error) -> Box<EvalAltResult> {
-    use crate::caps::context::ErrorKind;
-    use crate::plugin::bindings::cradle::host::types::Error as W;
-    let (kind, message) = match e {
-        W::Denied(m) => (ErrorKind::Denied, m),
-        W::NotFound(m) => (ErrorKind::NotFound, m),
-        W::Conflict(m) => (ErrorKind::Conflict, m),
-        W::Invalid(m) => (ErrorKind::Invalid, m),
-        W::Transient(m) => (ErrorKind::Transient, m),
-        W::Failed(m) => (ErrorKind::Failed, m),
-    };
-    throw(CapError::new(kind, message))
+    throw(CapError::from_wit(e))
 }
 
 /// A VMID (or other u32) argument from a script integer.

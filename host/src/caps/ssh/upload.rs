@@ -38,14 +38,21 @@ pub(crate) fn check_remote_path(t: &Target, path: &str) -> Result<(), CapError> 
 }
 
 /// The remote command that installs stdin at `path` with `mode` (temp suffix `suffix`).
+/// The remote command: `install` creates the temporary file with its final
+/// mode from the first byte (no window where a secret is world-readable),
+/// then `mv -T` replaces the target atomically and refuses a directory. Plain
+/// `&&`-chained commands, so any POSIX shell (or a node that only speaks that
+/// subset) runs it; with `sudo` each command goes through `sudo -n`.
 pub(crate) fn upload_command(path: &str, mode: u32, sudo: bool, suffix: &str) -> String {
     let q = shell_quote(path);
-    let script = format!(
-        "set -C; umask 077; t={q}.tmp.{suffix}; \
-         if [ -d {q} ]; then echo 'cradle-upload: the target is a directory' >&2; exit 21; fi; \
-         cat > \"$t\" && chmod {mode:o} \"$t\" && mv -f \"$t\" {q} || {{ s=$?; rm -f \"$t\"; exit $s; }}"
-    );
-    if sudo { format!("sudo -n -- sh -c {}", shell_quote(&script)) } else { format!("sh -c {}", shell_quote(&script)) }
+    let t = shell_quote(&temp_path(path, suffix));
+    let s = if sudo { "sudo -n " } else { "" };
+    format!("{s}install -m {mode:o} /dev/stdin {t} && {s}mv -fT {t} {q}")
+}
+
+/// Where the upload is written before it is moved into place.
+pub(crate) fn temp_path(path: &str, suffix: &str) -> String {
+    format!("{path}.tmp.{suffix}")
 }
 
 impl SshClient {
@@ -64,18 +71,23 @@ impl SshClient {
         if mode > 0o7777 {
             return Err(CapError::invalid(format!("ssh {t}: mode {mode:o} is not a permission mode (at most 7777)")));
         }
-        let command = upload_command(remote_path, mode, sudo, &random_hex());
+        let suffix = random_hex();
+        let command = upload_command(remote_path, mode, sudo, &suffix);
         let out = self.exec(t, &command, Some(content), UPLOAD_TIMEOUT).await?;
         if out.exit_code == Some(0) {
             return Ok(());
         }
+        // Best effort: do not leave the temporary file behind.
+        let s = if sudo { "sudo -n " } else { "" };
+        let cleanup = format!("{s}rm -f {}", shell_quote(&temp_path(remote_path, &suffix)));
+        let _ = self.exec(t, &cleanup, None, UPLOAD_TIMEOUT).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         let how = if sudo { "through `sudo -n`" } else { "as the login user" };
         let hint = if sudo && (stderr.contains("password is required") || stderr.contains("terminal is required")) {
             format!("`{}` needs passwordless sudo (NOPASSWD) on {} for uploads with sudo", t.user, t.host)
         } else if sudo && out.exit_code == Some(127) && stderr.contains("sudo") {
             format!("sudo is not installed on {}; install it or upload without sudo", t.host)
-        } else if out.exit_code == Some(21) {
+        } else if stderr.contains("directory") && (stderr.contains("overwrite") || stderr.contains("Is a directory")) {
             "the path is a directory; name the file to write".to_string()
         } else {
             let dir = Path::new(remote_path).parent().map(|d| d.display().to_string()).unwrap_or_default();

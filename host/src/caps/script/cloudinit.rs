@@ -1,0 +1,237 @@
+//! `cloudinit::*` for workflow scripts: the guest's first-boot scaffolding.
+//!
+//! - `cloudinit::upload_snippets(vm, node)` checks that the snippet storage
+//!   accepts snippets, generates the guest's SSH host key on the control node,
+//!   renders user-data / network-data / meta-data, and uploads them over SSH to
+//!   the snippet directory of `node` (the node that will start the VM). It
+//!   returns `#{user, network, meta, host_key}`: volume ids for `cicustom` and
+//!   the PUBLIC host key to pin. The private key never enters the script.
+//! - `cloudinit::delete_snippets(vm, node)` removes them after finalization.
+//! - `cloudinit::wait_done(target, timeout_ms, attempts, interval_ms)` polls
+//!   `cloud-init status --format=json` with a per-command timeout and a bounded
+//!   number of attempts (separate bounds) and throws unless it ends `done`.
+//!
+//! Every remote step goes through the `proxmox` and `ssh` adapters, so it is
+//! checked against `[workflow.grants.*]` and journaled.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+
+use super::ssh::target;
+use super::{Res, caps, throw, wit_throw, with_run};
+use crate::caps::context::{CapCtx, CapError, ErrorKind};
+use crate::cloudinit::status::{Verdict, verdict};
+use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
+use crate::plugin::bindings::cradle::host::{proxmox, ssh};
+
+const DEFAULT_SNIPPET_STORAGE: &str = "local";
+
+fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
+    throw(CapError::invalid(msg))
+}
+
+fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
+    map.get(key)
+        .ok_or_else(|| invalid(format!("{what}: missing `{key}`")))?
+        .clone()
+        .into_string()
+        .map_err(|t| invalid(format!("{what}: `{key}` must be a string, got {t}")))
+}
+
+fn opt_str(map: &Map, key: &str) -> Option<String> {
+    map.get(key).and_then(|v| v.clone().into_string().ok())
+}
+
+fn strings(map: &Map, key: &str) -> Vec<String> {
+    map.get(key)
+        .and_then(|v| v.clone().into_array().ok())
+        .map(|a| a.into_iter().filter_map(|v| v.into_string().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// The snippet directory of `storage` on the node, failing closed when the
+/// storage does not take snippets.
+fn snippet_dir(caps: &mut CapCtx, storage: &str) -> Res<String> {
+    let def = proxmox::Host::storage_info(caps, storage.to_string()).map_err(wit_throw)?;
+    if !def.content.iter().any(|c| c == "snippets") {
+        return Err(invalid(format!(
+            "storage `{storage}` does not accept snippets (content: {}); enable `snippets` on it in Datacenter → Storage, or set vms_snippet_storage",
+            def.content.join(",")
+        )));
+    }
+    let path = def
+        .path
+        .ok_or_else(|| invalid(format!("storage `{storage}` has no path; snippets need a directory storage")))?;
+    Ok(format!("{}/snippets", path.trim_end_matches('/')))
+}
+
+fn node_target(ctx: &NativeCallContext, node: &str) -> Res<ssh::Target> {
+    let access = with_run(ctx, |d| d.services.nodes.get(node).cloned())?;
+    let n = access.ok_or_else(|| {
+        invalid(format!("no SSH address for node `{node}`: set it under [clusters.NAME.node_ssh] in cradle.toml"))
+    })?;
+    Ok(ssh::Target { host: n.host, port: n.port, user: n.user })
+}
+
+fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
+    let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, nic) in nics.into_iter().enumerate() {
+        let nic = nic.try_cast::<Map>().ok_or_else(|| invalid(format!("{name}: nics[{i}] must be a map")))?;
+        let what = format!("{name}: nics[{i}]");
+        let address = match opt_str(&nic, "address") {
+            None => None,
+            Some(a) => Some(a.parse::<Cidr>().map_err(|e| invalid(format!("{what}.address `{a}`: {e}")))?),
+        };
+        let ip = |s: String, field: &str| {
+            s.parse::<IpAddr>().map_err(|_| invalid(format!("{what}.{field} `{s}` is not an IP address")))
+        };
+        let gateway = opt_str(&nic, "gateway").map(|g| ip(g, "gateway")).transpose()?;
+        let nameservers =
+            strings(&nic, "nameservers").into_iter().map(|n| ip(n, "nameservers")).collect::<Res<Vec<_>>>()?;
+        out.push(Interface {
+            name: opt_str(&nic, "guest_interface").unwrap_or_else(|| crate::cloudinit::DEFAULT_INTERFACE.to_string()),
+            address,
+            gateway,
+            nameservers,
+            search: strings(&nic, "search"),
+            ..Interface::default()
+        });
+    }
+    Ok(out)
+}
+
+fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
+    let name = str_of(vm, "name", "cloudinit::upload_snippets")?;
+    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let mut c = caps(ctx)?;
+    let dir = snippet_dir(&mut c, &storage)?;
+    let node_ssh = node_target(ctx, node)?;
+    let login = vm
+        .get("ssh")
+        .and_then(|s| s.clone().try_cast::<Map>())
+        .ok_or_else(|| invalid(format!("{name}: missing `ssh` target")))?;
+    let user_name = str_of(&login, "user", &format!("{name}: ssh"))?;
+    let mut keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
+    keys.extend(strings(vm, "authorized_keys"));
+    let host_key = c.block_on(crate::caps::ssh::generate_host_key(&format!("cradle-{name}"))).map_err(throw)?;
+    let user = UserData {
+        vm_name: name.clone(),
+        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.clone()),
+        fqdn: opt_str(vm, "fqdn"),
+        user: ManagementUser::new(user_name, keys),
+        keep_default_user: false,
+        packages: strings(vm, "packages"),
+        package_update: false,
+        timezone: opt_str(vm, "timezone"),
+        host_key: Some(HostKey { ed25519_private: host_key.private_openssh, ed25519_public: host_key.public.clone() }),
+    };
+    let network = NetworkData { vm_name: name.clone(), interfaces: interfaces(vm, &name)? };
+    let rendered = render_all(&user, &network).map_err(|e| invalid(e.to_string()))?;
+    let sudo = node_ssh.user != "root";
+    for snippet in [&rendered.user, &rendered.network, &rendered.meta] {
+        let path = format!("{dir}/{}", snippet.file_name);
+        ssh::Host::upload(&mut c, node_ssh.clone(), path, snippet.content.as_bytes().to_vec(), 0o600, sudo)
+            .map_err(wit_throw)?;
+    }
+    let volid = |f: &str| Dynamic::from(format!("{storage}:snippets/{f}"));
+    let mut out = Map::new();
+    out.insert("user".into(), volid(&rendered.user.file_name));
+    out.insert("network".into(), volid(&rendered.network.file_name));
+    out.insert("meta".into(), volid(&rendered.meta.file_name));
+    out.insert("host_key".into(), host_key.public.into());
+    out.insert("node".into(), node.into());
+    Ok(out)
+}
+
+fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
+    let name = str_of(vm, "name", "cloudinit::delete_snippets")?;
+    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let mut c = caps(ctx)?;
+    let dir = snippet_dir(&mut c, &storage)?;
+    let node_ssh = node_target(ctx, node)?;
+    let names = snippet_names(&name).map_err(|e| invalid(e.to_string()))?;
+    let files: Vec<String> = [names.user, names.network, names.meta].iter().map(|f| format!("'{dir}/{f}'")).collect();
+    let sudo = if node_ssh.user == "root" { "" } else { "sudo -n " };
+    let command = format!("{sudo}rm -f {}", files.join(" "));
+    let out = ssh::Host::exec(&mut c, node_ssh, command, None, 30_000).map_err(wit_throw)?;
+    if out.exit_code != Some(0) {
+        return Err(throw(CapError::failed(format!(
+            "removing the snippets of {name} from node {node} failed: {}",
+            out.stderr.trim()
+        ))));
+    }
+    Ok(())
+}
+
+fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, interval_ms: i64) -> Res<Map> {
+    let target = target(t, "cloudinit::wait_done")?;
+    let (timeout, attempts, interval) =
+        match (u64::try_from(timeout_ms), u32::try_from(attempts), u64::try_from(interval_ms)) {
+            (Ok(t), Ok(a), Ok(i)) if a > 0 => (t, a, Duration::from_millis(i)),
+            _ => {
+                return Err(invalid(
+                    "cloudinit::wait_done: timeout, attempts (≥ 1) and interval must be positive".into(),
+                ));
+            }
+        };
+    let mut last = String::from("no answer yet");
+    for attempt in 1..=attempts {
+        let answer =
+            ssh::Host::exec(&mut caps(ctx)?, target.clone(), "cloud-init status --format=json".into(), None, timeout);
+        match answer {
+            Ok(out) => match verdict(out.exit_code, &out.stdout) {
+                Verdict::Done => {
+                    let mut m = Map::new();
+                    m.insert("status".into(), "done".into());
+                    m.insert("attempts".into(), i64::from(attempt).into());
+                    return Ok(m);
+                }
+                Verdict::Running => last = "still running".into(),
+                Verdict::Failed(why) => {
+                    return Err(throw(CapError::failed(format!(
+                        "{why}; the guest was NOT rebooted or marked complete: inspect `cloud-init status --long` on {}",
+                        target.host
+                    ))));
+                }
+            },
+            // The guest may not answer yet; only transport trouble is retried.
+            Err(e) => match CapError::from_wit(e) {
+                err if err.kind == ErrorKind::Transient => last = err.message,
+                err => return Err(throw(err)),
+            },
+        }
+        if attempt < attempts {
+            std::thread::sleep(interval);
+        }
+    }
+    Err(throw(CapError::new(
+        ErrorKind::Transient,
+        format!(
+            "cloud-init on {} did not finish after {attempts} checks ({last}); rerun to continue, or inspect `cloud-init status --long`",
+            target.host
+        ),
+    )))
+}
+
+/// The `cloudinit` module.
+pub fn module() -> Module {
+    let mut m = Module::new();
+    FuncRegistration::new("upload_snippets")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, node: ImmutableString| -> Res<Map> {
+            upload_snippets(&ctx, &vm, &node)
+        });
+    FuncRegistration::new("delete_snippets")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, node: ImmutableString| -> Res<()> {
+            delete_snippets(&ctx, &vm, &node)
+        });
+    FuncRegistration::new("wait_done").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, timeout_ms: i64, attempts: i64, interval_ms: i64| -> Res<Map> {
+            wait_done(&ctx, &t, timeout_ms, attempts, interval_ms)
+        },
+    );
+    m
+}

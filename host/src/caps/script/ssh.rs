@@ -1,0 +1,74 @@
+//! `ssh::*` for workflow scripts: run commands on guests and nodes, wait for a
+//! guest to answer, pin and forget host keys. A target is `#{host, port, user}`.
+//! Calls go through the `ssh` adapter: checked against `[workflow.grants.ssh]`
+//! (`"guests"` are the run's VMs, `"nodes"` the cluster's) and journaled.
+
+use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+
+use super::{Res, caps, throw, wit_throw};
+use crate::caps::context::CapError;
+use crate::plugin::bindings::cradle::host::ssh::{Host, Target};
+
+/// A `#{host, port, user}` map as an SSH target.
+pub fn target(map: &Map, function: &str) -> Res<Target> {
+    let get =
+        |k: &str| map.get(k).ok_or_else(|| throw(CapError::invalid(format!("{function}: target is missing `{k}`"))));
+    let host = get("host")?
+        .clone()
+        .into_string()
+        .map_err(|t| throw(CapError::invalid(format!("{function}: host must be a string, got {t}"))))?;
+    let user = get("user")?
+        .clone()
+        .into_string()
+        .map_err(|t| throw(CapError::invalid(format!("{function}: user must be a string, got {t}"))))?;
+    let port = match map.get("port") {
+        None => 22,
+        Some(p) => p
+            .as_int()
+            .ok()
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or_else(|| throw(CapError::invalid(format!("{function}: port must be 1..65535"))))?,
+    };
+    Ok(Target { host, port, user })
+}
+
+fn millis(v: i64, function: &str) -> Res<u64> {
+    u64::try_from(v).map_err(|_| throw(CapError::invalid(format!("{function}: timeout {v} ms is negative"))))
+}
+
+/// The `ssh` module.
+pub fn module() -> Module {
+    let mut m = Module::new();
+    FuncRegistration::new("exec").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, command: ImmutableString, timeout_ms: i64| -> Res<Map> {
+            let target = target(&t, "ssh::exec")?;
+            let out = Host::exec(&mut caps(&ctx)?, target, command.to_string(), None, millis(timeout_ms, "ssh::exec")?)
+                .map_err(wit_throw)?;
+            let mut r = Map::new();
+            r.insert("exit_code".into(), out.exit_code.map(|c| Dynamic::from(i64::from(c))).unwrap_or(Dynamic::UNIT));
+            r.insert("stdout".into(), out.stdout.into());
+            r.insert("stderr".into(), out.stderr.into());
+            Ok(r)
+        },
+    );
+    FuncRegistration::new("wait_for").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, timeout_ms: i64| -> Res<()> {
+            let target = target(&t, "ssh::wait_for")?;
+            Host::wait_for(&mut caps(&ctx)?, target, millis(timeout_ms, "ssh::wait_for")?).map_err(wit_throw)
+        },
+    );
+    FuncRegistration::new("trust_host_key").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, key: ImmutableString| -> Res<()> {
+            let target = target(&t, "ssh::trust_host_key")?;
+            Host::trust_host_key(&mut caps(&ctx)?, target.host, target.port, key.to_string()).map_err(wit_throw)
+        },
+    );
+    FuncRegistration::new("forget_host_key").set_into_module(&mut m, |ctx: NativeCallContext, t: Map| -> Res<()> {
+        let target = target(&t, "ssh::forget_host_key")?;
+        Host::forget_host_key(&mut caps(&ctx)?, target.host, target.port).map_err(wit_throw)
+    });
+    m
+}

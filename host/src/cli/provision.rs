@@ -1,0 +1,80 @@
+//! `cradle provision -i INVENTORY [--limit PATTERN] [--env NAME] [--forks N] [--check]`.
+//!
+//! Resolves the selected hosts from the inventory, runs `provision(vm)` (or
+//! `check(vm)` with `--check`, which changes nothing) for each with bounded
+//! concurrency, prints a summary table (or one JSON document), and exits 0
+//! only when every selected host succeeded.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Cli, Output, outln, print_json};
+use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
+use crate::provision::{HostResult, run_all};
+
+#[derive(Debug, Args)]
+pub struct ProvisionArgs {
+    /// The Ansible inventory (file or directory).
+    #[arg(short = 'i', long)]
+    pub inventory: PathBuf,
+    /// Hosts to act on (Ansible pattern: names, groups, globs, `!x`, `a:b`, `a:&b`).
+    #[arg(long)]
+    pub limit: Option<String>,
+    /// The environment (default: `default_environment`).
+    #[arg(long)]
+    pub env: Option<String>,
+    /// VMs worked on at once.
+    #[arg(long, default_value_t = 5)]
+    pub forks: usize,
+    /// Change nothing; print what would happen for each VM, and why.
+    #[arg(long)]
+    pub check: bool,
+}
+
+pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
+    let project = Arc::new(cli.project()?);
+    let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
+    let env_name = env_name.to_string();
+    let inv = Arc::new(Inventory::load(&args.inventory)?);
+    let hosts = inv.select(args.limit.as_deref())?;
+    let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
+    let plans = resolve_selected(&inv, &hosts, &opts)?;
+    let loaded = {
+        let p = project.clone();
+        Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
+    };
+    let func = if args.check { "check" } else { "provision" };
+    let results = run_all(project, loaded, inv, plans, Some(env_name), func, args.forks).await?;
+    let ok = results.iter().all(HostResult::ok);
+    match cli.output {
+        Output::Json => print_json(&json!({
+            "ok": ok,
+            "check": args.check,
+            "hosts": results.iter().map(|r| json!({
+                "name": r.name, "vmid": r.vmid, "node": r.node, "result": if r.ok() { r.result.as_str() } else { "failed" },
+                "detail": r.detail, "error": r.error, "run_id": r.run_id, "duration_ms": r.duration.as_millis() as u64,
+            })).collect::<Vec<_>>(),
+        }))?,
+        Output::Text => {
+            outln!("{:<20} {:>6} {:<8} {:<10} {:>9}  DETAIL", "VM", "VMID", "NODE", "RESULT", "TIME")?;
+            for r in &results {
+                let result = if r.ok() { r.result.as_str() } else { "failed" };
+                let detail = r.error.as_deref().or(r.detail.as_deref()).unwrap_or("");
+                let vmid = r.vmid.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+                outln!(
+                    "{:<20} {:>6} {:<8} {:<10} {:>8.1}s  {detail}",
+                    r.name,
+                    vmid,
+                    r.node,
+                    result,
+                    r.duration.as_secs_f64()
+                )?;
+            }
+        }
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

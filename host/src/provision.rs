@@ -1,0 +1,175 @@
+//! Provisioning many VMs: inventory plans → one workflow call per VM with
+//! bounded concurrency (`--forks`), each its own run and journal, results
+//! gathered for the summary.
+//!
+//! The workflow gets `vm` (see [`vm_value`]): the backend's `vm-spec` under
+//! `spec`, the guest login under `ssh`, the NICs with their DNS settings, and
+//! optional bounds under `wait`. Nothing here talks to the cluster: that is
+//! the workflow's job, through the capabilities.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rhai::{Dynamic, Map};
+use serde_json::Value;
+
+use crate::caps::policy::ScopedVm;
+use crate::inventory::{Inventory, InventoryError, VmPlan};
+use crate::project::{Loaded, Project, ProjectError, RunRequest};
+
+/// The management user when the inventory sets no `ansible_user`.
+pub const DEFAULT_USER: &str = "cradle";
+
+/// The outcome of one VM.
+#[derive(Debug, Clone)]
+pub struct HostResult {
+    /// Canonical VM name.
+    pub name: String,
+    /// VMID.
+    pub vmid: Option<u32>,
+    /// Node.
+    pub node: String,
+    /// `created`, `finalized`, `skipped`, `failed` (or, for `--check`,
+    /// `create`, `finalize`, `skip`, `blocked`).
+    pub result: String,
+    /// Why (for `--check`) or what changed.
+    pub detail: Option<String>,
+    /// The error, when failed.
+    pub error: Option<String>,
+    /// The run that did it.
+    pub run_id: Option<String>,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+impl HostResult {
+    /// Whether the VM succeeded.
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+fn json_to_dynamic(v: &Value) -> Dynamic {
+    match v {
+        Value::Null => Dynamic::UNIT,
+        Value::Bool(b) => (*b).into(),
+        Value::Number(n) => n.as_i64().map(Dynamic::from).unwrap_or_else(|| n.as_f64().unwrap_or_default().into()),
+        Value::String(s) => s.clone().into(),
+        Value::Array(a) => a.iter().map(json_to_dynamic).collect::<rhai::Array>().into(),
+        Value::Object(o) => o.iter().map(|(k, v)| (k.as_str().into(), json_to_dynamic(v))).collect::<Map>().into(),
+    }
+}
+
+/// The workflow's `vm` value for `plan`, with extra host variables from the inventory.
+pub fn vm_value(plan: &VmPlan, inv: &Inventory) -> Result<Dynamic, InventoryError> {
+    let spec = plan.vm_spec(None)?;
+    let vars = inv.host_vars(plan.host.as_str())?;
+    let nics: Vec<Value> = plan
+        .nics
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "slot": n.slot, "bridge": n.bridge, "vlan": n.vlan,
+                "address": n.address.as_ref().map(|a| a.to_string()),
+                "gateway": n.gateway.map(|g| g.to_string()),
+                "nameservers": n.nameservers.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+                "search": n.search, "guest_interface": n.guest_interface,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "name": plan.name,
+        "hostname": plan.name,
+        "node": plan.node,
+        "spec": spec,
+        "ssh": { "host": plan.ssh.host, "port": plan.ssh.port, "user": plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()) },
+        "nics": nics,
+        "packages": vars.get("vms_packages").cloned().unwrap_or(Value::Array(vec![])),
+        "timezone": vars.get("vms_timezone").cloned().unwrap_or(Value::Null),
+        "fqdn": vars.get("vms_fqdn").cloned().unwrap_or(Value::Null),
+        "snippet_storage": vars.get("vms_snippet_storage").cloned().unwrap_or(Value::Null),
+        "authorized_keys": vars.get("vms_ssh_authorized_keys").cloned().unwrap_or(Value::Array(vec![])),
+        "dns": vars.get("vms_dns_record").cloned().unwrap_or(Value::Null),
+        "wait": vars.get("vms_wait").cloned().unwrap_or(Value::Null),
+    });
+    Ok(json_to_dynamic(&doc))
+}
+
+fn field(map: &Map, key: &str) -> Option<String> {
+    map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string())
+}
+
+/// Run `script::func(vm)` for every plan, at most `forks` at a time.
+pub async fn run_all(
+    project: Arc<Project>,
+    loaded: Arc<Loaded>,
+    inv: Arc<Inventory>,
+    plans: Vec<VmPlan>,
+    env: Option<String>,
+    func: &str,
+    forks: usize,
+) -> Result<Vec<HostResult>, ProjectError> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
+    let mut tasks = Vec::new();
+    for plan in plans {
+        let vm = vm_value(&plan, &inv).map_err(|e| ProjectError::Environment(e.to_string()))?;
+        let (project, loaded, permits, env, func) =
+            (project.clone(), loaded.clone(), permits.clone(), env.clone(), func.to_string());
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let started = Instant::now();
+            let req = RunRequest {
+                env,
+                script: "provision".into(),
+                func,
+                args: vec![vm],
+                argv: std::env::args().collect(),
+                vms: vec![ScopedVm {
+                    name: plan.name.clone(),
+                    vmid: plan.vmid.unwrap_or(0),
+                    ssh_host: Some(plan.ssh.host.clone()),
+                }],
+            };
+            let report = tokio::task::spawn_blocking(move || project.run(&loaded, req)).await;
+            let mut out = HostResult {
+                name: plan.name.clone(),
+                vmid: plan.vmid,
+                node: plan.node.clone(),
+                result: "failed".into(),
+                detail: None,
+                error: None,
+                run_id: None,
+                duration: started.elapsed(),
+            };
+            match report {
+                Err(e) => out.error = Some(format!("the run of {} did not finish: {e}", plan.name)),
+                Ok(Err(e)) => out.error = Some(e.to_string()),
+                Ok(Ok(report)) => {
+                    out.run_id = Some(report.run_id.clone());
+                    match report.result {
+                        Err(e) => out.error = Some(e.to_string()),
+                        Ok(v) => match v.try_cast::<Map>() {
+                            Some(m) => {
+                                out.result = field(&m, "result").unwrap_or_else(|| "unknown".into());
+                                out.detail = field(&m, "why");
+                                if let Some(node) = field(&m, "node") {
+                                    out.node = node;
+                                }
+                            }
+                            None => out.error = Some("the workflow returned no result map".into()),
+                        },
+                    }
+                }
+            }
+            out
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(r) => results.push(r),
+            Err(e) => return Err(ProjectError::Environment(format!("a provisioning task failed: {e}"))),
+        }
+    }
+    Ok(results)
+}
