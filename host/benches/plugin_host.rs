@@ -102,6 +102,7 @@ impl Fixture {
             ssh: None,
             dns: None,
             rt: rt.handle().clone(),
+            cluster_id: "test".into(),
             nodes: Default::default(),
             guest_keys: Vec::new(),
         });

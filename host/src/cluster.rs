@@ -57,6 +57,11 @@ impl std::fmt::Debug for SimClusters {
 }
 
 impl SimClusters {
+    /// The running simulator for cluster `name`, if this project started it.
+    pub fn get(&self, name: &str) -> Option<Arc<RunningCluster>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
     /// The running simulator for cluster `name`, started on first use.
     pub fn get_or_start(
         &self,
@@ -93,6 +98,20 @@ impl SimClusters {
         running.insert(name.to_string(), started.clone());
         Ok(started)
     }
+}
+
+/// The identity of cluster `name` in lock keys (invariant 1): stable across
+/// processes, unlike a simulator's ephemeral API port.
+pub fn cluster_id(name: &str, cluster: &ClusterConfig) -> String {
+    match (cluster.kind, &cluster.endpoint) {
+        (ClusterKind::Proxmox, Some(endpoint)) => endpoint.trim_end_matches('/').to_string(),
+        _ => format!("sim://{name}"),
+    }
+}
+
+/// The lock key of VM `vm_name` in cluster `cluster_id`.
+pub fn lock_key(cluster_id: &str, vm_name: &str) -> String {
+    format!("{cluster_id}|{vm_name}")
 }
 
 /// Connect to cluster `name` as configured.

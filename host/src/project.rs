@@ -235,6 +235,7 @@ impl Project {
             ssh: Some(Arc::new(ssh)),
             dns,
             rt,
+            cluster_id: crate::cluster::cluster_id(&environment.cluster, cluster),
             nodes: access.nodes,
             guest_keys: access.guest_keys,
         })

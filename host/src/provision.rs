@@ -99,29 +99,50 @@ fn field(map: &Map, key: &str) -> Option<String> {
     map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string())
 }
 
-/// Run `script::func(vm)` for every plan, at most `forks` at a time.
+/// What to call for each VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `provision.rhai::provision(vm)`.
+    Provision,
+    /// `provision.rhai::check(vm)`: changes nothing.
+    Check,
+    /// `remove.rhai::remove_vm(vm)`.
+    Remove,
+}
+
+impl Action {
+    fn entry(self) -> (&'static str, &'static str) {
+        match self {
+            Action::Provision => ("provision", "provision"),
+            Action::Check => ("provision", "check"),
+            Action::Remove => ("remove", "remove_vm"),
+        }
+    }
+}
+
+/// Run `action` for every plan, at most `forks` at a time.
 pub async fn run_all(
     project: Arc<Project>,
     loaded: Arc<Loaded>,
     inv: Arc<Inventory>,
     plans: Vec<VmPlan>,
     env: Option<String>,
-    func: &str,
+    action: Action,
     forks: usize,
 ) -> Result<Vec<HostResult>, ProjectError> {
+    let (script, func) = action.entry();
     let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
     let mut tasks = Vec::new();
     for plan in plans {
         let vm = vm_value(&plan, &inv).map_err(|e| ProjectError::Environment(e.to_string()))?;
-        let (project, loaded, permits, env, func) =
-            (project.clone(), loaded.clone(), permits.clone(), env.clone(), func.to_string());
+        let (project, loaded, permits, env) = (project.clone(), loaded.clone(), permits.clone(), env.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
             let started = Instant::now();
             let req = RunRequest {
                 env,
-                script: "provision".into(),
-                func,
+                script: script.into(),
+                func: func.into(),
                 args: vec![vm],
                 argv: std::env::args().collect(),
                 vms: vec![ScopedVm {

@@ -134,6 +134,10 @@ pub struct Services {
     /// The tokio runtime host calls run their I/O on (host calls are made from
     /// blocking threads, so they `block_on` this handle).
     pub rt: tokio::runtime::Handle,
+    /// A stable identity of the environment's cluster for lock keys: the
+    /// configured API endpoint, or `sim://NAME` for a simulated cluster (whose
+    /// port changes from process to process).
+    pub cluster_id: String,
     /// SSH access to the cluster's nodes (for snippet uploads), by node name.
     pub nodes: std::collections::BTreeMap<String, crate::cluster::NodeSsh>,
     /// Public keys to authorize for the guests' management user.

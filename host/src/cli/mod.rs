@@ -4,6 +4,7 @@
 
 mod plugins;
 mod provision;
+mod remove;
 mod run;
 mod runs;
 mod sim;
@@ -61,6 +62,10 @@ enum Command {
     Workflows(workflows::WorkflowsCmd),
     /// Provision the inventory's VMs (create, finalize pending, or skip each).
     Provision(provision::ProvisionArgs),
+    /// Destroy the inventory's selected VMs (asks for confirmation).
+    Remove(remove::RemoveArgs),
+    /// Remove a VM's lock once its holder is shown to be gone.
+    Unlock(remove::UnlockArgs),
     /// Run a workflow function.
     Run(run::RunArgs),
     /// Read run journals.
@@ -143,6 +148,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugins(cmd) => plugins::run(&cli, cmd),
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
         Command::Provision(args) => provision::run(&cli, args).await,
+        Command::Remove(args) => remove::remove(&cli, args).await,
+        Command::Unlock(args) => remove::unlock(&cli, args),
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::{Cli, Output, outln, print_json};
 use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
-use crate::provision::{HostResult, run_all};
+use crate::provision::{Action, HostResult, run_all};
 
 #[derive(Debug, Args)]
 pub struct ProvisionArgs {
@@ -47,13 +47,18 @@ pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
         let p = project.clone();
         Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
     };
-    let func = if args.check { "check" } else { "provision" };
-    let results = run_all(project, loaded, inv, plans, Some(env_name), func, args.forks).await?;
+    let action = if args.check { Action::Check } else { Action::Provision };
+    let results = run_all(project, loaded, inv, plans, Some(env_name), action, args.forks).await?;
+    print_results(cli, &results, args.check)
+}
+
+/// The summary table (or JSON document); exit 0 only when every VM succeeded.
+pub fn print_results(cli: &Cli, results: &[HostResult], check: bool) -> anyhow::Result<ExitCode> {
     let ok = results.iter().all(HostResult::ok);
     match cli.output {
         Output::Json => print_json(&json!({
             "ok": ok,
-            "check": args.check,
+            "check": check,
             "hosts": results.iter().map(|r| json!({
                 "name": r.name, "vmid": r.vmid, "node": r.node, "result": if r.ok() { r.result.as_str() } else { "failed" },
                 "detail": r.detail, "error": r.error, "run_id": r.run_id, "duration_ms": r.duration.as_millis() as u64,
@@ -61,7 +66,7 @@ pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
         }))?,
         Output::Text => {
             outln!("{:<20} {:>6} {:<8} {:<10} {:>9}  DETAIL", "VM", "VMID", "NODE", "RESULT", "TIME")?;
-            for r in &results {
+            for r in results {
                 let result = if r.ok() { r.result.as_str() } else { "failed" };
                 let detail = r.error.as_deref().or(r.detail.as_deref()).unwrap_or("");
                 let vmid = r.vmid.map(|v| v.to_string()).unwrap_or_else(|| "-".into());

@@ -277,6 +277,7 @@ mod adapter {
             ssh: None,
             dns: dns.map(Arc::new),
             rt: rt.handle().clone(),
+            cluster_id: "test".into(),
             nodes: Default::default(),
             guest_keys: Vec::new(),
         })

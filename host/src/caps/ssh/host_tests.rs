@@ -26,6 +26,7 @@ fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, client: Option<super
         ssh: client.map(Arc::new),
         dns: None,
         rt: rt.handle().clone(),
+        cluster_id: "test".into(),
         nodes: Default::default(),
         guest_keys: Vec::new(),
     };

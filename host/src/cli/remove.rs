@@ -1,0 +1,113 @@
+//! `cradle remove -i INVENTORY --limit HOST [--yes]` and `cradle unlock VM`.
+//!
+//! Removal destroys VMs, so it needs an explicit confirmation: `--yes`, or
+//! typing `yes` at an interactive prompt. Without a terminal and without
+//! `--yes` it refuses. `unlock` removes a lock only once its holder is shown
+//! to be gone (invariant 1).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::provision::print_results;
+use super::{Cli, outln};
+use crate::caps::lock::{FsLockStore, LockStore, Removal, local_liveness};
+use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
+use crate::provision::{Action, run_all};
+use crate::state::StateDir;
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The Ansible inventory (file or directory).
+    #[arg(short = 'i', long)]
+    pub inventory: PathBuf,
+    /// The hosts to remove (required: removal never defaults to everything).
+    #[arg(long)]
+    pub limit: String,
+    /// The environment (default: `default_environment`).
+    #[arg(long)]
+    pub env: Option<String>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// VMs worked on at once.
+    #[arg(long, default_value_t = 5)]
+    pub forks: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// The canonical VM name whose lock to remove.
+    pub vm: String,
+    /// The environment (default: `default_environment`).
+    #[arg(long)]
+    pub env: Option<String>,
+}
+
+pub async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<ExitCode> {
+    let project = Arc::new(cli.project()?);
+    let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
+    let env_name = env_name.to_string();
+    let inv = Arc::new(Inventory::load(&args.inventory)?);
+    let hosts = inv.select(Some(&args.limit))?;
+    let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
+    let plans = resolve_selected(&inv, &hosts, &opts)?;
+    let list: Vec<String> = plans
+        .iter()
+        .map(|p| format!("{} (vmid {})", p.name, p.vmid.map(|v| v.to_string()).unwrap_or("?".into())))
+        .collect();
+    if !args.yes && !confirm(&env_name, &list)? {
+        anyhow::bail!("nothing removed");
+    }
+    let loaded = {
+        let p = project.clone();
+        Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
+    };
+    let results = run_all(project, loaded, inv, plans, Some(env_name), Action::Remove, args.forks).await?;
+    print_results(cli, &results, false)
+}
+
+fn confirm(env: &str, list: &[String]) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "cradle remove would destroy {} VM(s) in `{env}`: {}; pass --yes to confirm (stdin is not a terminal, so cradle cannot ask)",
+            list.len(),
+            list.join(", ")
+        );
+    }
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "This destroys {} VM(s) in environment `{env}`, with their disks:", list.len())?;
+    for vm in list {
+        writeln!(err, "  {vm}")?;
+    }
+    write!(err, "Type `yes` to continue: ")?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}
+
+pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
+    let config = crate::config::Config::load(&cli.config)?;
+    let (_, env) = config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
+    let cluster = &config.clusters[&env.cluster];
+    let key = crate::cluster::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
+    let explicit = cli.state_dir.clone().or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
+    let state = StateDir::resolve(explicit.as_deref())?;
+    let locks = FsLockStore::new(state.locks()?);
+    match locks.holder(&key)? {
+        None => {
+            outln!("{} is not locked", args.vm)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(h) => outln!("{} is locked by {h}", args.vm)?,
+    }
+    match locks.remove_stale(&key, &local_liveness)? {
+        Removal::NotLocked => outln!("{} is no longer locked", args.vm)?,
+        Removal::Removed { .. } => outln!("removed the stale lock of {}", args.vm)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
