@@ -1,10 +1,8 @@
 //! Sandbox tests: a hostile plugin tries to escape or exhaust the host. Each
 //! attempt fails with its documented error while the host keeps serving.
 
-use std::sync::Arc;
-
-use cradle::project::{Loaded, Project, RunReport, RunRequest};
-use cradle_tests::{Fixture, VM_SPEC_RHAI};
+use cradle::project::{Project, RunReport, RunRequest};
+use cradle_tests::{Fixture, Harness, VM_SPEC_RHAI};
 
 const CONFIG: &str = r#"
 default_environment = "test"
@@ -44,37 +42,31 @@ fn plan_lines(name) {
 }
 "#;
 
-struct Env {
-    fixture: Fixture,
-    project: Arc<Project>,
-    loaded: Arc<Loaded>,
-    rt: tokio::runtime::Runtime,
-}
+type Env = Harness;
 
 fn env_with(config: &str) -> Env {
-    let fixture = Fixture::new(config, &[("sandbox.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)]);
-    let project = Arc::new(Project::open(&fixture.config(), None).expect("open project"));
-    let loaded = Arc::new(project.load().expect("load plugins and workflows"));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    Env { fixture, project, loaded, rt }
+    Harness::new(config, &[("sandbox.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)])
 }
 
 fn env() -> Env {
     env_with(CONFIG)
 }
 
-impl Env {
+/// The sandbox workflow's calls, on the shared harness.
+trait Sandbox {
+    fn call(&self, env: &str, func: &str, args: Vec<rhai::Dynamic>) -> RunReport;
+    fn probe(&self, name: &str, extra: &str) -> Result<String, String>;
+    fn benign_call_still_works(&self);
+}
+
+impl Sandbox for Env {
     fn call(&self, env: &str, func: &str, args: Vec<rhai::Dynamic>) -> RunReport {
-        let (project, loaded) = (self.project.clone(), self.loaded.clone());
-        let req = RunRequest {
+        self.run(RunRequest {
             env: Some(env.into()),
             script: "sandbox".into(),
             func: func.into(),
             args,
             ..Default::default()
-        };
-        self.rt.block_on(async move {
-            tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join").expect("run")
         })
     }
 

@@ -1,12 +1,10 @@
 //! Workflow runs through the library: locks, checkpoints, steps and limits as
 //! an operator's script sees them, with the journal as the record.
 
-use std::sync::Arc;
-
 use cradle::caps::lock::{FsLockStore, Holder, LockStore};
 use cradle::caps::policy::ScopedVm;
-use cradle::project::{Loaded, Project, RunReport, RunRequest};
-use cradle_tests::Fixture;
+use cradle::project::{Project, RunReport, RunRequest};
+use cradle_tests::{Fixture, Harness};
 
 const CONFIG: &str = r#"
 default_environment = "demo"
@@ -49,30 +47,22 @@ fn spin() { loop { } }
 fn outside_grant() { lock::acquire("other/x") }
 "#;
 
-struct Env {
-    fixture: Fixture,
-    project: Arc<Project>,
-    loaded: Arc<Loaded>,
-    rt: tokio::runtime::Runtime,
-}
+type Env = Harness;
 
 fn env() -> Env {
-    let fixture = Fixture::new(CONFIG, &[("wf.rhai", SCRIPT)]);
-    let project = Arc::new(Project::open(&fixture.config(), None).expect("open"));
-    let loaded = Arc::new(project.load().expect("load"));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
-    Env { fixture, project, loaded, rt }
+    Harness::new(CONFIG, &[("wf.rhai", SCRIPT)])
 }
 
-impl Env {
-    fn run(&self, func: &str, args: Vec<rhai::Dynamic>, vms: Vec<ScopedVm>) -> RunReport {
-        let (project, loaded) = (self.project.clone(), self.loaded.clone());
-        let req = RunRequest { script: "wf".into(), func: func.into(), args, vms, ..Default::default() };
-        self.rt
-            .block_on(
-                async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") },
-            )
-            .expect("run")
+/// The workflow's calls and what the tests read back, on the shared harness.
+trait Calls {
+    fn call(&self, func: &str, args: Vec<rhai::Dynamic>, vms: Vec<ScopedVm>) -> RunReport;
+    fn locks(&self) -> FsLockStore;
+    fn journal_events(&self, report: &RunReport) -> Vec<serde_json::Value>;
+}
+
+impl Calls for Env {
+    fn call(&self, func: &str, args: Vec<rhai::Dynamic>, vms: Vec<ScopedVm>) -> RunReport {
+        self.run(RunRequest { script: "wf".into(), func: func.into(), args, vms, ..Default::default() })
     }
 
     fn locks(&self) -> FsLockStore {
@@ -91,7 +81,7 @@ impl Env {
 #[test]
 fn a_failed_run_releases_its_locks_and_names_the_step_and_line() {
     let env = env();
-    let report = env.run("fail_while_locked", vec![], vec![]);
+    let report = env.call("fail_while_locked", vec![], vec![]);
     let err = report.result.as_ref().expect_err("fails").to_string();
     assert!(
         err.contains("wf.rhai:4:") && err.contains("in step 'create' for VM 'a'") && err.contains("clone failed"),
@@ -117,7 +107,7 @@ fn a_competing_run_fails_at_once_naming_the_holder() {
         pid_start_ticks: None,
     };
     env.locks().acquire("vm/test-0", &other).expect("foreign holder");
-    let report = env.run("take", vec!["vm/test-0".into()], vec![]);
+    let report = env.call("take", vec!["vm/test-0".into()], vec![]);
     let err = report.result.expect_err("conflict").to_string();
     for part in ["control-2", "4242", "20261130T080000Z-beef", "cradle unlock"] {
         assert!(err.contains(part), "missing {part}: {err}");
@@ -132,7 +122,7 @@ fn a_competing_run_fails_at_once_naming_the_holder() {
 #[test]
 fn a_nested_acquire_is_reused_and_held_until_the_outer_release() {
     let env = env();
-    let report = env.run("nested", vec![], vec![]);
+    let report = env.call("nested", vec![], vec![]);
     let out = report.result.expect("nested").into_array().expect("array");
     assert_eq!(
         out[0].clone().into_string().expect("run id"),
@@ -146,12 +136,12 @@ fn a_nested_acquire_is_reused_and_held_until_the_outer_release() {
 fn checkpoints_of_the_runs_vms_round_trip_and_others_are_denied() {
     let env = env();
     let vm = ScopedVm { name: "test-0".into(), vmid: 150, ssh_host: None };
-    let report = env.run("checkpoints", vec!["test-0".into()], vec![vm.clone()]);
+    let report = env.call("checkpoints", vec!["test-0".into()], vec![vm.clone()]);
     let out = report.result.expect("checkpoints").into_array().expect("array");
     assert_eq!(out[0].as_int().expect("vmid"), 150);
     assert_eq!(out[1].clone().into_string().expect("stage"), "drive-removal");
     assert!(out[2].is_unit(), "cleared");
-    let report = env.run("checkpoints", vec!["prod-db".into()], vec![vm]);
+    let report = env.call("checkpoints", vec!["prod-db".into()], vec![vm]);
     let err = report.result.expect_err("denied").to_string();
     assert!(err.contains("checkpoint: VM `prod-db` is not a VM of this call"), "{err}");
 }
@@ -159,14 +149,14 @@ fn checkpoints_of_the_runs_vms_round_trip_and_others_are_denied() {
 #[test]
 fn a_runaway_script_stops_at_the_configured_operations_limit() {
     let env = env();
-    let err = env.run("spin", vec![], vec![]).result.expect_err("stopped").to_string();
+    let err = env.call("spin", vec![], vec![]).result.expect_err("stopped").to_string();
     assert!(err.contains("max_operations") && err.contains("100000"), "{err}");
 }
 
 #[test]
 fn a_lock_outside_the_workflow_grant_is_denied_and_journaled() {
     let env = env();
-    let report = env.run("outside_grant", vec![], vec![]);
+    let report = env.call("outside_grant", vec![], vec![]);
     let err = report.result.as_ref().expect_err("denied").to_string();
     assert!(err.contains("workflow.grants.lock.prefixes"), "{err}");
     let denied = env

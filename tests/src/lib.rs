@@ -78,3 +78,39 @@ fn vm(name) {
        startup_order: 10, tags: [], environment: "test" }
 }
 "#;
+
+/// A project opened and loaded, with a runtime to run workflows on: the
+/// common ground of the library-level end-to-end tests.
+#[derive(Debug)]
+pub struct Harness {
+    /// The project directory.
+    pub fixture: Fixture,
+    /// The opened project.
+    pub project: std::sync::Arc<cradle::project::Project>,
+    /// Its plugins and workflows.
+    pub loaded: std::sync::Arc<cradle::project::Loaded>,
+    /// The runtime runs are made on (host calls block on it).
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Harness {
+    /// Write the project (see [`Fixture::new`]), open and load it.
+    pub fn new(config: &str, scripts: &[(&str, &str)]) -> Harness {
+        let fixture = Fixture::new(config, scripts);
+        let project =
+            std::sync::Arc::new(cradle::project::Project::open(&fixture.config(), None).expect("open project"));
+        let loaded = std::sync::Arc::new(project.load().expect("load plugins and workflows"));
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        Harness { fixture, project, loaded, rt }
+    }
+
+    /// Run `req` on a blocking thread of the runtime, as the CLI does.
+    pub fn run(&self, req: cradle::project::RunRequest) -> cradle::project::RunReport {
+        let (project, loaded) = (self.project.clone(), self.loaded.clone());
+        self.rt
+            .block_on(
+                async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await.expect("join") },
+            )
+            .expect("run")
+    }
+}
