@@ -71,6 +71,10 @@ fn cradle_module() -> Module {
             Ok(format!("{endpoint}|{vm_name}").into())
         },
     );
+    // The cluster's node names (those cradle can reach over SSH).
+    FuncRegistration::new("nodes").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> {
+        with_run(&ctx, |d| d.services.nodes.keys().map(|n| Dynamic::from(n.clone())).collect())
+    });
     FuncRegistration::new("run_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });
