@@ -6,7 +6,7 @@
 //! fully synchronous); closures are dropped at shutdown. Persisting is best effort after
 //! each mutation: a failed write is logged, never turned into an API error.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +42,8 @@ pub struct Sim {
     token_secret: String,
     /// Running guests by VMID.
     pub guests: Mutex<HashMap<u32, GuestRuntime>>,
+    /// VMs whose next boot hangs (an API reboot hit by fault `reboot-hang`).
+    pub hang_next_boot: Mutex<HashSet<u32>>,
     /// Node SSH addresses as bound.
     pub node_ssh: Mutex<Vec<SocketAddr>>,
     /// Becomes true at shutdown.
@@ -115,6 +117,7 @@ impl Sim {
             root_is_temp,
             token_secret,
             guests: Mutex::new(HashMap::new()),
+            hang_next_boot: Mutex::new(HashSet::new()),
             node_ssh: Mutex::new(Vec::new()),
             shutdown: tx,
             fingerprint: std::sync::OnceLock::new(),

@@ -145,3 +145,27 @@ async fn a_hung_reboot_makes_a_graceful_shutdown_time_out() {
     assert_eq!(exit, "VM quit/powerdown failed - got timeout");
     assert_eq!(api.run("/nodes/pve1/qemu/101/status/stop", &[]).await, "OK");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_reboot_that_hangs_applies_pending_changes_but_the_guest_never_answers() {
+    let c = start(0.0, faults("reboot-hang=1")).await;
+    let api = Api::new(&c);
+    let (_key, public) = client_key();
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
+    let sshkeys = common::urlencode(&public);
+    api.post(
+        "/nodes/pve1/qemu/101/config",
+        &[("ipconfig0", "ip=127.77.1.7/8"), ("sshkeys", &sshkeys), ("ciuser", "ops")],
+    )
+    .await;
+    api.run("/nodes/pve1/qemu/101/status/start", &[]).await;
+    common::guest_addr(&c, 101).await;
+    api.post("/nodes/pve1/qemu/101/config", &[("delete", "ide2")]).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/101/status/reboot", &[]).await, "OK");
+    assert_eq!(api.get("/nodes/pve1/qemu/101/status/current").await["status"], "running");
+    assert!(api.get("/nodes/pve1/qemu/101/config?current=1").await.get("ide2").is_none(), "pending applied");
+    assert!(c.guest_ssh_addr(101).is_none());
+    assert!(c.guest_boot_id(101).is_none());
+    let exit = api.run("/nodes/pve1/qemu/101/status/shutdown", &[]).await;
+    assert_eq!(exit, "VM quit/powerdown failed - got timeout");
+}

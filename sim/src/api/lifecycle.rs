@@ -292,6 +292,9 @@ pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) ->
                 let mut st = lock(&sim.state);
                 sim.new_task(&mut st, node, "qmreboot", &vmid.to_string(), Some(vmid))
             };
+            // Fault `reboot-hang`: the VM restarts (pending changes applied) but
+            // the guest never comes back, as after a hung in-guest reboot.
+            let hang = sim.faults.fire(FaultKind::RebootHang);
             let u = upid.clone();
             sim.after(sim.scaled(sim.cfg.timings.shutdown), move |sim| {
                 let locked = lock(&sim.state).vms.get(&vmid).and_then(|v| v.lock().map(str::to_string));
@@ -303,6 +306,9 @@ pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) ->
                 sim.finish_task(&u, Ok(()));
                 let node = lock(&sim.state).vms.get(&vmid).map(|v| v.node.clone());
                 if let Some(node) = node {
+                    if hang {
+                        lock(&sim.hang_next_boot).insert(vmid);
+                    }
                     // qmeventd brings it back; PVE logs this as a start task.
                     start_task(sim, &node, vmid, false);
                 }

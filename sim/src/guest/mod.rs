@@ -251,6 +251,7 @@ fn boot(
         CiOutcome::Done
     };
     let silent = sim.faults.fire(FaultKind::SshSilent);
+    let hung = lock(&sim.hang_next_boot).remove(&vmid);
     let (cancel, cancel_rx) = watch::channel(false);
     let generation = {
         let mut guests = lock(&sim.guests);
@@ -264,8 +265,8 @@ fn boot(
                 ssh_up_at,
                 ci_done_at,
                 ci,
-                hung: false,
-                down: false,
+                hung,
+                down: hung,
                 ssh_addr: None,
                 hostname,
                 address,
@@ -275,6 +276,10 @@ fn boot(
         );
         generation
     };
+    if hung {
+        tracing::warn!(vmid, "guest boot hangs (fault reboot-hang); it will not answer");
+        return;
+    }
     let Some(ip) = address.filter(|a| sim.cfg.guest_subnet.contains(*a) && a.is_loopback()) else {
         tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
         return;
