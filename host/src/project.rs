@@ -30,6 +30,45 @@ use crate::workflow::{
     Backend, BackendHandle, EngineOptions, RunContext, RunObserver, WorkflowError, WorkflowLimits, WorkflowSet,
 };
 
+/// A step starting or ending, for live progress displays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepEvent {
+    /// The VM the step works on, if the script named one.
+    pub vm: Option<String>,
+    /// The step.
+    pub step: String,
+    /// `None` when it starts; `Some(Ok)` / `Some(Err(message))` when it ends.
+    pub finished: Option<Result<(), String>>,
+}
+
+/// Where step events go (nowhere by default).
+#[derive(Clone, Default)]
+pub struct ProgressSink(Option<Arc<dyn Fn(StepEvent) + Send + Sync>>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "ProgressSink(active)" } else { "ProgressSink(none)" })
+    }
+}
+
+impl ProgressSink {
+    /// A sink calling `f` for every step event.
+    pub fn new(f: impl Fn(StepEvent) + Send + Sync + 'static) -> ProgressSink {
+        ProgressSink(Some(Arc::new(f)))
+    }
+
+    /// Whether anything listens.
+    pub fn is_active(&self) -> bool {
+        self.0.is_some()
+    }
+
+    fn emit(&self, vm: Option<&str>, step: &str, finished: Option<Result<(), String>>) {
+        if let Some(f) = &self.0 {
+            f(StepEvent { vm: vm.map(str::to_string), step: step.to_string(), finished });
+        }
+    }
+}
+
 /// Why a project could not be opened, loaded or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
@@ -97,6 +136,8 @@ pub struct Project {
     pub host: PluginHost,
     /// Simulated clusters this project started (kept for the process's life).
     pub sims: crate::cluster::SimClusters,
+    /// Where every run's step events go (the CLI's live progress display).
+    pub progress: ProgressSink,
 }
 
 /// One workflow call to make.
@@ -138,7 +179,14 @@ impl Project {
         let state = StateDir::resolve(explicit.as_deref())?;
         let host =
             PluginHost::new(&state.cache()?.join("components")).map_err(|e| ProjectError::Engine(format!("{e:#}")))?;
-        Ok(Project { config, config_path: config_path.to_path_buf(), state, host, sims: Default::default() })
+        Ok(Project {
+            config,
+            config_path: config_path.to_path_buf(),
+            state,
+            host,
+            sims: Default::default(),
+            progress: ProgressSink::default(),
+        })
     }
 
     /// The workflow directory.
@@ -279,7 +327,11 @@ impl Project {
             backend,
             environment: env_name,
         };
-        let observer = Arc::new(JournalObserver { journal: journal.clone(), open: Mutex::new(Vec::new()) });
+        let observer = Arc::new(JournalObserver {
+            journal: journal.clone(),
+            open: Mutex::new(Vec::new()),
+            progress: self.progress.clone(),
+        });
         let ctx = RunContext::new(observer, Arc::new(data));
         let result = loaded.workflows.call(&req.script, &req.func, req.args, ctx);
         // Every path: free what the run still holds, then record the end.
@@ -304,6 +356,7 @@ impl Project {
 struct JournalObserver {
     journal: JournalWriter,
     open: Mutex<Vec<(Option<String>, String, Instant)>>,
+    progress: ProgressSink,
 }
 
 impl RunObserver for JournalObserver {
@@ -316,7 +369,13 @@ impl RunObserver for JournalObserver {
         if let Err(e) = self.journal.step_started(vm, step) {
             tracing::error!(error = %e, "could not journal a step start");
         }
-        tracing::info!(vm = vm.unwrap_or("-"), step, "step started");
+        self.progress.emit(vm, step, None);
+        // With a live display the steps are on screen already: log them quietly.
+        if self.progress.is_active() {
+            tracing::debug!(vm = vm.unwrap_or("-"), step, "step started");
+        } else {
+            tracing::info!(vm = vm.unwrap_or("-"), step, "step started");
+        }
     }
 
     fn step_finished(&self, vm: Option<&str>, step: &str, error: Option<&str>) {
@@ -329,7 +388,11 @@ impl RunObserver for JournalObserver {
         if let Err(e) = self.journal.step_finished(vm, step, elapsed, error) {
             tracing::error!(error = %e, "could not journal a step end");
         }
+        self.progress.emit(vm, step, Some(error.map_or(Ok(()), |e| Err(e.to_string()))));
         match error {
+            None if self.progress.is_active() => {
+                tracing::debug!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done")
+            }
             None => tracing::info!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done"),
             Some(err) => tracing::warn!(vm = vm.unwrap_or("-"), step, error = err, "step failed"),
         }

@@ -3,6 +3,7 @@
 //! (`error: ...` with its causes), never as a panic or a backtrace.
 
 mod plugins;
+mod progress;
 mod provision;
 mod remove;
 mod run;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::json;
 
+use super::progress::Live;
 use super::{Cli, Output, outln, print_json};
 use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
 use crate::provision::{Action, HostResult, run_all};
@@ -36,7 +37,12 @@ pub struct ProvisionArgs {
 }
 
 pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
-    let project = Arc::new(cli.project()?);
+    let mut project = cli.project()?;
+    let live = Live::wanted(cli.quiet, cli.output == Output::Json).then(|| Arc::new(Live::default()));
+    if let Some(live) = &live {
+        project.progress = live.sink();
+    }
+    let project = Arc::new(project);
     let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
     let env_name = env_name.to_string();
     let inv = Arc::new(Inventory::load(&args.inventory)?);
@@ -48,7 +54,12 @@ pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
         Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
     };
     let action = if args.check { Action::Check } else { Action::Provision };
-    let results = run_all(project, loaded, inv, plans, Some(env_name), action, args.forks).await?;
+    let redraw = live.as_ref().map(|l| l.start());
+    let results = run_all(project, loaded, inv, plans, Some(env_name), action, args.forks).await;
+    if let Some(r) = redraw {
+        r.finish().await;
+    }
+    let results = results?;
     print_results(cli, &results, args.check)
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use super::progress::Live;
 use super::provision::print_results;
 use super::{Cli, outln};
 use crate::caps::lock::{FsLockStore, LockStore, Removal, local_liveness};
@@ -48,7 +49,12 @@ pub struct UnlockArgs {
 }
 
 pub async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<ExitCode> {
-    let project = Arc::new(cli.project()?);
+    let mut project = cli.project()?;
+    let live = Live::wanted(cli.quiet, cli.output == super::Output::Json).then(|| Arc::new(Live::default()));
+    if let Some(live) = &live {
+        project.progress = live.sink();
+    }
+    let project = Arc::new(project);
     let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
     let env_name = env_name.to_string();
     let inv = Arc::new(Inventory::load(&args.inventory)?);
@@ -66,7 +72,12 @@ pub async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<ExitCode> {
         let p = project.clone();
         Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
     };
-    let results = run_all(project, loaded, inv, plans, Some(env_name), Action::Remove, args.forks).await?;
+    let redraw = live.as_ref().map(|l| l.start());
+    let results = run_all(project, loaded, inv, plans, Some(env_name), Action::Remove, args.forks).await;
+    if let Some(r) = redraw {
+        r.finish().await;
+    }
+    let results = results?;
     print_results(cli, &results, false)
 }
 
