@@ -5,7 +5,7 @@
 //! concurrency, prints a summary table (or one JSON document), and exits 0
 //! only when every selected host succeeded.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::progress::Live;
 use super::{Cli, Output, outln, print_json};
-use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
+use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
 use crate::provision::{Action, HostResult, run_all};
 
 #[derive(Debug, Args)]
@@ -37,30 +37,55 @@ pub struct ProvisionArgs {
 }
 
 pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
+    let action = if args.check { Action::Check } else { Action::Provision };
+    let selection = Selection { inventory: &args.inventory, limit: args.limit.as_deref(), env: args.env.as_deref() };
+    let results = run_inventory(cli, selection, action, args.forks, |_, _| Ok(())).await?;
+    print_results(cli, &results, args.check)
+}
+
+/// Which hosts of which inventory, in which environment.
+pub struct Selection<'a> {
+    /// The inventory path.
+    pub inventory: &'a Path,
+    /// The `--limit` pattern.
+    pub limit: Option<&'a str>,
+    /// The environment (default: `default_environment`).
+    pub env: Option<&'a str>,
+}
+
+/// Resolve the selected hosts, let `approve` see them (environment, plans)
+/// before anything is loaded or changed, then run `action` for each with the
+/// live display on a terminal. Shared by `provision` and `remove`.
+pub async fn run_inventory(
+    cli: &Cli,
+    selection: Selection<'_>,
+    action: Action,
+    forks: usize,
+    approve: impl FnOnce(&str, &[VmPlan]) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<HostResult>> {
     let mut project = cli.project()?;
     let live = Live::wanted(cli.quiet, cli.output == Output::Json).then(|| Arc::new(Live::default()));
     if let Some(live) = &live {
         project.progress = live.sink();
     }
     let project = Arc::new(project);
-    let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
+    let (env_name, _) = project.config.environment(selection.env).map_err(anyhow::Error::msg)?;
     let env_name = env_name.to_string();
-    let inv = Arc::new(Inventory::load(&args.inventory)?);
-    let hosts = inv.select(args.limit.as_deref())?;
+    let inv = Arc::new(Inventory::load(selection.inventory)?);
+    let hosts = inv.select(selection.limit)?;
     let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
     let plans = resolve_selected(&inv, &hosts, &opts)?;
+    approve(&env_name, &plans)?;
     let loaded = {
         let p = project.clone();
         Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
     };
-    let action = if args.check { Action::Check } else { Action::Provision };
     let redraw = live.as_ref().map(|l| l.start());
-    let results = run_all(project, loaded, inv, plans, Some(env_name), action, args.forks).await;
+    let results = run_all(project, loaded, inv, plans, Some(env_name), action, forks).await;
     if let Some(r) = redraw {
         r.finish().await;
     }
-    let results = results?;
-    print_results(cli, &results, args.check)
+    Ok(results?)
 }
 
 /// The summary table (or JSON document); exit 0 only when every VM succeeded.

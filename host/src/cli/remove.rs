@@ -8,16 +8,13 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Args;
 
-use super::progress::Live;
-use super::provision::print_results;
+use super::provision::{Selection, print_results, run_inventory};
 use super::{Cli, outln};
 use crate::caps::lock::{FsLockStore, LockStore, Removal, local_liveness};
-use crate::inventory::{Inventory, ResolveOptions, resolve_selected};
-use crate::provision::{Action, run_all};
+use crate::provision::Action;
 use crate::state::StateDir;
 
 #[derive(Debug, Args)]
@@ -49,35 +46,18 @@ pub struct UnlockArgs {
 }
 
 pub async fn remove(cli: &Cli, args: &RemoveArgs) -> anyhow::Result<ExitCode> {
-    let mut project = cli.project()?;
-    let live = Live::wanted(cli.quiet, cli.output == super::Output::Json).then(|| Arc::new(Live::default()));
-    if let Some(live) = &live {
-        project.progress = live.sink();
-    }
-    let project = Arc::new(project);
-    let (env_name, _) = project.config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
-    let env_name = env_name.to_string();
-    let inv = Arc::new(Inventory::load(&args.inventory)?);
-    let hosts = inv.select(Some(&args.limit))?;
-    let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
-    let plans = resolve_selected(&inv, &hosts, &opts)?;
-    let list: Vec<String> = plans
-        .iter()
-        .map(|p| format!("{} (vmid {})", p.name, p.vmid.map(|v| v.to_string()).unwrap_or("?".into())))
-        .collect();
-    if !args.yes && !confirm(&env_name, &list)? {
-        anyhow::bail!("nothing removed");
-    }
-    let loaded = {
-        let p = project.clone();
-        Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
-    };
-    let redraw = live.as_ref().map(|l| l.start());
-    let results = run_all(project, loaded, inv, plans, Some(env_name), Action::Remove, args.forks).await;
-    if let Some(r) = redraw {
-        r.finish().await;
-    }
-    let results = results?;
+    let selection = Selection { inventory: &args.inventory, limit: Some(&args.limit), env: args.env.as_deref() };
+    let results = run_inventory(cli, selection, Action::Remove, args.forks, |env, plans| {
+        let list: Vec<String> = plans
+            .iter()
+            .map(|p| format!("{} (vmid {})", p.name, p.vmid.map(|v| v.to_string()).unwrap_or("?".into())))
+            .collect();
+        if !args.yes && !confirm(env, &list)? {
+            anyhow::bail!("nothing removed");
+        }
+        Ok(())
+    })
+    .await?;
     print_results(cli, &results, false)
 }
 
