@@ -129,10 +129,14 @@ pub fn connect(
                 .ok_or_else(|| format!("clusters.{name}: no API connection configured"))?;
             let mut nodes = BTreeMap::new();
             for (node, target) in &cluster.node_ssh {
-                nodes.insert(
-                    node.clone(),
-                    parse_target(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?,
-                );
+                let mut access = parse_target(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?;
+                access.host_key = cluster.node_host_keys.get(node).cloned();
+                nodes.insert(node.clone(), access);
+            }
+            if let Some(node) = cluster.node_host_keys.keys().find(|n| !cluster.node_ssh.contains_key(*n)) {
+                return Err(format!(
+                    "clusters.{name}.node_host_keys.{node}: node {node} has no address in clusters.{name}.node_ssh"
+                ));
             }
             Ok(ClusterAccess {
                 proxmox,

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::builtin::BuiltinPlugin;
 pub use crate::caps::dns::DnsProviderConfig;
 use crate::caps::grants::Grants;
 use crate::plugin::limits::LimitsConfig;
@@ -61,9 +62,11 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowConfig {
-    /// The workflow directory (default `workflows`).
-    #[serde(default = "default_workflow_dir")]
-    pub dir: PathBuf,
+    /// The workflow directory. Unset: `workflows/` next to cradle.toml if it
+    /// exists, else the workflows built into cradle. Set: that directory, which
+    /// must exist.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
     /// Operations a single script call may perform before it is stopped.
     #[serde(default = "default_max_operations")]
     pub max_operations: u64,
@@ -81,9 +84,9 @@ pub struct WorkflowConfig {
     pub grants: Grants,
 }
 
-fn default_workflow_dir() -> PathBuf {
-    PathBuf::from("workflows")
-}
+/// The workflow directory looked for when `[workflow] dir` is not set.
+pub const DEFAULT_WORKFLOW_DIR: &str = "workflows";
+
 fn default_max_operations() -> u64 {
     50_000_000
 }
@@ -100,7 +103,7 @@ fn default_max_array_size() -> usize {
 impl Default for WorkflowConfig {
     fn default() -> Self {
         WorkflowConfig {
-            dir: default_workflow_dir(),
+            dir: None,
             max_operations: default_max_operations(),
             max_call_depth: default_max_call_depth(),
             max_string_size: default_max_string_size(),
@@ -179,7 +182,7 @@ impl Default for SimSettings {
 }
 
 /// `[ssh]`: how cradle logs in to nodes and guests.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SshConfig {
     /// The private key cradle uses (must be 0600); a `sim` cluster supplies its own.
@@ -188,6 +191,20 @@ pub struct SshConfig {
     /// Public keys authorized for the guests' management user.
     #[serde(default)]
     pub authorized_keys: Vec<String>,
+    /// Share one connection per target within a run (OpenSSH `ControlMaster`,
+    /// sockets in `<state_dir>/mux`); `false` opens one connection per command.
+    #[serde(default = "default_multiplex")]
+    pub multiplex: bool,
+}
+
+fn default_multiplex() -> bool {
+    true
+}
+
+impl Default for SshConfig {
+    fn default() -> Self {
+        SshConfig { identity: None, authorized_keys: Vec::new(), multiplex: default_multiplex() }
+    }
 }
 
 /// What kind of cluster a `[clusters.NAME]` is.
@@ -218,12 +235,36 @@ pub struct EnvironmentConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(from = "RawPluginConfig")]
 pub struct PluginConfig {
-    /// The component file (`.wasm`).
-    pub path: PathBuf,
+    /// The component file (`.wasm`); `None` means the component built into
+    /// cradle under the same name (only for a built-in's name).
+    pub path: Option<PathBuf>,
     /// What the operator grants this plugin. Nothing granted means nothing allowed.
     pub grants: Grants,
     /// Resource limits for each instance.
     pub limits: LimitsConfig,
+    /// `true` when cradle.toml has no `[plugins.NAME]` for this built-in and an
+    /// environment names it: the built-in's own grants and limits apply.
+    pub implicit: bool,
+}
+
+impl PluginConfig {
+    /// The built-in plugin `p` with its default grants and limits, parsed from
+    /// [`BuiltinPlugin::config`] like any `[plugins.NAME]` table.
+    pub fn builtin(p: &BuiltinPlugin) -> PluginConfig {
+        match toml::from_str::<PluginConfig>(p.config) {
+            Ok(config) => PluginConfig { implicit: true, ..config },
+            Err(e) => {
+                // Unit-tested never to happen; fail closed: nothing granted.
+                tracing::error!(plugin = p.name, error = %e, "the built-in plugin's default grants do not parse");
+                PluginConfig { path: None, grants: Grants::default(), limits: LimitsConfig::default(), implicit: true }
+            }
+        }
+    }
+
+    /// Whether the component is the one built into cradle.
+    pub fn is_builtin(&self) -> bool {
+        self.path.is_none()
+    }
 }
 
 /// `[plugins.NAME]` as written. The limits are spelled out here instead of
@@ -233,7 +274,8 @@ pub struct PluginConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPluginConfig {
-    path: PathBuf,
+    #[serde(default)]
+    path: Option<PathBuf>,
     #[serde(default)]
     grants: Grants,
     #[serde(default)]
@@ -248,6 +290,7 @@ impl From<RawPluginConfig> for PluginConfig {
             path: raw.path,
             grants: raw.grants,
             limits: LimitsConfig { memory_limit_mib: raw.memory_limit_mib, timeout_ms: raw.timeout_ms },
+            implicit: false,
         }
     }
 }
@@ -314,6 +357,9 @@ impl Config {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        // Absolute, so a relative `--config` still yields absolute state and
+        // workflow paths (the SSH control directory must be absolute).
+        let base = std::path::absolute(&base).unwrap_or(base);
         Config::parse(&text, path, &base)
     }
 
@@ -325,6 +371,7 @@ impl Config {
             message: hide_quoted_secrets(&crate::secrets::redact(e.to_string().trim_end())),
         })?;
         config.base_dir = base.to_path_buf();
+        config.add_implied_builtins();
         config.validate().map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
         Ok(config)
     }
@@ -353,6 +400,23 @@ impl Config {
         })
     }
 
+    /// The workflow directory: `[workflow] dir`, or `workflows/` next to cradle.toml.
+    pub fn workflow_dir(&self) -> PathBuf {
+        self.resolve(self.workflow.dir.as_deref().unwrap_or(Path::new(DEFAULT_WORKFLOW_DIR)))
+    }
+
+    /// An environment naming a built-in plugin that `[plugins]` does not
+    /// configure gets the built-in, with the built-in's grants and limits.
+    fn add_implied_builtins(&mut self) {
+        for env in self.environments.values() {
+            if !self.plugins.contains_key(&env.backend)
+                && let Some(builtin) = crate::builtin::plugin(&env.backend)
+            {
+                self.plugins.insert(env.backend.clone(), PluginConfig::builtin(builtin));
+            }
+        }
+    }
+
     fn validate(&self) -> Result<(), String> {
         if let Some(env) = &self.default_environment
             && !self.environments.contains_key(env)
@@ -372,9 +436,10 @@ impl Config {
             }
             if !self.plugins.contains_key(&env.backend) {
                 return Err(format!(
-                    "environments.{name}.backend = \"{}\" is not defined in [plugins] (known: {})",
+                    "environments.{name}.backend = \"{}\" is neither defined in [plugins] (known: {}) nor built in (built-in: {})",
                     env.backend,
-                    join_keys(&self.plugins)
+                    join_keys(&self.plugins),
+                    crate::builtin::plugin_names()
                 ));
             }
             if let Some(dns) = &env.dns
@@ -393,6 +458,12 @@ impl Config {
             cluster.validate().map_err(|m| format!("clusters.{name}: {m}"))?;
         }
         for (name, plugin) in &self.plugins {
+            if plugin.path.is_none() && crate::builtin::plugin(name).is_none() {
+                return Err(format!(
+                    "plugins.{name}: path is required (e.g. path = \"plugins/{name}.wasm\"); only a built-in plugin ({}) may leave it out",
+                    crate::builtin::plugin_names()
+                ));
+            }
             plugin.grants.validate().map_err(|m| format!("plugins.{name}.grants: {m}"))?;
             plugin.limits.validate().map_err(|m| format!("plugins.{name}: {m}"))?;
             if let Some(http) = &plugin.grants.http {
@@ -509,9 +580,18 @@ vmids = "100-199"
     fn a_valid_config_loads_with_paths_relative_to_its_directory() {
         let c = parse(GOOD).expect("valid");
         let p = &c.plugins["sample"];
-        assert_eq!(c.resolve(&p.path), PathBuf::from("/proj/plugins/sample.wasm"));
+        assert_eq!(c.resolve(p.path.as_deref().expect("path")), PathBuf::from("/proj/plugins/sample.wasm"));
+        assert_eq!(c.workflow_dir(), PathBuf::from("/proj/workflows"));
         assert_eq!(p.limits.memory_limit_mib, Some(32));
         assert_eq!(c.environment(None).expect("env").0, "test");
+    }
+
+    #[test]
+    fn ssh_connection_sharing_is_on_unless_turned_off() {
+        assert!(parse(GOOD).expect("valid").ssh.multiplex, "on by default");
+        assert!(SshConfig::default().multiplex);
+        let off = format!("{GOOD}[ssh]\nmultiplex = false\n");
+        assert!(!parse(&off).expect("valid").ssh.multiplex);
     }
 
     #[test]
@@ -524,8 +604,44 @@ vmids = "100-199"
 
     #[test]
     fn an_environment_naming_a_missing_plugin_is_refused() {
-        let err = parse(&GOOD.replace("backend = \"sample\"", "backend = \"direct\"")).expect_err("bad");
-        assert!(err.to_string().contains("environments.test.backend = \"direct\""), "{err}");
+        let err = parse(&GOOD.replace("backend = \"sample\"", "backend = \"ghost\"")).expect_err("bad");
+        assert!(err.to_string().contains("environments.test.backend = \"ghost\""), "{err}");
+        assert!(err.to_string().contains("built-in: direct, sample"), "{err}");
+    }
+
+    #[test]
+    fn an_environment_naming_an_unconfigured_built_in_gets_it_with_its_own_grants() {
+        let c = parse(&GOOD.replace("backend = \"sample\"", "backend = \"direct\"")).expect("built-in");
+        let direct = &c.plugins["direct"];
+        assert!(direct.is_builtin() && direct.implicit);
+        let proxmox = direct.grants.proxmox.as_ref().expect("the built-in grants proxmox");
+        assert!(proxmox.destructive && proxmox.nodes == ["*"]);
+        // Configured plugins stay as written.
+        assert_eq!(c.plugins["sample"].path.as_deref(), Some(Path::new("plugins/sample.wasm")));
+    }
+
+    #[test]
+    fn a_built_in_without_path_takes_the_operators_grants_only() {
+        let text = GOOD.replace("backend = \"sample\"", "backend = \"direct\"")
+            + "[plugins.direct.grants.lock]\nprefixes = [\"vm/\"]\n";
+        let c = parse(&text).expect("built-in with own grants");
+        let direct = &c.plugins["direct"];
+        assert!(direct.is_builtin() && !direct.implicit);
+        assert!(direct.grants.proxmox.is_none(), "the built-in's defaults are replaced, not merged");
+        assert!(direct.grants.lock.is_some());
+    }
+
+    #[test]
+    fn a_non_built_in_plugin_needs_a_path() {
+        let err = parse(&GOOD.replace("path = \"plugins/sample.wasm\"\n", "").replace("sample", "mine"))
+            .expect_err("no path");
+        assert!(err.to_string().contains("plugins.mine: path is required"), "{err}");
+    }
+
+    #[test]
+    fn an_explicit_workflow_dir_is_resolved_against_the_config() {
+        let c = parse(&format!("{GOOD}[workflow]\ndir = \"flows\"\n")).expect("valid");
+        assert_eq!(c.workflow_dir(), PathBuf::from("/proj/flows"));
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! one module: [`config`] (cradle.toml), [`plugin`] (engine, cache, grants,
 //! limits), [`caps`] (one module per host capability), [`workflow`] (Rhai),
 //! [`journal`] (run records), [`reload`] (hot reload), [`state`] (owner-only files),
-//! [`secrets`] (secret references).
+//! [`secrets`] (secret references), [`builtin`] (the workflows and plugins
+//! shipped inside the binary).
 
+pub mod builtin;
 pub mod caps;
 pub mod cli;
 pub mod cloudinit;

@@ -23,11 +23,12 @@ use crate::caps::ssh::{SshClient, SshSettings};
 use crate::config::{Config, ConfigError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
-use crate::plugin::{LoadedPlugin, PluginError, PluginHost};
+use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
 use crate::run::RunData;
 use crate::state::{StateDir, StateError};
 use crate::workflow::{
     Backend, BackendHandle, EngineOptions, RunContext, RunObserver, WorkflowError, WorkflowLimits, WorkflowSet,
+    WorkflowSource,
 };
 
 /// A step starting or ending, for live progress displays.
@@ -189,14 +190,54 @@ impl Project {
         })
     }
 
-    /// The workflow directory.
+    /// The project's workflow directory (`[workflow] dir`, default
+    /// `workflows/`), whether or not it exists; see [`Project::workflow_source`].
     pub fn workflow_dir(&self) -> PathBuf {
-        self.config.resolve(&self.config.workflow.dir)
+        self.config.workflow_dir()
     }
 
-    /// The `.wasm` files of every configured plugin.
+    /// Where the workflows come from. The project's directory replaces the
+    /// built-in workflows as a whole: when `[workflow] dir` is set, that
+    /// directory (it must exist); otherwise `workflows/` next to cradle.toml if
+    /// it exists, else the workflows built into cradle.
+    pub fn workflow_source(&self) -> Result<WorkflowSource, ProjectError> {
+        let dir = self.workflow_dir();
+        if dir.is_dir() {
+            return Ok(WorkflowSource::Dir(dir));
+        }
+        match &self.config.workflow.dir {
+            Some(configured) => Err(ProjectError::Environment(format!(
+                "{}: [workflow] dir = \"{}\" is not a directory ({}); create it (`cradle init` writes the built-in workflows out), or remove the setting to use the built-in workflows",
+                self.config_path.display(),
+                configured.display(),
+                dir.display()
+            ))),
+            None => Ok(WorkflowSource::Builtin),
+        }
+    }
+
+    /// The `.wasm` files of every configured plugin (built-ins have none).
     pub fn plugin_paths(&self) -> Vec<PathBuf> {
-        self.config.plugins.values().map(|p| self.config.resolve(&p.path)).collect()
+        self.config.plugins.values().filter_map(|p| p.path.as_ref().map(|path| self.config.resolve(path))).collect()
+    }
+
+    /// Where plugin `name`'s component comes from.
+    pub fn plugin_source(&self, name: &str) -> Result<PluginSource, ProjectError> {
+        let pc = self.config.plugins.get(name).ok_or_else(|| {
+            ProjectError::Environment(format!(
+                "no plugin `{name}` in [plugins] of {} (known: {})",
+                self.config_path.display(),
+                self.config.plugins.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        Ok(match &pc.path {
+            Some(path) => PluginSource::File(self.config.resolve(path)),
+            None => PluginSource::Builtin(
+                crate::builtin::plugin(name)
+                    .map(|b| b.name)
+                    .ok_or_else(|| ProjectError::Environment(format!("plugins.{name}: path is required")))?,
+            ),
+        })
     }
 
     /// Load one configured plugin.
@@ -208,7 +249,8 @@ impl Project {
                 self.config.plugins.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
         })?;
-        Ok(self.host.load(name, &self.config.resolve(&pc.path), pc.grants.clone(), pc.limits.resolve())?)
+        let source = self.plugin_source(name)?;
+        Ok(self.host.load_source(name, &source, pc.grants.clone(), pc.limits.resolve())?)
     }
 
     /// Load every plugin and compile the workflows against them.
@@ -238,7 +280,7 @@ impl Project {
         let backends: Vec<Arc<dyn Backend>> =
             plugins.values().map(|p| Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>).collect();
         let opts = EngineOptions { limits, host_modules: crate::caps::script::modules(), backends };
-        Ok(WorkflowSet::load(&self.workflow_dir(), &opts)?)
+        Ok(WorkflowSet::load_from(&self.workflow_source()?, &opts)?)
     }
 
     /// The services of environment `env` (its cluster connection is made here).
@@ -255,7 +297,11 @@ impl Project {
             known_hosts: self.state.known_hosts(),
             identity: access.identity.clone(),
             connect_timeout: std::time::Duration::from_secs(10),
-            control_dir: None,
+            control_dir: if self.config.ssh.multiplex {
+                crate::caps::ssh::control_dir(self.state.root())
+            } else {
+                None
+            },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;
         for (node, access) in &access.nodes {

@@ -62,7 +62,10 @@ fn json_to_dynamic(v: &Value) -> Dynamic {
 
 /// The workflow's `vm` value for `plan`, with extra host variables from the inventory.
 pub fn vm_value(plan: &VmPlan, inv: &Inventory) -> Result<Dynamic, InventoryError> {
-    let spec = plan.vm_spec(None)?;
+    let spec = match plan.vmid {
+        Some(_) => plan.vm_spec(None)?,
+        None => plan.vm_spec_unallocated(),
+    };
     let vars = inv.host_vars(plan.host.as_str())?;
     let nics: Vec<Value> = plan
         .nics
@@ -175,6 +178,9 @@ pub async fn run_all(
                                 out.detail = field(&m, "why");
                                 if let Some(node) = field(&m, "node") {
                                     out.node = node;
+                                }
+                                if let Some(vmid) = field(&m, "vmid").and_then(|v| v.parse().ok()) {
+                                    out.vmid = Some(vmid);
                                 }
                             }
                             None => out.error = Some("the workflow returned no result map".into()),

@@ -8,6 +8,11 @@
 //! and swaps it in only if it built; a broken edit keeps the last good version
 //! and is reported (with file:line for scripts) through the callback. Changes
 //! to `cradle.toml` itself are not watched: grants change only on restart.
+//!
+//! Only the project's files are watched: the workflow directory when the
+//! project has one (built-in workflows cannot change while cradle runs, and a
+//! workflow directory created later is picked up on restart), and the `.wasm`
+//! files of plugins configured with a `path`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -17,6 +22,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
 use crate::project::{Loaded, Project, ProjectError};
+use crate::workflow::WorkflowSource;
 
 /// How long file events are gathered before a rebuild starts.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -93,13 +99,16 @@ pub fn watch(
     live: Arc<Live>,
     on_event: impl Fn(ReloadEvent) + Send + 'static,
 ) -> Result<Watcher, notify::Error> {
-    let workflow_dir = project.workflow_dir();
+    let workflow_dir = match project.workflow_source() {
+        Ok(WorkflowSource::Dir(dir)) => Some(dir),
+        _ => None,
+    };
     let plugin_files = project.plugin_paths();
     let relevant = {
         let workflow_dir = workflow_dir.clone();
         let plugin_files = plugin_files.clone();
         move |p: &Path| {
-            (p.starts_with(&workflow_dir) && p.extension().is_some_and(|e| e == "rhai"))
+            (workflow_dir.as_ref().is_some_and(|d| p.starts_with(d)) && p.extension().is_some_and(|e| e == "rhai"))
                 || plugin_files.iter().any(|f| f == p)
         }
     };
@@ -127,7 +136,9 @@ pub fn watch(
         }
         on_event(reload(&handler_project, &live, changed));
     })?;
-    debouncer.watch(&workflow_dir, RecursiveMode::Recursive)?;
+    if let Some(dir) = &workflow_dir {
+        debouncer.watch(dir, RecursiveMode::Recursive)?;
+    }
     let mut dirs: Vec<PathBuf> = plugin_files.iter().filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
     dirs.sort();
     dirs.dedup();

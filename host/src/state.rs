@@ -65,7 +65,7 @@ pub enum StateError {
 }
 
 impl StateError {
-    fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
+    pub(crate) fn io(action: &'static str, path: &Path, source: io::Error) -> Self {
         StateError::Io { action, path: path.to_path_buf(), source }
     }
 }

@@ -206,6 +206,24 @@ impl RunningCluster {
         guest::boot_id(&self.sim, vmid)
     }
 
+    /// What a client needs, one `key: value` per line: API URL, token (this
+    /// is for the operator's own terminal), fingerprint, node SSH, state dir.
+    pub fn banner(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::from("cradle-sim: Proxmox VE simulator running\n");
+        let _ = writeln!(out, "  API URL:      {}", self.api_url());
+        let _ = writeln!(out, "  API token:    {}", self.token());
+        let _ = writeln!(out, "  fingerprint:  {}", self.fingerprint_sha256());
+        for n in self.nodes() {
+            if let Some(a) = self.node_ssh_addr(&n) {
+                let _ =
+                    writeln!(out, "  node {n}: ssh root@{} -p {} (key {})", a.ip(), a.port(), self.key_path.display());
+            }
+        }
+        let _ = writeln!(out, "  state:        {}", self.root().display());
+        out
+    }
+
     /// The state dir (or temporary root) of this cluster.
     pub fn root(&self) -> &Path {
         self.sim.root()
@@ -234,16 +252,7 @@ impl Drop for RunningCluster {
 /// fingerprint (what `cradle sim serve` shows the operator).
 pub async fn serve(config: SimConfig) -> Result<(), SimError> {
     let cluster = Cluster::start(config).await?;
-    println!("cradle-sim: Proxmox VE simulator running");
-    println!("  API URL:      {}", cluster.api_url());
-    println!("  API token:    {}", cluster.token());
-    println!("  fingerprint:  {}", cluster.fingerprint_sha256());
-    for n in cluster.nodes() {
-        if let Some(a) = cluster.node_ssh_addr(&n) {
-            println!("  node {n}: ssh root@{} -p {} (key {})", a.ip(), a.port(), cluster.node_ssh_key_path().display());
-        }
-    }
-    println!("  state:        {}", cluster.root().display());
+    print!("{}", cluster.banner());
     println!("Press Ctrl-C to stop.");
     let _ = tokio::signal::ctrl_c().await;
     cluster.shutdown().await;

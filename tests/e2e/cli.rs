@@ -10,7 +10,7 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cradle_tests::{Fixture, VM_SPEC_RHAI, cradle_bin};
+use cradle_tests::{Fixture, Out, VM_SPEC_RHAI, cradle_bin};
 
 const CONFIG: &str = r#"
 default_environment = "test"
@@ -61,20 +61,6 @@ fn bad_vlan() {
 }
 "#;
 
-/// What one invocation of the binary did.
-#[derive(Debug)]
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self:#?}"))
-    }
-}
-
 fn project(config: &str) -> Fixture {
     assert!(
         cradle_bin().is_file(),
@@ -96,12 +82,7 @@ fn command(fx: &Fixture, args: &[&str]) -> Command {
 
 /// Run `cmd`; every invocation must be free of panics and backtraces.
 fn output(mut cmd: Command) -> Out {
-    let out = cmd.output().expect("run cradle");
-    let out = Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let out = Out::from(cmd.output().expect("run cradle"));
     for bad in ["panicked", "stack backtrace", "RUST_BACKTRACE"] {
         assert!(!out.stderr.contains(bad), "{cmd:?} printed {bad:?}:\n{}", out.stderr);
     }
@@ -215,12 +196,12 @@ fn a_bad_plugin_limit_is_reported_at_its_line_with_the_keys_that_exist() {
 
 #[test]
 fn an_environment_naming_a_missing_plugin_is_refused_naming_the_field() {
-    let fx = project(&CONFIG.replace("backend = \"sample\"", "backend = \"direct\""));
+    let fx = project(&CONFIG.replace("backend = \"sample\"", "backend = \"ghost\""));
     let out = cradle(&fx, &["run", "app", "test-0"]);
     let err = fails(&out);
     assert!(err.contains("cradle.toml"), "{err}");
     assert!(
-        err.contains("environments.test.backend = \"direct\" is not defined in [plugins] (known: sample)"),
+        err.contains("environments.test.backend = \"ghost\" is neither defined in [plugins] (known: sample) nor built in (built-in: direct, sample)"),
         "{err}"
     );
 }

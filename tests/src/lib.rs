@@ -1,8 +1,14 @@
 //! Fixtures for cradle's end-to-end tests: a throw-away project directory
 //! (cradle.toml, workflows, an owner-only state dir) wired to the plugin
-//! components that `scripts/test` builds before the tests run.
+//! components that `scripts/test` builds before the tests run, and what one
+//! run of the binary did ([`Out`]). The provisioning tests build their
+//! projects and inventories with [`fixture`]; the DNS tests start BIND with
+//! [`bind`].
 
 use std::path::{Path, PathBuf};
+
+pub mod bind;
+pub mod fixture;
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -26,6 +32,38 @@ pub fn cradle_bin() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     target.join(profile).join("cradle")
+}
+
+/// What one invocation of the cradle binary did.
+#[derive(Debug)]
+pub struct Out {
+    /// The exit code (-1 when killed by a signal).
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<std::process::Output> for Out {
+    fn from(out: std::process::Output) -> Out {
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+impl Out {
+    /// stdout, after checking the exit code is 0.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "{self:#?}");
+        &self.stdout
+    }
+
+    /// stdout parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{self:#?}"))
+    }
 }
 
 /// A project in a temporary directory.

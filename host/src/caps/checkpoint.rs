@@ -180,7 +180,7 @@ impl CheckpointStore {
     }
 }
 
-fn validate_name(name: &str) -> Result<(), CheckpointError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), CheckpointError> {
     let mut chars = name.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
     let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));

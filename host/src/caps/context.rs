@@ -189,6 +189,9 @@ impl CapCtx {
             }
             Ok(()) => work(),
         };
+        if result.is_ok() {
+            crate::workflow::crashpoint::at(crate::workflow::crashpoint::Edge::Call, self.vm.as_deref(), function);
+        }
         let outcome = match &result {
             Ok(_) => CallOutcome::Ok,
             Err(e) if e.kind == ErrorKind::Denied => CallOutcome::Denied {

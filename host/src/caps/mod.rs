@@ -8,6 +8,7 @@
 pub mod checkpoint;
 pub mod context;
 mod coordination;
+pub mod creation;
 pub mod dns;
 pub mod grants;
 pub mod http;

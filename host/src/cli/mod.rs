@@ -2,6 +2,7 @@
 //! module per command group. Errors reach the operator as one paragraph
 //! (`error: ...` with its causes), never as a panic or a backtrace.
 
+mod init;
 mod plugins;
 mod progress;
 mod provision;
@@ -55,6 +56,8 @@ pub enum Output {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a starter project: cradle.toml, the built-in workflows, an inventory.
+    Init(init::InitArgs),
     /// Inspect the configured backend plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCmd),
@@ -146,6 +149,7 @@ pub(crate) use out;
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
+        Command::Init(args) => init::run(&cli, args),
         Command::Plugins(cmd) => plugins::run(&cli, cmd),
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
         Command::Provision(args) => provision::run(&cli, args).await,
@@ -177,7 +181,7 @@ fn init_tracing(cli: &Cli) {
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(progress::log_writer)
         .with_target(false)
         .with_ansi(ansi)
         .try_init();

@@ -11,7 +11,8 @@ use crate::plugin::admission;
 
 #[derive(Debug, Subcommand)]
 pub enum PluginsCmd {
-    /// Every configured plugin, its version and whether it loads.
+    /// Every plugin the project uses (configured, or built in and named by an
+    /// environment): version, where it comes from, whether it loads.
     List,
     /// A plugin's imports, exports, and requested vs granted capabilities.
     Inspect {
@@ -26,28 +27,38 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
         PluginsCmd::List => {
             let mut rows = Vec::new();
             let mut all_ok = true;
-            for name in project.config.plugins.keys() {
+            for (name, pc) in &project.config.plugins {
+                let source = if pc.is_builtin() { "built-in" } else { "file" };
+                let grants = if pc.implicit { "built-in" } else { "cradle.toml" };
                 match project.load_plugin(name) {
                     Ok(p) => rows.push(json!({
                         "name": name, "version": p.manifest.version, "path": p.path.display().to_string(),
+                        "source": source, "grants": grants,
                         "hash": p.hash, "status": "ok", "description": p.manifest.description,
                     })),
                     Err(e) => {
                         all_ok = false;
-                        rows.push(json!({ "name": name, "status": "error", "error": e.to_string() }));
+                        rows.push(json!({ "name": name, "source": source, "grants": grants, "status": "error", "error": e.to_string() }));
                     }
                 }
             }
+            // Built-ins the project does not use, so the operator knows they exist.
+            let available: Vec<&str> = crate::builtin::PLUGINS
+                .iter()
+                .map(|b| b.name)
+                .filter(|n| !project.config.plugins.contains_key(*n))
+                .collect();
             match cli.output {
-                Output::Json => print_json(&json!({ "plugins": rows }))?,
+                Output::Json => print_json(&json!({ "plugins": rows, "builtin_unused": available }))?,
                 Output::Text => {
                     for r in &rows {
                         match r["status"].as_str() {
                             Some("ok") => outln!(
-                                "{:<12} {:<8} {}  {}",
+                                "{:<12} {:<8} {}  {:<29} {}",
                                 r["name"].as_str().unwrap_or(""),
                                 r["version"].as_str().unwrap_or(""),
                                 &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
+                                source_label(r),
                                 r["description"].as_str().unwrap_or("")
                             )?,
                             _ => outln!(
@@ -57,6 +68,9 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                             )?,
                         }
                     }
+                    if !available.is_empty() {
+                        outln!("built in, not used by this project: {}", available.join(", "))?;
+                    }
                 }
             }
             Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -65,8 +79,9 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
             let pc = project.config.plugins.get(name).ok_or_else(|| {
                 anyhow::anyhow!("no plugin `{name}` in [plugins] of {}", project.config_path.display())
             })?;
-            let path = project.config.resolve(&pc.path);
-            let compiled = project.host.compile(name, &path)?;
+            let source = project.plugin_source(name)?;
+            let path = source.display_path();
+            let compiled = project.host.compile_source(name, &source)?;
             let inspected = admission::inspect(project.host.engine(), &compiled.component, name)?;
             let verdict =
                 admission::admit(project.host.engine(), &compiled.component, name, &compiled.manifest, &pc.grants);
@@ -87,6 +102,8 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                 "name": name,
                 "manifest": { "name": compiled.manifest.name, "version": compiled.manifest.version, "description": compiled.manifest.description },
                 "path": path.display().to_string(),
+                "source": if source.is_builtin() { "built-in" } else { "file" },
+                "grants_from": if pc.implicit { "built-in" } else { "cradle.toml" },
                 "hash": compiled.hash,
                 "cache": format!("{:?}", compiled.cache),
                 "imports": inspected.imports,
@@ -105,11 +122,20 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Where the component and its grants come from.
+fn source_label(row: &serde_json::Value) -> &'static str {
+    match (row["source"].as_str(), row["grants"].as_str()) {
+        (Some("built-in"), Some("built-in")) => "built-in",
+        (Some("built-in"), _) => "built-in, grants: cradle.toml",
+        _ => "file",
+    }
+}
+
 fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
     let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
     outln!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]))?;
     outln!("            {}", s(&doc["manifest"]["description"]))?;
-    outln!("file        {}", s(&doc["path"]))?;
+    outln!("file        {} ({}, grants from {})", s(&doc["path"]), s(&doc["source"]), s(&doc["grants_from"]))?;
     outln!("sha256      {}", s(&doc["hash"]))?;
     outln!("cache       {}", s(&doc["cache"]))?;
     outln!(

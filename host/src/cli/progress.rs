@@ -2,6 +2,12 @@
 //! per VM with its current step and how long it has been running, redrawn in
 //! place on a terminal. Off when stderr is not a terminal (the log lines and
 //! the summary table serve there), with `-q`, and with `--output json`.
+//!
+//! The frame is always the last thing on stderr: log lines are written through
+//! [`log_writer`], which lifts the frame (moves up over it and erases it),
+//! prints the log line where the frame was, and draws the frame again below
+//! it. Without that, the next redraw would move up over the log line instead
+//! of the frame, overwriting the log and leaving a stale row behind.
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -11,6 +17,15 @@ use crate::project::{ProgressSink, StepEvent};
 
 /// How often the display is redrawn.
 const FRAME: Duration = Duration::from_millis(250);
+
+/// The frame currently on screen, at the bottom of stderr (empty when no
+/// display runs). Drawing and log lines both go through it, so they never
+/// interleave.
+static SHOWN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn shown() -> std::sync::MutexGuard<'static, Vec<String>> {
+    SHOWN.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 #[derive(Debug, Clone)]
 struct Row {
@@ -85,31 +100,80 @@ impl Live {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = stop.clone();
         let task = tokio::spawn(async move {
-            let mut drawn = 0usize;
             loop {
                 let last = flag.load(std::sync::atomic::Ordering::Relaxed);
-                drawn = draw(&me.frame(Instant::now()), drawn);
+                draw(me.frame(Instant::now()));
                 if last {
                     break;
                 }
                 tokio::time::sleep(FRAME).await;
             }
+            // The final frame stays; what is written after it goes below.
+            shown().clear();
         });
         Redraw { stop, task: Some(task) }
     }
 }
 
 /// Move up over the previous frame and print this one.
-fn draw(lines: &[String], previous: usize) -> usize {
+fn draw(lines: Vec<String>) {
+    let mut shown = shown();
+    let mut out = Vec::new();
+    if !shown.is_empty() {
+        let _ = write!(out, "\x1b[{}A", shown.len());
+    }
+    put_frame(&mut out, &lines);
     let mut err = std::io::stderr().lock();
-    if previous > 0 {
-        let _ = write!(err, "\x1b[{previous}A");
-    }
-    for l in lines {
-        let _ = writeln!(err, "\x1b[2K{l}");
-    }
+    let _ = err.write_all(&out);
     let _ = err.flush();
-    lines.len()
+    *shown = lines;
+}
+
+fn put_frame(out: &mut Vec<u8>, lines: &[String]) {
+    for l in lines {
+        let _ = writeln!(out, "\x1b[2K{l}");
+    }
+}
+
+/// `log` written above the frame `shown`: up to the frame's first line, erase
+/// to the end of the screen, the log text (ended by a newline), the frame again.
+fn lift(shown: &[String], log: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(log.len() + 64 * shown.len());
+    if shown.is_empty() {
+        out.extend_from_slice(log);
+        return out;
+    }
+    let _ = write!(out, "\x1b[{}A\x1b[J", shown.len());
+    out.extend_from_slice(log);
+    if !log.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    put_frame(&mut out, shown);
+    out
+}
+
+/// The writer for log lines on stderr (`tracing_subscriber`'s `with_writer`):
+/// plain stderr while no display runs, above the frame while one does.
+pub fn log_writer() -> LogWriter {
+    LogWriter
+}
+
+/// See [`log_writer`]. The formatter writes each event in one `write_all`.
+#[derive(Debug)]
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let shown = shown();
+        let mut err = std::io::stderr().lock();
+        err.write_all(&lift(&shown, buf))?;
+        err.flush()?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Stops the redraw (after one last frame) when finished.
@@ -151,5 +215,14 @@ mod tests {
         assert_eq!(frame.len(), 2);
         assert!(frame[0].starts_with("test-0") && frame[0].contains("cloud-init"), "{frame:?}");
         assert!(frame[1].starts_with("test-1") && frame[1].contains("preflight FAILED"), "{frame:?}");
+    }
+
+    #[test]
+    fn a_log_line_is_printed_where_the_frame_was_and_the_frame_is_drawn_again_below_it() {
+        let frame = vec!["test-0 lock".to_string(), "test-1 create".to_string()];
+        let out = String::from_utf8(lift(&frame, b"INFO cloned\n")).expect("utf-8");
+        assert_eq!(out, "\x1b[2A\x1b[JINFO cloned\n\x1b[2Ktest-0 lock\n\x1b[2Ktest-1 create\n");
+        assert_eq!(lift(&[], b"INFO plain\n"), b"INFO plain\n", "no display: the log line as it is");
+        assert!(lift(&frame, b"no newline").starts_with(b"\x1b[2A\x1b[Jno newline\n\x1b[2K"));
     }
 }

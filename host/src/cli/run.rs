@@ -15,6 +15,7 @@ use super::values::{arg_to_dynamic, dynamic_to_json};
 use super::{Cli, Output, outln, print_json};
 use crate::project::{Project, RunRequest};
 use crate::reload::{self, Live, ReloadEvent};
+use crate::workflow::WorkflowSource;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -47,7 +48,12 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
     let _watcher = reload::watch(project.clone(), live.clone(), move |event| {
         let _ = tx.send(event);
     })?;
-    eprintln!("watching {} and the plugin files; Ctrl-C to stop", project.workflow_dir().display());
+    match project.workflow_source() {
+        Ok(WorkflowSource::Dir(dir)) => eprintln!("watching {} and the plugin files; Ctrl-C to stop", dir.display()),
+        _ => eprintln!(
+            "watching the plugin files; the workflows are built in (`cradle init` writes them out to edit); Ctrl-C to stop"
+        ),
+    }
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return Ok(code),

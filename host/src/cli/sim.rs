@@ -1,5 +1,11 @@
 //! `cradle sim serve`: run the simulated Proxmox VE cluster as a server, for
 //! demos and for pointing other clients (proxmoxer, Terraform providers) at it.
+//!
+//! `--write-config FILE` writes the cluster's `[clusters.NAME]` and `[ssh]`
+//! sections for a cradle.toml (0600, the token in an owner-only file next to
+//! it, referenced by `{ file = ... }`), so another cradle process can drive
+//! this simulator as it would a real cluster: that is how the crash tests kill
+//! cradle without killing "Proxmox".
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +37,17 @@ pub struct ServeArgs {
     /// Seed for fault draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Port of the nodes' SSH servers (0 = any free port, reported in the
+    /// banner and the written config; lets several simulators run side by side).
+    #[arg(long, default_value_t = 22)]
+    pub node_ssh_port: u16,
+    /// Write the cradle.toml sections for this cluster to FILE (0600; the
+    /// token goes to FILE.token, 0600), then serve.
+    #[arg(long, value_name = "FILE")]
+    pub write_config: Option<PathBuf>,
+    /// The cluster name used in the written config.
+    #[arg(long, default_value = "sim")]
+    pub cluster_name: String,
 }
 
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
@@ -46,11 +63,58 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
         time_scale: args.time_scale,
         seed: args.seed,
         listen: args.listen,
+        node_ssh_port: args.node_ssh_port,
         ..cradle_sim::SimConfig::default()
     };
     if let Some(spec) = &args.faults {
         config.faults = cradle_sim::FaultSpec::parse(spec)?;
     }
-    cradle_sim::serve(config).await?;
+    let cluster = cradle_sim::Cluster::start(config).await?;
+    print!("{}", cluster.banner());
+    if let Some(path) = &args.write_config {
+        write_config(&cluster, &args.cluster_name, path)?;
+        println!("  config:       {}", path.display());
+    }
+    println!("Press Ctrl-C to stop.");
+    let _ = tokio::signal::ctrl_c().await;
+    cluster.shutdown().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A TOML string literal (`toml` escapes it).
+fn quoted(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn write_config(cluster: &cradle_sim::RunningCluster, name: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || name.is_empty() {
+        anyhow::bail!("--cluster-name `{name}`: use letters, digits, `-` and `_`");
+    }
+    let token_path = path.with_extension("token");
+    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    crate::state::write_private_file_atomic(&token_path, cluster.token().as_bytes())?;
+    let key = cluster.node_ssh_key_path();
+    let public = std::fs::read_to_string(key.with_extension("pub"))
+        .map_err(|e| anyhow::anyhow!("cannot read the simulator's public key {}.pub: {e}", key.display()))?;
+    let endpoint = cluster.api_url().trim_end_matches("/api2/json").to_string();
+    let mut out = format!("# Written by `cradle sim serve` for {endpoint}; merge into cradle.toml.\n");
+    let _ = writeln!(out, "[clusters.{name}]\nkind = \"proxmox\"\nendpoint = {}", quoted(&endpoint));
+    let _ = writeln!(out, "token = {{ file = {} }}", quoted(&abs(&token_path).display().to_string()));
+    let _ = writeln!(out, "fingerprint = {}\n\n[clusters.{name}.node_ssh]", quoted(&cluster.fingerprint_sha256()));
+    for n in cluster.nodes() {
+        if let Some(a) = cluster.node_ssh_addr(&n) {
+            let _ = writeln!(out, "{n} = {}", quoted(&format!("root@{}:{}", a.ip(), a.port())));
+        }
+    }
+    let _ = writeln!(out, "\n[clusters.{name}.node_host_keys]");
+    for n in cluster.nodes() {
+        if let Some(k) = cluster.node_host_key(&n) {
+            let _ = writeln!(out, "{n} = {}", quoted(&k));
+        }
+    }
+    let _ = writeln!(out, "\n[ssh]\nidentity = {}", quoted(&abs(key).display().to_string()));
+    let _ = writeln!(out, "authorized_keys = [{}]", quoted(public.trim()));
+    crate::state::write_private_file_atomic(path, out.as_bytes())?;
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! `cradle workflows check`: compile every script and shared module.
+//! `cradle workflows check`: compile every script and shared module, and say
+//! where they come from (the project's directory, or built into cradle).
 
 use std::process::ExitCode;
 
@@ -6,10 +7,12 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::{Cli, Output, outln, print_json};
+use crate::workflow::WorkflowSource;
 
 #[derive(Debug, Subcommand)]
 pub enum WorkflowsCmd {
-    /// Compile every workflow; exit 1 naming file:line:column on the first error.
+    /// Compile every workflow (the project's, or the built-in ones); exit 1
+    /// naming file:line:column on the first error.
     Check,
 }
 
@@ -28,13 +31,21 @@ pub fn run(cli: &Cli, cmd: &WorkflowsCmd) -> anyhow::Result<ExitCode> {
             Err(e) => plugin_errors.push(e.to_string()),
         }
     }
+    let source = project.workflow_source();
     let result = project.compile_workflows(&plugins);
     let ok = result.is_ok() && plugin_errors.is_empty();
+    let (source_kind, source_dir) = match &source {
+        Ok(WorkflowSource::Dir(dir)) => ("project", Some(dir.display().to_string())),
+        Ok(WorkflowSource::Builtin) => ("built-in", None),
+        Err(_) => ("none", None),
+    };
     match cli.output {
         Output::Json => {
             let doc = match &result {
                 Ok(set) => json!({
                     "ok": ok,
+                    "source": source_kind,
+                    "dir": source_dir,
                     "scripts": set.scripts().iter().map(|s| json!({"name": s.name, "file": s.file, "hash": s.hash})).collect::<Vec<_>>(),
                     "modules": set.modules().iter().map(|s| json!({"name": s.name, "file": s.file, "hash": s.hash})).collect::<Vec<_>>(),
                     "plugin_errors": plugin_errors,
@@ -46,6 +57,14 @@ pub fn run(cli: &Cli, cmd: &WorkflowsCmd) -> anyhow::Result<ExitCode> {
         Output::Text => {
             for e in &plugin_errors {
                 eprintln!("warning: {e}");
+            }
+            match &source_dir {
+                Some(dir) => outln!("workflows from {dir}")?,
+                None if source_kind == "built-in" => outln!(
+                    "workflows built into cradle (no {} next to the config; `cradle init` writes them out to edit)",
+                    project.workflow_dir().display()
+                )?,
+                None => {}
             }
             match &result {
                 Ok(set) => {

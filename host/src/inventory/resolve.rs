@@ -289,7 +289,8 @@ fn os_template(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<OsTemplate, Invent
 impl VmPlan {
     /// The WIT `vm-spec` record as the Rhai bridge expects it (snake_case keys).
     /// `probed` is the VMID chosen under the lock when the inventory sets none;
-    /// it must be absent (or equal) when the inventory sets one.
+    /// it must be absent (or equal) when the inventory sets one. With neither,
+    /// see [`VmPlan::vm_spec_unallocated`].
     pub fn vm_spec(&self, probed: Option<u32>) -> Result<Value, InventoryError> {
         let vmid = match (self.vmid, probed) {
             (Some(a), Some(b)) if a != b => {
@@ -310,7 +311,18 @@ impl VmPlan {
                 });
             }
         };
-        Ok(serde_json::json!({
+        Ok(self.spec_with(serde_json::json!(vmid)))
+    }
+
+    /// The `vm-spec` of a host whose inventory sets no VMID: `vmid` is null
+    /// until the workflow finds the VM's VMID or probes one (workflows/lib/vmid.rhai);
+    /// a backend call before that fails naming `vmid`.
+    pub fn vm_spec_unallocated(&self) -> Value {
+        self.spec_with(Value::Null)
+    }
+
+    fn spec_with(&self, vmid: Value) -> Value {
+        serde_json::json!({
             "name": self.name,
             "vmid": vmid,
             "node": self.node,
@@ -324,6 +336,6 @@ impl VmPlan {
             "startup_order": self.startup_order,
             "tags": self.tags,
             "environment": self.environment,
-        }))
+        })
     }
 }

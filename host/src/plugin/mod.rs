@@ -8,6 +8,10 @@
 //! capability context, with the plugin's memory limit and epoch deadline. A trap
 //! (panic, timeout, memory limit, malformed value) fails that call only, with
 //! the plugin's stderr attached; the host and other calls are unaffected.
+//!
+//! A component comes from a `.wasm` file or from the binary itself
+//! ([`PluginSource`], [`crate::builtin`]); both take the same path from the
+//! bytes on — manifest, SHA-256, cache, admission under the operator's grants.
 
 pub mod admission;
 pub mod backend;
@@ -17,6 +21,7 @@ pub mod limits;
 pub mod manifest;
 pub mod store;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -107,6 +112,53 @@ fn stderr_suffix(stderr: &str) -> String {
     if stderr.is_empty() { String::new() } else { format!(" (plugin stderr: {stderr})") }
 }
 
+/// Where a plugin's component comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginSource {
+    /// A `.wasm` file (`[plugins.NAME] path`).
+    File(PathBuf),
+    /// The component of that name built into cradle ([`crate::builtin::PLUGINS`]).
+    Builtin(&'static str),
+}
+
+impl PluginSource {
+    /// The file, or `built-in:NAME` — how messages and listings name it.
+    pub fn display_path(&self) -> PathBuf {
+        match self {
+            PluginSource::File(path) => path.clone(),
+            PluginSource::Builtin(name) => PathBuf::from(format!("built-in:{name}")),
+        }
+    }
+
+    /// Whether the component is built into cradle.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, PluginSource::Builtin(_))
+    }
+
+    fn bytes(&self, plugin: &str) -> Result<Cow<'static, [u8]>, PluginError> {
+        match self {
+            PluginSource::File(path) => std::fs::read(path).map(Cow::Owned).map_err(|source| PluginError::Read {
+                name: plugin.into(),
+                path: path.clone(),
+                source,
+            }),
+            PluginSource::Builtin(name) => {
+                crate::builtin::plugin(name).map(|p| Cow::Borrowed(p.wasm)).ok_or_else(|| PluginError::Read {
+                    name: plugin.into(),
+                    path: self.display_path(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "cradle has no built-in plugin `{name}` (built-in: {})",
+                            crate::builtin::plugin_names()
+                        ),
+                    ),
+                })
+            }
+        }
+    }
+}
+
 /// Advances the engine's epoch every [`EPOCH_TICK`] so deadlines fire.
 struct EpochTicker {
     stop: Arc<AtomicBool>,
@@ -192,8 +244,14 @@ impl PluginHost {
 
     /// Read, check and compile (or load from cache) the component at `path`.
     pub fn compile(&self, name: &str, path: &Path) -> Result<Compiled, PluginError> {
-        let bytes =
-            std::fs::read(path).map_err(|source| PluginError::Read { name: name.into(), path: path.into(), source })?;
+        self.compile_source(name, &PluginSource::File(path.to_path_buf()))
+    }
+
+    /// Read, check and compile (or load from cache) the component of `source`.
+    pub fn compile_source(&self, name: &str, source: &PluginSource) -> Result<Compiled, PluginError> {
+        let bytes = source.bytes(name)?;
+        let path = source.display_path();
+        let path = path.as_path();
         let manifest =
             Manifest::read(&bytes, path).map_err(|source| PluginError::Manifest { name: name.into(), source })?;
         let hash = hex::encode(Sha256::digest(&bytes));
@@ -204,9 +262,20 @@ impl PluginHost {
         Ok(Compiled { manifest, hash, component, cache })
     }
 
-    /// Compile, admit under `grants` and pre-instantiate the plugin `name`.
+    /// Compile, admit under `grants` and pre-instantiate the plugin `name` from the file `path`.
     pub fn load(&self, name: &str, path: &Path, grants: Grants, limits: Limits) -> Result<LoadedPlugin, PluginError> {
-        let compiled = self.compile(name, path)?;
+        self.load_source(name, &PluginSource::File(path.to_path_buf()), grants, limits)
+    }
+
+    /// Compile, admit under `grants` and pre-instantiate the plugin `name` from `source`.
+    pub fn load_source(
+        &self,
+        name: &str,
+        source: &PluginSource,
+        grants: Grants,
+        limits: Limits,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let compiled = self.compile_source(name, source)?;
         let admitted = admission::admit(&self.engine, &compiled.component, name, &compiled.manifest, &grants)?;
         let pre = self
             .linker
@@ -222,7 +291,8 @@ impl PluginHost {
         }
         Ok(LoadedPlugin {
             name: name.to_string(),
-            path: path.to_path_buf(),
+            path: source.display_path(),
+            source: source.clone(),
             manifest: compiled.manifest,
             hash: compiled.hash,
             cache: compiled.cache,
@@ -240,8 +310,10 @@ impl PluginHost {
 pub struct LoadedPlugin {
     /// The name it has in cradle.toml.
     pub name: String,
-    /// The component file.
+    /// The component file, or `built-in:NAME`.
     pub path: PathBuf,
+    /// Where the component came from.
+    pub source: PluginSource,
     /// Its manifest.
     pub manifest: Manifest,
     /// SHA-256 of the component file, hex (recorded in journals).

@@ -155,7 +155,11 @@ fn run_step(
         run.observer().step_started(vm, name);
     }
     tracing::debug!(target: "cradle::workflow", step = name, vm, "step started");
+    super::crashpoint::at(super::crashpoint::Edge::Before, vm, name);
     let result = body.call_within_context::<Dynamic>(ctx, ());
+    if result.is_ok() {
+        super::crashpoint::at(super::crashpoint::Edge::After, vm, name);
+    }
     let message = result.as_ref().err().map(|e| super::errors::innermost_message(e));
     if let Some(run) = &run {
         run.observer().step_finished(vm, name, message.as_deref());

@@ -9,13 +9,19 @@
 //! through a run. After `load` nothing in the set changes: hot reload builds a new
 //! set and swaps an `Arc`; runs in flight keep the `Arc` they started with.
 //!
+//! The files come from a [`WorkflowSource`]: a directory, or the workflows
+//! built into cradle ([`crate::builtin::WORKFLOWS`]), laid out the same way and
+//! compiled by the same code; built-in files are named `built-in:provision.rhai`
+//! in errors and listings. Imports resolve within the one source: a project
+//! directory never imports a built-in module, nor the other way round.
+//!
 //! [`WorkflowSet::call`] is synchronous (Rhai has no async) and is meant for a
 //! blocking thread; [`call_blocking`] does the `spawn_blocking` bridge. A script's
 //! top-level statements run before each call, so keep them to `import`s and
 //! constants.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rhai::module_resolvers::StaticModuleResolver;
@@ -26,7 +32,64 @@ use super::backend::{self, Backend};
 use super::context::{self, CurrentRun, RunContext};
 use super::errors::{WorkflowError, compile_error, script_error};
 use super::limits::WorkflowLimits;
-use super::resolver::{LoadResolver, collect_modules, read, rhai_files};
+use super::resolver::{LoadResolver, Sources, collect_modules, read, rhai_files};
+
+/// A top-level script as read: (name, displayed file, text).
+type ScriptSource = (String, String, String);
+
+/// Where a [`WorkflowSet`]'s files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkflowSource {
+    /// `*.rhai` at the top of this directory, modules under its `lib/`.
+    Dir(PathBuf),
+    /// The workflows built into cradle ([`crate::builtin::WORKFLOWS`]).
+    Builtin,
+}
+
+impl WorkflowSource {
+    /// The prefix of built-in files' displayed names.
+    pub const BUILTIN_PREFIX: &'static str = "built-in:";
+
+    /// Whether this is the built-in set.
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, WorkflowSource::Builtin)
+    }
+
+    /// The top-level scripts as (name, displayed file, text), in name order,
+    /// and the modules under `lib/` by import path.
+    fn read(&self) -> Result<(Vec<ScriptSource>, Sources), WorkflowError> {
+        let mut scripts = Vec::new();
+        let mut modules = Sources::new();
+        match self {
+            WorkflowSource::Dir(dir) => {
+                let lib = dir.join("lib");
+                if lib.is_dir() {
+                    collect_modules(&lib, "lib", &mut modules)?;
+                }
+                for path in rhai_files(dir)? {
+                    let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+                        continue;
+                    };
+                    let text = read(&path)?;
+                    scripts.push((name, path.display().to_string(), text));
+                }
+            }
+            WorkflowSource::Builtin => {
+                for (rel, text) in crate::builtin::WORKFLOWS {
+                    let Some(stem) = rel.strip_suffix(".rhai") else { continue };
+                    let file = format!("{}{rel}", Self::BUILTIN_PREFIX);
+                    if stem.starts_with("lib/") {
+                        modules.insert(stem.to_string(), (file, text.to_string()));
+                    } else if !stem.contains('/') {
+                        scripts.push((stem.to_string(), file, text.to_string()));
+                    }
+                }
+                scripts.sort();
+            }
+        }
+        Ok((scripts, modules))
+    }
+}
 
 /// How to build the engine of a [`WorkflowSet`].
 #[derive(Default)]
@@ -65,6 +128,7 @@ struct Script {
 
 /// The compiled workflows: immutable once loaded, shareable behind an `Arc`.
 pub struct WorkflowSet {
+    source: WorkflowSource,
     engine: Engine,
     scripts: BTreeMap<String, Script>,
     modules: Vec<ScriptInfo>,
@@ -86,8 +150,13 @@ impl WorkflowSet {
     /// Compiles the workflows in `dir` (see the module docs); the first broken file
     /// fails the load.
     pub fn load(dir: &Path, opts: &EngineOptions) -> Result<WorkflowSet, WorkflowError> {
+        Self::load_from(&WorkflowSource::Dir(dir.to_path_buf()), opts)
+    }
+
+    /// Compiles the workflows of `source`; the first broken file fails the load.
+    pub fn load_from(source: &WorkflowSource, opts: &EngineOptions) -> Result<WorkflowSet, WorkflowError> {
         let mut errors = Vec::new();
-        let set = Self::build(dir, opts, &mut errors)?;
+        let set = Self::build(source, opts, &mut errors)?;
         match errors.into_iter().next() {
             Some(first) => Err(first),
             None => Ok(set),
@@ -98,8 +167,13 @@ impl WorkflowSet {
     /// `cradle workflows check`). A file importing a broken module is not reported
     /// again for it.
     pub fn check(dir: &Path, opts: &EngineOptions) -> Result<WorkflowSet, Vec<WorkflowError>> {
+        Self::check_from(&WorkflowSource::Dir(dir.to_path_buf()), opts)
+    }
+
+    /// [`WorkflowSet::check`] for any source.
+    pub fn check_from(source: &WorkflowSource, opts: &EngineOptions) -> Result<WorkflowSet, Vec<WorkflowError>> {
         let mut errors = Vec::new();
-        match Self::build(dir, opts, &mut errors) {
+        match Self::build(source, opts, &mut errors) {
             Err(unreadable) => Err(vec![unreadable]),
             Ok(set) if errors.is_empty() => Ok(set),
             Ok(_) => Err(errors),
@@ -108,7 +182,11 @@ impl WorkflowSet {
 
     /// Builds the set, collecting compile errors in `errors`; fails only when the
     /// files cannot be read.
-    fn build(dir: &Path, opts: &EngineOptions, errors: &mut Vec<WorkflowError>) -> Result<WorkflowSet, WorkflowError> {
+    fn build(
+        source: &WorkflowSource,
+        opts: &EngineOptions,
+        errors: &mut Vec<WorkflowError>,
+    ) -> Result<WorkflowSet, WorkflowError> {
         let mut engine = Engine::new();
         opts.limits.apply(&mut engine);
         context::register(&mut engine);
@@ -124,11 +202,7 @@ impl WorkflowSet {
             }
         };
 
-        let mut sources = BTreeMap::new();
-        let lib = dir.join("lib");
-        if lib.is_dir() {
-            collect_modules(&lib, "lib", &mut sources)?;
-        }
+        let (files, sources) = source.read()?;
         let resolver = LoadResolver::new(sources, opts.limits.clone());
         engine.set_module_resolver(resolver.clone());
         // Modules are loaded in name order; one importing another loads it first,
@@ -148,12 +222,7 @@ impl WorkflowSet {
         engine.set_module_resolver(resolved);
 
         let mut scripts = BTreeMap::new();
-        for path in rhai_files(dir)? {
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
-                continue;
-            };
-            let file = path.display().to_string();
-            let text = read(&path)?;
+        for (name, file, text) in files {
             match engine.compile_into_self_contained(&Scope::new(), &text) {
                 Ok(mut ast) => {
                     ast.set_source(file.as_str());
@@ -176,12 +245,18 @@ impl WorkflowSet {
             set_hash.update(format!("{}\0{}\n", entry.name, entry.hash));
         }
         Ok(WorkflowSet {
+            source: source.clone(),
             engine,
             scripts,
             modules,
             hash: hex::encode(set_hash.finalize()),
             limits: opts.limits.clone(),
         })
+    }
+
+    /// Where the files came from.
+    pub fn source(&self) -> &WorkflowSource {
+        &self.source
     }
 
     /// The top-level scripts, by name.

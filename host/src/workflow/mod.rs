@@ -3,6 +3,8 @@
 //! Contract:
 //! - [`WorkflowSet::load`] compiles `workflows/*.rhai` and the shared modules under
 //!   `workflows/lib/` into an immutable set (hot reload swaps it behind an `Arc`).
+//!   [`WorkflowSet::load_from`] does the same for the workflows built into cradle
+//!   ([`WorkflowSource::Builtin`]).
 //!   Any compile error, missing import or import cycle fails the load with
 //!   [`WorkflowError::Compile`] naming `file:line:column`.
 //! - [`WorkflowSet::call`] runs one function of one script for one run, on the
@@ -18,6 +20,7 @@
 pub mod backend;
 pub mod bridge;
 mod context;
+pub(crate) mod crashpoint;
 mod engine;
 mod errors;
 mod limits;
@@ -26,7 +29,7 @@ mod resolver;
 pub use backend::{Backend, BackendHandle, ExportSig};
 pub use bridge::{BridgeError, from_val, from_val_typed, to_val};
 pub use context::{NoopObserver, RunContext, RunObserver, run_context};
-pub use engine::{EngineOptions, FunctionInfo, ScriptInfo, WorkflowSet, call_blocking};
+pub use engine::{EngineOptions, FunctionInfo, ScriptInfo, WorkflowSet, WorkflowSource, call_blocking};
 pub use errors::WorkflowError;
 pub use limits::WorkflowLimits;
 

@@ -92,6 +92,12 @@ pub fn startup_changes(vm: &VmSpec, config: &[Entry]) -> Vec<Entry> {
     out
 }
 
+/// The entries of `set` whose value differs from `config`: what an
+/// interrupted `create` still has to write (an empty list: nothing).
+pub fn differing(set: Vec<Entry>, config: &[Entry]) -> Vec<Entry> {
+    set.into_iter().filter(|e| get(config, &e.key) != Some(e.value.as_str())).collect()
+}
+
 /// A disk to grow: the slot and the new absolute size (`("scsi0", "32G")`).
 pub type Resize = (String, String);
 
@@ -233,6 +239,27 @@ mod tests {
             assert!(keys.contains(&k), "{k} missing from {keys:?}");
         }
         assert_eq!(resize, Some(("scsi0".to_string(), "20G".to_string())));
+    }
+
+    #[test]
+    fn a_configured_vm_needs_no_second_write_and_a_partial_one_only_the_rest() {
+        let snippets = Snippets { user: "u".into(), network: "n".into(), meta: None };
+        let fresh =
+            cfg(&[("scsi0", "local-lvm:vm-150-disk-0,size=8G"), ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0")]);
+        let (set, _) = configure(&spec(), &snippets, &fresh).expect("configure");
+        // What Proxmox holds after the writes: each key replaced, the drive allocated, the disk grown.
+        let mut done: Vec<Entry> = vec![entry("scsi0", "local-lvm:vm-150-disk-0,size=20G")];
+        done.extend(
+            set.iter().map(|e| entry(&e.key, e.value.replace("local-lvm:cloudinit", "local-lvm:vm-150-cloudinit"))),
+        );
+        let (again, resize) = configure(&spec(), &snippets, &done).expect("configure again");
+        let left: Vec<String> = differing(again, &done).into_iter().map(|e| e.key).collect();
+        assert!(left.is_empty(), "nothing left to write: {left:?}");
+        assert_eq!(resize, None, "the disk already has its size");
+        let partial: Vec<Entry> = done.iter().filter(|e| e.key != "cicustom").cloned().collect();
+        let (rest, _) = configure(&spec(), &snippets, &partial).expect("configure partial");
+        let keys: Vec<String> = differing(rest, &partial).into_iter().map(|e| e.key).collect();
+        assert_eq!(keys, ["cicustom"]);
     }
 
     #[test]

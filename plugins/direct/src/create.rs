@@ -1,5 +1,13 @@
 //! `create`: clone the template, wait for the clone, configure the VM.
 //!
+//! Called for a VM that already exists (the workflow does so only while the
+//! VM's creation record says its creation stage did not finish), `create`
+//! resumes instead of cloning: it waits for the VM's own running tasks (a
+//! clone or migration the interrupted run started), then writes only the
+//! settings that still differ and grows the disk if it is still smaller. A
+//! running VM whose configuration is incomplete is a `conflict`: its pending
+//! changes would not apply until a reboot, so it is left for the operator.
+//!
 //! A clone is not idempotent (invariant 5). When the clone call fails in a way
 //! that leaves its outcome unknown (`transient`: timeout, reset connection,
 //! 5xx), this module waits for the template's running clone tasks and re-reads
@@ -12,27 +20,94 @@ use crate::bindings::cradle::host::proxmox::{self, CloneRequest, VmResource};
 use crate::bindings::cradle::host::types::{Error, Snippets, VmSpec, VmState};
 use crate::{TASK_TIMEOUT_MS, config, find, log, wait};
 
-/// Clone and configure `vm`; returns it stopped.
+/// Clone and configure `vm` (or finish configuring it); returns it stopped.
 pub fn create(vm: &VmSpec, snippets: &Snippets) -> Result<VmState, Error> {
-    if let Some(found) = find::discover(vm)? {
-        return Err(Error::Conflict(format!(
-            "{} (vmid {}) already exists on {}; rerun provision to finish it instead of creating it again",
-            vm.name, found.vmid, found.node
-        )));
-    }
-    let template = find::template(vm)?;
-    clone(vm, &template)?;
-    let node = template.node.as_str();
+    let node = match find::discover(vm)? {
+        Some(found) => {
+            let found = settle_tasks(vm, found)?;
+            if !configure(vm, snippets, &found)? {
+                log(Level::Info, "resumed: the configuration was already complete", vm);
+            }
+            found.node
+        }
+        None => {
+            let template = find::template(vm)?;
+            clone(vm, &template)?;
+            let node = template.node.clone();
+            let state = find::discover(vm)?
+                .ok_or_else(|| Error::Failed(format!("{} was cloned but is gone from the cluster", vm.name)))?;
+            configure(vm, snippets, &state)?;
+            log(Level::Info, "cloned and configured", vm);
+            node
+        }
+    };
+    find::discover(vm)?
+        .ok_or_else(|| Error::Failed(format!("{} was configured on {node} but is gone from the cluster", vm.name)))
+}
+
+/// Writes the settings that differ and grows the boot disk; `false` when
+/// there was nothing to do.
+fn configure(vm: &VmSpec, snippets: &Snippets, found: &VmState) -> Result<bool, Error> {
+    let node = found.node.as_str();
     let current = proxmox::get_config(node, vm.vmid)?;
     let digest = current.iter().find(|e| e.key == "digest").map(|e| e.value.clone());
     let (set, resize) = config::configure(vm, snippets, &current)?;
-    proxmox::set_config(node, vm.vmid, &set, &[], digest.as_deref())?;
+    let set = config::differing(set, &current);
+    if set.is_empty() && resize.is_none() {
+        return Ok(false);
+    }
+    if found.status != "stopped" {
+        let keys: Vec<&str> = set.iter().map(|e| e.key.as_str()).collect();
+        return Err(Error::Conflict(format!(
+            "{} (vmid {}) is {} but its configuration is incomplete (still to set: {}{}); \
+             stop it on {node} (`qm stop {}`) and rerun provision, or remove it",
+            vm.name,
+            vm.vmid,
+            found.status,
+            keys.join(", "),
+            if resize.is_some() { ", boot disk size" } else { "" },
+            vm.vmid
+        )));
+    }
+    if !set.is_empty() {
+        proxmox::set_config(node, vm.vmid, &set, &[], digest.as_deref())?;
+    }
     if let Some((disk, size)) = resize {
         let upid = proxmox::resize_disk(node, vm.vmid, &disk, &size)?;
         wait(node, &upid, &format!("resize {disk} of {}", vm.name))?;
     }
-    log(Level::Info, "cloned and configured", vm);
-    find::discover(vm)?.ok_or_else(|| Error::Failed(format!("{} was configured but is gone from the cluster", vm.name)))
+    Ok(true)
+}
+
+/// An interrupted run may have left a task working on the VM (its clone, a
+/// migration, a resize): wait for those before touching the config.
+fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
+    let Some(lock) = found.lock.clone() else {
+        return Ok(found);
+    };
+    log(Level::Info, &format!("resuming: the VM is locked ({lock}); waiting for its tasks"), vm);
+    // A clone's task runs under the template's VMID; every other task under the VM's.
+    let (node, id) = if lock == "clone" {
+        let template = find::template(vm)?;
+        (template.node, template.vmid)
+    } else {
+        (found.node.clone(), vm.vmid)
+    };
+    for task in proxmox::list_tasks(&node, Some(id), None)? {
+        if task.status.is_none() {
+            let _ = proxmox::wait_task(&node, &task.upid, TASK_TIMEOUT_MS)?;
+        }
+    }
+    let now = find::discover(vm)?
+        .ok_or_else(|| Error::Failed(format!("{} disappeared while its tasks finished; rerun provision", vm.name)))?;
+    match now.lock {
+        None => Ok(now),
+        Some(lock) => Err(Error::Transient(format!(
+            "{} (vmid {}) is still locked ({lock}) with no task of it running on {node}; \
+             check its Tasks, then `qm unlock {}` if nothing is working on it, and rerun",
+            vm.name, vm.vmid, vm.vmid
+        ))),
+    }
 }
 
 fn request(vm: &VmSpec, template: &VmResource) -> CloneRequest {

@@ -197,6 +197,10 @@ async fn serve_conn(
     mut cancel: watch::Receiver<bool>,
 ) {
     let mut down = sim.shutdown.subscribe();
+    // Replies are several small packets (data, exit status, EOF, close); without
+    // TCP_NODELAY each may wait for the client's delayed ACK (~40 ms) once a
+    // connection carries more than one command (a multiplexing master).
+    let _ = stream.set_nodelay(true);
     let handler = Handler { sim: sim.clone(), role, user: String::new(), pending: HashMap::new() };
     let Ok(running) = russh::server::run_stream(config, stream, handler).await else { return };
     let handle = running.handle();

@@ -89,9 +89,31 @@ impl Host for CapCtx {
         self.pve("list-vms", ProxmoxCall::default(), |c| async move { c.list_vms().await })
     }
 
+    /// Without a hint: the first free VMID inside the caller's `vmids` grant.
+    /// PVE's own answer is the lowest free VMID of the cluster (≥ 100), which
+    /// may lie below the grant; then the lowest unused VMID of the granted
+    /// range is confirmed with a hint. Nothing is reserved (PVE never does):
+    /// callers hold a lock until the VMID is taken.
     fn next_id(&mut self, hint: Option<u32>) -> Result<u32, WitError> {
         let call = ProxmoxCall { vmid: hint, ..Default::default() };
-        self.pve("next-id", call, |c| async move { c.next_id(hint).await })
+        let first = self.pve("next-id", call, |c| async move { c.next_id(hint).await })?;
+        let Some(range) = self.grants.proxmox.as_ref().map(|g| g.vmids) else { return Ok(first) };
+        if hint.is_some() || range.contains(first) {
+            return Ok(first);
+        }
+        let used: std::collections::BTreeSet<u32> = self.list_vms()?.into_iter().map(|v| v.vmid).collect();
+        let Some(candidate) = (range.first..=range.last).find(|v| *v >= 100 && !used.contains(v)) else {
+            return Err(CapError::new(
+                crate::caps::context::ErrorKind::Conflict,
+                format!(
+                    "no free VMID in {}.proxmox.vmids = \"{range}\" (the cluster's next free one is {first}); \
+                     widen the grant or give the host a vms_vmid",
+                    self.origin
+                ),
+            )
+            .into());
+        };
+        self.next_id(Some(candidate))
     }
 
     fn clone_vm(&mut self, req: CloneRequest) -> Result<String, WitError> {

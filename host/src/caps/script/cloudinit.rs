@@ -6,7 +6,20 @@
 //!   the snippet directory of `node` (the node that will start the VM). It
 //!   returns `#{user, network, meta, host_key}`: volume ids for `cicustom` and
 //!   the PUBLIC host key to pin. The private key never enters the script.
-//! - `cloudinit::delete_snippets(vm, node)` removes them after finalization.
+//!   Before the first upload it writes the VM's creation record
+//!   ([`crate::caps::creation`]); while that record exists a rerun reuses its
+//!   key, so the snippets are byte-identical and the pinned key stays valid
+//!   The same record reserves the VMID of a host whose VMID was probed
+//!   (`cloudinit::reserve(vm, node)`, `cloudinit::reserved_vmids()`): PVE's
+//!   nextid reserves nothing, so allocators on this control node skip VMIDs
+//!   that a record holds until the clone has taken them;
+//!   `cloudinit::release(vm)` drops a reservation no VM has taken (a
+//!   creation that failed its preflight).
+//! - `cloudinit::creation(vm)` is that record without the private key
+//!   (`#{vmid, node, host_key, written}`), or `()`: "the creation stage of this
+//!   VM started and did not finish".
+//! - `cloudinit::delete_snippets(vm, node)` removes the snippets from the node,
+//!   then the creation record (end of finalization).
 //! - `cloudinit::wait_done(target, timeout_ms, attempts, interval_ms)` polls
 //!   `cloud-init status --format=json` with a per-command timeout and a bounded
 //!   number of attempts (separate bounds) and throws unless it ends `done`.
@@ -22,6 +35,7 @@ use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallCo
 use super::ssh::target;
 use super::{Res, caps, throw, wit_throw, with_run};
 use crate::caps::context::{CapCtx, CapError, ErrorKind};
+use crate::caps::creation::{Creation, CreationError, CreationStore};
 use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
 use crate::plugin::bindings::cradle::host::{proxmox, ssh};
@@ -75,6 +89,93 @@ fn node_target(ctx: &NativeCallContext, node: &str) -> Res<ssh::Target> {
     Ok(ssh::Target { host: n.host, port: n.port, user: n.user })
 }
 
+fn creations(ctx: &NativeCallContext) -> Res<CreationStore> {
+    with_run(ctx, |d| CreationStore::for_checkpoints(&d.services.checkpoints))
+}
+
+fn record_err(e: CreationError) -> Box<rhai::EvalAltResult> {
+    let kind = if matches!(e, CreationError::Mismatch { .. }) { ErrorKind::Conflict } else { ErrorKind::Failed };
+    throw(CapError::new(kind, e.to_string()))
+}
+
+fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
+    vm.get("spec")
+        .and_then(|s| s.clone().try_cast::<Map>())
+        .and_then(|s| s.get("vmid").and_then(|v| v.as_int().ok()))
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| {
+            invalid(format!("{name}: `spec.vmid` must be a VMID (the inventory's vms_vmid or base + index)"))
+        })
+}
+
+fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
+    let name = str_of(vm, "name", "cloudinit::creation")?;
+    let Some(rec) = creations(ctx)?.read(&name).map_err(record_err)? else {
+        return Ok(Dynamic::UNIT);
+    };
+    let mut m = Map::new();
+    m.insert("vmid".into(), i64::from(rec.vmid).into());
+    m.insert("node".into(), rec.node.into());
+    m.insert("host_key".into(), rec.host_key_public.into());
+    m.insert("written".into(), rec.written.into());
+    Ok(m.into())
+}
+
+/// The VM's creation record: the stored one, or a new one with a host key
+/// generated now, written durably before anything else happens (a rerun must
+/// find the same key).
+fn begin(ctx: &NativeCallContext, c: &mut CapCtx, vm: &Map, name: &str, node: &str) -> Res<Creation> {
+    let store = creations(ctx)?;
+    let vmid = vmid_of(vm, name)?;
+    let fresh = match store.read(name).map_err(record_err)? {
+        Some(rec) => rec,
+        None => {
+            let key = c.block_on(crate::caps::ssh::generate_host_key(&format!("cradle-{name}"))).map_err(throw)?;
+            Creation {
+                vm_name: name.to_string(),
+                vmid,
+                node: node.to_string(),
+                host_key_public: key.public,
+                host_key_private: key.private_openssh.expose().to_string(),
+                written: String::new(),
+            }
+        }
+    };
+    store.begin(Creation { vmid, ..fresh }).map_err(record_err)
+}
+
+fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
+    let name = str_of(vm, "name", "cloudinit::reserve")?;
+    let mut c = caps(ctx)?;
+    begin(ctx, &mut c, vm, &name, node)?;
+    creation(ctx, vm)
+}
+
+/// Drop the reservation of a VMID no VM has taken (its creation failed
+/// before the clone); refused while any VM holds that VMID.
+fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
+    let name = str_of(vm, "name", "cloudinit::release")?;
+    let store = creations(ctx)?;
+    let Some(rec) = store.read(&name).map_err(record_err)? else { return Ok(()) };
+    let vms = proxmox::Host::list_vms(&mut caps(ctx)?).map_err(wit_throw)?;
+    if let Some(taken) = vms.iter().find(|v| v.vmid == rec.vmid) {
+        return Err(throw(CapError::new(
+            ErrorKind::Conflict,
+            format!(
+                "the creation record of {name} is not released: VMID {} exists ({}); finish or remove that VM",
+                rec.vmid,
+                taken.name.as_deref().unwrap_or("unnamed")
+            ),
+        )));
+    }
+    store.clear(&name).map_err(record_err)
+}
+
+fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
+    let records = creations(ctx)?.list().map_err(record_err)?;
+    Ok(records.into_iter().map(|r| Dynamic::from(i64::from(r.vmid))).collect())
+}
+
 fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
@@ -116,7 +217,7 @@ fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
     let user_name = str_of(&login, "user", &format!("{name}: ssh"))?;
     let mut keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
     keys.extend(strings(vm, "authorized_keys"));
-    let host_key = c.block_on(crate::caps::ssh::generate_host_key(&format!("cradle-{name}"))).map_err(throw)?;
+    let record = begin(ctx, &mut c, vm, &name, node)?;
     let user = UserData {
         vm_name: name.clone(),
         hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.clone()),
@@ -126,7 +227,10 @@ fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
         packages: strings(vm, "packages"),
         package_update: false,
         timezone: opt_str(vm, "timezone"),
-        host_key: Some(HostKey { ed25519_private: host_key.private_openssh, ed25519_public: host_key.public.clone() }),
+        host_key: Some(HostKey {
+            ed25519_private: record.private_key(),
+            ed25519_public: record.host_key_public.clone(),
+        }),
     };
     let network = NetworkData { vm_name: name.clone(), interfaces: interfaces(vm, &name)? };
     let rendered = render_all(&user, &network).map_err(|e| invalid(e.to_string()))?;
@@ -141,7 +245,7 @@ fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
     out.insert("user".into(), volid(&rendered.user.file_name));
     out.insert("network".into(), volid(&rendered.network.file_name));
     out.insert("meta".into(), volid(&rendered.meta.file_name));
-    out.insert("host_key".into(), host_key.public.into());
+    out.insert("host_key".into(), record.host_key_public.into());
     out.insert("node".into(), node.into());
     Ok(out)
 }
@@ -163,7 +267,8 @@ fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
             out.stderr.trim()
         ))));
     }
-    Ok(())
+    // Only now: the record's private key was in those files.
+    creations(ctx)?.clear(&name).map_err(record_err)
 }
 
 fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, interval_ms: i64) -> Res<Map> {
@@ -223,6 +328,16 @@ pub fn module() -> Module {
         .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, node: ImmutableString| -> Res<Map> {
             upload_snippets(&ctx, &vm, &node)
         });
+    FuncRegistration::new("reserve")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, node: ImmutableString| -> Res<Dynamic> {
+            reserve(&ctx, &vm, &node)
+        });
+    FuncRegistration::new("release")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<()> { release(&ctx, &vm) });
+    FuncRegistration::new("reserved_vmids")
+        .set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> { reserved_vmids(&ctx) });
+    FuncRegistration::new("creation")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<Dynamic> { creation(&ctx, &vm) });
     FuncRegistration::new("delete_snippets")
         .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, node: ImmutableString| -> Res<()> {
             delete_snippets(&ctx, &vm, &node)

@@ -65,6 +65,10 @@ pub fn module() -> Module {
     FuncRegistration::new("next_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<i64> {
         Ok(i64::from(Host::next_id(&mut caps(&ctx)?, None).map_err(wit_throw)?))
     });
+    // `next_id(hint)`: the hint if it is free, else a `conflict`.
+    FuncRegistration::new("next_id").set_into_module(&mut m, |ctx: NativeCallContext, hint: i64| -> Res<i64> {
+        Ok(i64::from(Host::next_id(&mut caps(&ctx)?, Some(int_arg(hint, "hint")?)).map_err(wit_throw)?))
+    });
     FuncRegistration::new("vm_status").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Dynamic> {

@@ -1,9 +1,14 @@
 //! [`SshClient`]: runs OpenSSH's `ssh` with cradle's fixed options, bounds it
 //! with a timeout, caps its output and turns its own failures (exit 255 with an
-//! ssh diagnostic) into typed [`CapError`]s.
+//! ssh diagnostic) into typed [`CapError`]s. With a control directory, calls to
+//! one target share a master connection (see `mux`) and run on it
+//! without an `ssh` process (`mux_client`).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,17 +19,25 @@ use tokio::task::JoinHandle;
 
 use super::known_hosts::{KnownHosts, host_entry};
 use super::{ExecOutput, MAX_STREAM, SshSettings, Target, check_target, show_command};
+use super::{mux, mux_client};
 use crate::caps::context::{CapError, ErrorKind};
 
 /// How long readers may take to drain after `ssh` exited (a multiplexing master
 /// forked into the background can keep stderr open).
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
+pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
-/// cradle's SSH client. Cheap to share (`Arc`); every call is a new `ssh` process.
+/// cradle's SSH client. Cheap to share (`Arc`). Without a control directory
+/// every call is a new `ssh` process and connection; with one, a call runs as a
+/// session on the target's master (`mux_client`), and the first call
+/// (or one after the master ended) runs `ssh`, which makes the master. Dropping
+/// the client releases its masters.
 #[derive(Debug)]
 pub struct SshClient {
     settings: SshSettings,
     known_hosts: KnownHosts,
+    /// The control sockets this client has used (counted in [`mux::register`]),
+    /// with their known_hosts entry.
+    masters: Mutex<BTreeMap<PathBuf, String>>,
 }
 
 impl SshClient {
@@ -43,8 +56,11 @@ impl SshClient {
                 )));
             }
         }
+        if let Some(dir) = &settings.control_dir {
+            mux::check_control_dir(dir)?;
+        }
         let known_hosts = KnownHosts::new(settings.known_hosts.clone());
-        Ok(SshClient { settings, known_hosts })
+        Ok(SshClient { settings, known_hosts, masters: Mutex::default() })
     }
 
     /// The settings this client was built with.
@@ -58,17 +74,62 @@ impl SshClient {
     }
 
     /// Pins `public_key` for `host`/`port` (see [`KnownHosts::trust`]); blocking file I/O.
+    /// A change closes this client's masters for the host.
     pub fn trust_host_key(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
-        self.known_hosts.trust(host, port, public_key)
+        let changed = self.known_hosts.trust(host, port, public_key)?;
+        if changed {
+            self.close_masters_for(host, port);
+        }
+        Ok(changed)
     }
 
     /// Removes the keys pinned for `host`/`port` (see [`KnownHosts::forget`]); blocking file I/O.
+    /// A change closes this client's masters for the host.
     pub fn forget_host_key(&self, host: &str, port: u16) -> Result<bool, CapError> {
-        self.known_hosts.forget(host, port)
+        let changed = self.known_hosts.forget(host, port)?;
+        if changed {
+            self.close_masters_for(host, port);
+        }
+        Ok(changed)
     }
 
-    /// The `ssh` arguments for `command` on `t` (no secret is ever among them).
-    pub(crate) fn args(&self, t: &Target, command: &str) -> Vec<OsString> {
+    /// The control socket for `t`: `None` without a control directory or when
+    /// nothing is pinned for the host. Keyed on the pins (see `mux`).
+    pub(crate) fn control_path(&self, t: &Target) -> Result<Option<PathBuf>, CapError> {
+        let Some(dir) = &self.settings.control_dir else { return Ok(None) };
+        let material = self.known_hosts.pin_material(&t.host, t.port)?;
+        if material.is_empty() {
+            return Ok(None);
+        }
+        let port = t.port.to_string();
+        let host = t.host.to_ascii_lowercase();
+        let identity = self.settings.identity.as_deref().map(|p| p.as_os_str().as_bytes()).unwrap_or(b"");
+        let mut parts: Vec<&[u8]> = vec![
+            mux::nonce().as_bytes(),
+            self.settings.known_hosts.as_os_str().as_bytes(),
+            identity,
+            t.user.as_bytes(),
+            host.as_bytes(),
+            port.as_bytes(),
+        ];
+        parts.extend(material.iter().map(|l| l.as_bytes()));
+        Ok(Some(mux::socket_path(dir, &parts)))
+    }
+
+    /// Stops the masters this client used for `host`/`port` (blocking). They
+    /// stay counted as used until the client is dropped.
+    fn close_masters_for(&self, host: &str, port: u16) {
+        let entry = host_entry(host, port);
+        let paths: Vec<PathBuf> = {
+            let m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
+            m.iter().filter(|(_, e)| **e == entry).map(|(p, _)| p.clone()).collect()
+        };
+        mux::stop_masters(&paths);
+    }
+
+    /// The `ssh` arguments for `command` on `t` through the master at `control`
+    /// (none: a connection of its own). No secret is ever among them.
+    pub(crate) fn args(&self, t: &Target, command: &str, control: Option<&Path>) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         let mut opt = |k: &str, v: OsString| {
             a.push("-o".into());
@@ -86,10 +147,16 @@ impl SshClient {
         opt("ConnectTimeout", self.settings.connect_timeout.as_secs().max(1).to_string().into());
         opt("ServerAliveInterval", "15".into());
         opt("ServerAliveCountMax", "3".into());
-        if let Some(dir) = &self.settings.control_dir {
-            opt("ControlMaster", "auto".into());
-            opt("ControlPath", dir.join("%C").into_os_string());
-            opt("ControlPersist", "30".into());
+        match control {
+            Some(path) => {
+                opt("ControlMaster", "auto".into());
+                opt("ControlPath", path.as_os_str().to_owned());
+                opt("ControlPersist", mux::CONTROL_PERSIST_S.to_string().into());
+            }
+            None => {
+                opt("ControlMaster", "no".into());
+                opt("ControlPath", "none".into());
+            }
         }
         let mut args: Vec<OsString> = vec!["-F".into(), "/dev/null".into(), "-T".into()];
         args.append(&mut a);
@@ -122,18 +189,91 @@ impl SshClient {
         if command.contains('\0') {
             return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
         }
-        let out = self.run(t, command, stdin, timeout).await?;
-        if out.exit_code == Some(255)
-            && let Some(e) = self.classify(t, command, &String::from_utf8_lossy(&out.stderr))
-        {
-            return Err(e);
+        let control = self.control_path(t)?;
+        if let Some(p) = &control {
+            let mut m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
+            if !m.contains_key(p) {
+                mux::register(p);
+                m.insert(p.clone(), host_entry(&t.host, t.port));
+            }
         }
-        Ok(out)
+        let started = Instant::now();
+        let mut opening = None;
+        if let Some(p) = &control {
+            if let mux_client::Via::Ran(result) = mux_client::exec(p, t, command, stdin, timeout).await {
+                return self.through_master(p, result).await;
+            }
+            // No master: this call makes it, unless another call is making it now.
+            let lock = mux::opening_lock(p);
+            let Ok(guard) = tokio::time::timeout(timeout, lock.lock_owned()).await else {
+                return Err(CapError::new(
+                    ErrorKind::Transient,
+                    format!(
+                        "ssh {t}: `{}` did not start within {} ms: another call was still connecting to the host",
+                        show_command(command),
+                        timeout.as_millis()
+                    ),
+                ));
+            };
+            opening = Some(guard);
+            if let mux_client::Via::Ran(result) = mux_client::exec(p, t, command, stdin, timeout).await {
+                return self.through_master(p, result).await;
+            }
+        }
+        let limit = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+        let run = self.run(t, command, stdin, timeout, limit, control.as_deref());
+        tokio::pin!(run);
+        let ran = loop {
+            // Let the waiting calls in as soon as the master listens, not when
+            // this call's command is done.
+            let listening = async {
+                match (&opening, &control) {
+                    (Some(_), Some(p)) if !p.exists() => tokio::time::sleep(Duration::from_millis(10)).await,
+                    (Some(_), Some(_)) => {}
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = &mut run => break r,
+                () = listening => if control.as_ref().is_some_and(|p| p.exists()) { opening = None },
+            }
+        };
+        let result = match ran {
+            Ok(out) if out.exit_code == Some(255) => {
+                match self.classify(t, command, &String::from_utf8_lossy(&out.stderr)) {
+                    Some(e) => Err(e),
+                    None => Ok(out),
+                }
+            }
+            other => other,
+        };
+        if let (Err(e), Some(p)) = (&result, &control)
+            && e.kind == ErrorKind::Transient
+        {
+            // The connection behind the master may be dead (a rebooted or vanished
+            // guest): the next call connects anew.
+            mux::close_master(p).await;
+        }
+        result
     }
 
-    /// Polls `true` on `t` with backoff until a session authenticates, or fails
-    /// with `transient` after `timeout`. Authentication and host-key failures
-    /// end the wait at once (waiting cannot fix them).
+    /// The outcome of a call the master ran: its exit status is the remote
+    /// command's own. A lost session ends the master (see `mux`).
+    async fn through_master(&self, p: &Path, result: Result<ExecOutput, CapError>) -> Result<ExecOutput, CapError> {
+        if result.is_err() {
+            mux::close_master(p).await;
+        }
+        result
+    }
+
+    /// Runs `true` on `t` until a session authenticates, or fails with
+    /// `transient` after `timeout`. Authentication and host-key failures end
+    /// the wait at once (waiting cannot fix them). Between `ssh` attempts (which
+    /// back off from 200 ms to 3 s) the port is probed with a plain TCP connect
+    /// every `PROBE_INTERVAL` (100 ms): a port that was closed and now accepts starts the
+    /// next attempt at once, so a booting guest is seen within about 100 ms of
+    /// its sshd listening, without an `ssh` process per poll. With no master for
+    /// the target, an attempt is skipped while the port refuses connections.
     pub async fn wait_for(&self, t: &Target, timeout: Duration) -> Result<(), CapError> {
         check_target(t)?;
         let started = Instant::now();
@@ -147,29 +287,55 @@ impl SshClient {
                     format!("ssh {t}: no SSH session within {} ms; last attempt: {last}", timeout.as_millis()),
                 ));
             }
-            let attempt = remaining.min(self.settings.connect_timeout + Duration::from_secs(10));
-            match self.exec(t, "true", None, attempt).await {
-                Ok(out) if out.exit_code == Some(0) => return Ok(()),
-                Ok(out) => last = format!("`true` exited with {:?}", out.exit_code),
-                Err(e) if e.kind == ErrorKind::Transient => last = e.message,
-                Err(e) => return Err(e),
+            // Without a master to ask, a closed port needs no `ssh` to tell.
+            let master = self.control_path(t)?.is_some_and(|p| p.exists());
+            let mut was_closed = !master && tcp_probe(t, PROBE_INTERVAL).await == Some(false);
+            if was_closed {
+                last = format!("ssh {t}: the port refused the connection (TCP probe)");
+            } else {
+                let attempt = remaining.min(self.settings.connect_timeout + Duration::from_secs(10));
+                match self.exec(t, "true", None, attempt).await {
+                    Ok(out) if out.exit_code == Some(0) => return Ok(()),
+                    Ok(out) => last = format!("`true` exited with {:?}", out.exit_code),
+                    Err(e) if e.kind == ErrorKind::Transient => last = e.message,
+                    Err(e) => return Err(e),
+                }
             }
-            let remaining = timeout.saturating_sub(started.elapsed());
-            tokio::time::sleep(backoff.min(remaining)).await;
+            let until = Instant::now() + backoff.min(timeout.saturating_sub(started.elapsed()));
+            loop {
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                match tcp_probe(t, PROBE_INTERVAL.min(until - now)).await {
+                    Some(true) if was_closed => break,
+                    Some(true) => {
+                        // Open but ssh failed: no news to wait for, only the backoff.
+                        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
+                        break;
+                    }
+                    Some(false) => was_closed = true,
+                    None => {}
+                }
+                tokio::time::sleep(PROBE_INTERVAL.min(until.saturating_duration_since(Instant::now()))).await;
+            }
             backoff = (backoff * 2).min(Duration::from_secs(3));
         }
     }
 
-    /// Spawns `ssh`, writes stdin, waits (bounded), collects capped output.
+    /// Spawns `ssh`, writes stdin, waits (at most `limit`, what is left of the
+    /// call's `timeout`), collects capped output.
     async fn run(
         &self,
         t: &Target,
         command: &str,
         stdin: Option<&[u8]>,
         timeout: Duration,
+        limit: Duration,
+        control: Option<&Path>,
     ) -> Result<ExecOutput, CapError> {
         let mut cmd = Command::new("ssh");
-        cmd.args(self.args(t, command))
+        cmd.args(self.args(t, command, control))
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -196,7 +362,7 @@ impl SshClient {
             }
             _ => None,
         };
-        let waited = tokio::time::timeout(timeout, child.wait()).await;
+        let waited = tokio::time::timeout(limit, child.wait()).await;
         if let Some(w) = writer {
             w.abort();
         }
@@ -279,7 +445,7 @@ impl SshClient {
         if has("Load key") || has("UNPROTECTED PRIVATE KEY FILE") || has("no such identity") {
             return Some(CapError::failed(format!("ssh {t}: the identity file cannot be used ({said})")));
         }
-        const TRANSIENT: [&str; 13] = [
+        const TRANSIENT: [&str; 14] = [
             "Connection refused",
             "Connection timed out",
             "Connection reset",
@@ -293,6 +459,7 @@ impl SshClient {
             "Broken pipe",
             "client_loop: send disconnect",
             "Temporary failure in name resolution",
+            "read from master failed",
         ];
         if TRANSIENT.iter().any(|p| has(p)) {
             return Some(CapError::new(
@@ -312,6 +479,31 @@ impl SshClient {
     }
 }
 
+impl Drop for SshClient {
+    /// Releases the masters this client used; those no other client uses are
+    /// stopped (the end of a run).
+    fn drop(&mut self) {
+        let masters = std::mem::take(self.masters.get_mut().unwrap_or_else(|e| e.into_inner()));
+        if !masters.is_empty() {
+            mux::release(&masters.into_keys().collect::<Vec<_>>());
+        }
+    }
+}
+
+/// How often [`SshClient::wait_for`] probes the port between `ssh` attempts.
+const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Whether `t`'s port accepts a TCP connection: `Some(false)` when refused or
+/// unreachable, `None` when neither happened within `limit` (unknown: a slow
+/// network is not taken for a closed port).
+async fn tcp_probe(t: &Target, limit: Duration) -> Option<bool> {
+    match tokio::time::timeout(limit, tokio::net::TcpStream::connect((t.host.as_str(), t.port))).await {
+        Ok(Ok(_stream)) => Some(true),
+        Ok(Err(_)) => Some(false),
+        Err(_) => None,
+    }
+}
+
 /// The last few lines of `stderr`, secrets redacted, as one line of ≤ 400 chars.
 pub(crate) fn excerpt(stderr: &str) -> String {
     let lines: Vec<&str> =
@@ -325,12 +517,12 @@ pub(crate) fn excerpt(stderr: &str) -> String {
 
 /// A stream kept up to [`MAX_STREAM`] bytes, counting what was discarded.
 #[derive(Debug, Default)]
-struct Capped {
+pub(super) struct Capped {
     data: Vec<u8>,
     dropped: u64,
 }
 
-fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf: Arc<Mutex<Capped>>) -> JoinHandle<()> {
+pub(super) fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf: Arc<Mutex<Capped>>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut chunk = vec![0u8; 64 * 1024];
         while let Ok(n) = r.read(&mut chunk).await {
@@ -351,7 +543,7 @@ fn abort_all(readers: [Option<JoinHandle<()>>; 2]) {
     }
 }
 
-fn take(buf: &Mutex<Capped>) -> Vec<u8> {
+pub(super) fn take(buf: &Mutex<Capped>) -> Vec<u8> {
     let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
     let mut data = std::mem::take(&mut b.data);
     if b.dropped > 0 {

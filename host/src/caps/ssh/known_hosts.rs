@@ -121,6 +121,38 @@ impl KnownHosts {
         Ok(text.lines().filter_map(plain_entry).filter(|(h, _)| has_host(h, &entry)).map(|(_, k)| k).collect())
     }
 
+    /// Everything in the file that decides whether `ssh` accepts a key from
+    /// `host`/`port`, for keying a multiplexing master on it: the keys pinned for
+    /// the host (`KIND BASE64`, sorted) followed by every line that could apply to
+    /// any host (markers, hashed entries, wildcard or negated patterns), verbatim.
+    /// Empty when nothing is pinned for the host (no master may then be used).
+    pub(crate) fn pin_material(&self, host: &str, port: u16) -> Result<Vec<String>, CapError> {
+        let entry = host_entry(host, port);
+        let text = self.read()?;
+        let mut pinned = Vec::new();
+        let mut others = Vec::new();
+        for line in text.lines() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let hosts = l.split_whitespace().next().unwrap_or_default();
+            if l.starts_with('@') || hosts.contains(['|', '*', '?', '!']) {
+                others.push(l.to_string());
+            } else if has_host(hosts, &entry)
+                && let Some((_, key)) = plain_entry(l)
+            {
+                pinned.push(format!("{} {}", key.kind, key.base64));
+            }
+        }
+        if pinned.is_empty() {
+            return Ok(Vec::new());
+        }
+        pinned.sort();
+        pinned.append(&mut others);
+        Ok(pinned)
+    }
+
     /// Pins `public_key` for `host`/`port`. `Ok(false)` when it was already pinned.
     pub fn trust(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
         check_host(host)?;

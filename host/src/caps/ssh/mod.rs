@@ -7,11 +7,22 @@
 //! - Every connection runs `ssh -F /dev/null -o BatchMode=yes
 //!   -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<cradle's known_hosts>
 //!   -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no -o IdentitiesOnly=yes
-//!   [-i <identity>] -o ConnectTimeout=N -p PORT user@host -- <command>`.
+//!   [-i <identity>] -o ConnectTimeout=N -o ControlMaster=auto -o ControlPath=<socket>
+//!   -o ControlPersist=15 -p PORT user@host -- <command>`.
 //!   `-F /dev/null` means neither `~/.ssh/config` nor `/etc/ssh/ssh_config` can
 //!   change the behaviour (no proxy jumps, no aliases, no relaxed host-key
 //!   checks): what cradle runs is what this file says. Without an identity the
 //!   OpenSSH defaults apply (`~/.ssh/id_*` and the agent).
+//! - Calls to one target share one master connection (one key exchange) when a
+//!   control directory is set, which cradle does by default (`[ssh] multiplex`).
+//!   The master is the connection that checked the host key, so its socket is
+//!   keyed on the pinned key: a changed pin never reaches an old master, and a
+//!   host with no pin never gets one. Calls after the first run as sessions on
+//!   the master through its socket, without an `ssh` process (`mux_client`).
+//!   Without a control directory `ControlMaster=no -o ControlPath=none`. See
+//!   `mux` for the lifecycle.
+//! - [`SshClient::wait_for`] probes the port with TCP connects between `ssh`
+//!   attempts, so waiting for a booting guest costs no process per poll.
 //! - Host keys are pinned before the first connection ([`KnownHosts::trust`]) and
 //!   never learned from the network: an unknown host is refused, a changed key is
 //!   a `conflict` naming both fingerprints, and nothing is ever replaced silently.
@@ -34,6 +45,8 @@ mod client;
 mod host;
 mod keys;
 mod known_hosts;
+mod mux;
+mod mux_client;
 mod upload;
 
 #[cfg(test)]
@@ -50,6 +63,7 @@ use std::time::Duration;
 pub use client::SshClient;
 pub use keys::{GeneratedHostKey, generate_host_key};
 pub use known_hosts::{KnownHosts, fingerprint};
+pub use mux::{CONTROL_PERSIST_S, control_dir};
 
 use crate::caps::context::CapError;
 
@@ -65,9 +79,10 @@ pub struct SshSettings {
     pub identity: Option<PathBuf>,
     /// TCP connect timeout (`ConnectTimeout`, whole seconds, at least 1).
     pub connect_timeout: Duration,
-    /// Where to keep multiplexing sockets (`ControlMaster=auto`, `ControlPersist=30`);
-    /// `None` opens one connection per call. Keep the path short (sockets are
-    /// limited to ~100 bytes).
+    /// Where to keep multiplexing sockets (`ControlMaster=auto`,
+    /// `ControlPersist` [`CONTROL_PERSIST_S`]); `None` opens one connection per
+    /// call. Must be an owner-only directory of at most `mux::MAX_DIR_LEN` (65)
+    /// bytes ([`control_dir`] makes one under the state directory).
     pub control_dir: Option<PathBuf>,
 }
 

@@ -107,9 +107,39 @@ impl Sshd {
         Target { host: "127.0.0.1".into(), port: self.port, user: self.user.clone() }
     }
 
-    /// A client with a fresh (empty) known_hosts in the server's directory.
+    /// A client with a fresh (empty) known_hosts in the server's directory,
+    /// multiplexing through [`Sshd::mux_dir`] as cradle does by default.
     pub fn client(&self, name: &str) -> SshClient {
+        self.client_with(name, Some(self.client_key.clone()), Some(self.mux_dir()))
+    }
+
+    /// A client that opens one connection per call.
+    pub fn direct_client(&self, name: &str) -> SshClient {
         self.client_with(name, Some(self.client_key.clone()), None)
+    }
+
+    /// The owner-only control directory of this server's clients.
+    pub fn mux_dir(&self) -> PathBuf {
+        super::control_dir(self.dir.path()).expect("a short private control directory")
+    }
+
+    /// Drops every open connection, as a guest that reboots does: kills the
+    /// server's per-connection processes (SIGKILL), keeping the listener.
+    pub fn drop_connections(&self) {
+        let listener = self.child.id();
+        for pid in super::tests::children_of(listener) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
+
+    /// How many connections have authenticated so far (from sshd's log).
+    pub fn logins(&self) -> usize {
+        fs::read_dir(self.dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("sshd-"))
+            .map(|e| fs::read_to_string(e.path()).unwrap_or_default().matches("Accepted publickey for").count())
+            .sum()
     }
 
     pub fn client_with(&self, name: &str, identity: Option<PathBuf>, control_dir: Option<PathBuf>) -> SshClient {

@@ -258,31 +258,250 @@ async fn a_wrong_key_fails_authentication_naming_user_and_key() {
     assert!(e.message.contains("chmod 600"), "{e}");
 }
 
+/// The processes whose parent is `pid` (from /proc).
+pub(super) fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid …`; comm may contain spaces, so split after the last `)`.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// Awaits every future (no `futures` dependency: they are polled together by `join!`-ing a vec).
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futs.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in pinned.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("ready")).collect()
+}
+
+/// Whether `pid` runs (a zombie does not count).
+fn running(pid: u32) -> bool {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|state| state != "Z")
+}
+
+/// Waits up to 5 s for `pid` to end.
+fn ended(pid: u32) -> bool {
+    let started = Instant::now();
+    while running(pid) {
+        if started.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// The pid of the master listening at `socket` (`ssh -O check`).
+fn master_pid(socket: &Path) -> Option<u32> {
+    let out = Command::new("ssh")
+        .args(["-F", "/dev/null", "-o"])
+        .arg(format!("ControlPath={}", socket.display()))
+        .args(["-O", "check", "x"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    said.split("pid=").nth(1)?.split(')').next()?.parse().ok()
+}
+
+/// Every `ssh` master process serving a socket in `dir`.
+fn masters_in(dir: &Path) -> Vec<u32> {
+    let dir = dir.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmdline = fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&dir) && cmdline.contains("[mux]") && running(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 #[tokio::test]
-async fn multiplexed_connections_work_through_the_control_dir() {
-    if !available("control dir") {
+async fn calls_share_one_connection_and_the_master_ends_with_the_client() {
+    if !available("multiplexing") {
         return;
     }
     let s = Sshd::start().await;
-    let ctl = s.dir.path().join("ctl");
-    fs::create_dir(&ctl).unwrap();
-    fs::set_permissions(&ctl, fs::Permissions::from_mode(0o700)).unwrap();
-    let c = s.client_with("kh", Some(s.client_key.clone()), Some(ctl.clone()));
-    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
-    for i in 0..2 {
+    let dir = s.mux_dir();
+    assert_eq!(mode_of(&dir), 0o700, "the control directory is owner-only");
+    let c = s.pinned_client("kh");
+    assert_eq!(c.settings().control_dir.as_deref(), Some(dir.as_path()));
+    for i in 0..3 {
         let started = Instant::now();
         let out = c.exec(&s.target(), &format!("echo {i}"), None, T).await.expect("exec");
-        assert_eq!(out.stdout, format!("{i}\n").into_bytes());
-        assert!(started.elapsed() < Duration::from_secs(10), "a background master must not hold the call");
+        assert_eq!((out.stdout, out.stderr), (format!("{i}\n").into_bytes(), Vec::new()));
+        assert!(started.elapsed() < Duration::from_secs(5), "a background master must not hold the call");
     }
-    assert_eq!(fs::read_dir(&ctl).unwrap().count(), 1, "one control socket");
-    let control_path = format!("ControlPath={}/%C", ctl.display());
-    let st = Command::new("ssh")
-        .args(["-F", "/dev/null", "-o", &control_path, "-O", "exit", "-p", &s.port.to_string()])
-        .arg(format!("{}@127.0.0.1", s.user))
-        .output()
-        .unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let out = c.exec(&s.target(), "cat", Some(b"through the master"), T).await.expect("stdin");
+    assert_eq!(out.stdout, b"through the master");
+    c.wait_for(&s.target(), T).await.expect("wait_for");
+    assert_eq!(s.logins(), 1, "one authentication for every call");
+    let socket = c.control_path(&s.target()).unwrap().expect("a pinned host gets a master");
+    // Calls after the first speak the mux protocol on the socket themselves (no `ssh` process).
+    let big = vec![b'x'; 3 * 1024 * 1024];
+    let cmd = "wc -c; echo err >&2; head -c 1100000 /dev/zero; exit 3";
+    let super::mux_client::Via::Ran(out) = super::mux_client::exec(&socket, &s.target(), cmd, Some(&big), T).await
+    else {
+        panic!("the master is listening: the native client must open a session")
+    };
+    let out = out.expect("ran");
+    assert_eq!((out.exit_code, out.stderr.as_slice()), (Some(3), &b"err\n"[..]));
+    assert!(out.stdout.starts_with(b"3145728\n"), "all of stdin arrived");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("output cut at 1048576 bytes"), "capped as with ssh");
+    // A remote command killed by a signal: no exit status, the connection lives on.
+    let out = c.exec(&s.target(), "kill -9 $$", None, T).await.expect("a signal is output");
+    assert_eq!(out.exit_code, Some(255));
+    let none = s.dir.path().join("no-such-socket");
+    assert!(matches!(
+        super::mux_client::exec(&none, &s.target(), "true", None, T).await,
+        super::mux_client::Via::Unavailable
+    ));
+    assert_eq!(s.logins(), 1);
+    assert!(socket.starts_with(&dir));
+    assert!(socket.as_os_str().len() + 17 < 104, "room for ssh's temporary suffix: {}", socket.display());
+    let pid = master_pid(&socket).expect("a master listens");
+    assert_eq!(masters_in(&dir), vec![pid]);
+    drop(c);
+    assert!(ended(pid), "the master ends with its client");
+    assert!(!socket.exists());
+    assert!(masters_in(&dir).is_empty());
+    // Without a pin there is no master; a client without a control directory never makes one.
+    let c = s.client("kh2");
+    assert_eq!(c.control_path(&s.target()).unwrap(), None);
+    let d = s.direct_client("kh3");
+    d.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    assert_eq!(d.control_path(&s.target()).unwrap(), None);
+    d.exec(&s.target(), "true", None, T).await.expect("direct");
+    d.exec(&s.target(), "true", None, T).await.expect("direct");
+    assert_eq!(s.logins(), 3, "a direct client authenticates per call");
+}
+
+#[tokio::test]
+async fn clients_of_one_process_share_a_master_until_the_last_is_dropped() {
+    if !available("shared master") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let a = s.pinned_client("kh");
+    let b = SshClient::new(a.settings().clone()).unwrap();
+    // Concurrent first calls wait for one master instead of each connecting.
+    let target = s.target();
+    let calls = (0..3).map(|i| {
+        let c = if i % 2 == 0 { &a } else { &b };
+        c.exec(&target, "sleep 0.3; true", None, T)
+    });
+    for r in futures_join_all(calls).await {
+        r.expect("concurrent first calls");
+    }
+    assert_eq!(s.logins(), 1, "one master for both runs");
+    let socket = a.control_path(&s.target()).unwrap().unwrap();
+    assert_eq!(b.control_path(&s.target()).unwrap().as_ref(), Some(&socket));
+    let pid = master_pid(&socket).expect("a master");
+    drop(a);
+    assert!(running(pid) && socket.exists(), "b still uses the master");
+    b.exec(&s.target(), "true", None, T).await.expect("b again");
+    drop(b);
+    assert!(ended(pid), "the last client stops the master");
+    assert!(!socket.exists());
+}
+
+/// Security: the master is the connection that checked the host key. Once the
+/// pin changes, no call may ride on a master that authenticated the old key.
+#[tokio::test]
+async fn a_changed_pin_never_reaches_a_master_opened_under_the_old_one() {
+    if !available("pin change") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    c.exec(&s.target(), "true", None, T).await.expect("the master comes up");
+    let old = c.control_path(&s.target()).unwrap().unwrap();
+    let pid = master_pid(&old).expect("a master");
+    let marker = s.dir.path().join("marker");
+    let touch = format!("touch {}", marker.display());
+    // The pin changes behind the client's back (another cradle process, or an
+    // operator's `ssh-keygen -R`), so the client cannot close the master itself.
+    let kh = KnownHosts::new(c.known_hosts().path().to_path_buf());
+    assert!(kh.forget("127.0.0.1", s.port).unwrap());
+    let e = c.exec(&s.target(), &touch, None, T).await.expect_err("nothing pinned: refused");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
+    assert!(e.message.contains("trust-host-key"), "{e}");
+    let other = generate_host_key("another-machine").await.unwrap();
+    assert!(kh.trust("127.0.0.1", s.port, &other.public).unwrap());
+    let e = c.exec(&s.target(), &touch, None, T).await.expect_err("a different pin: refused");
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(e.message.contains(&other.fingerprint().unwrap()), "{e}");
+    assert_eq!(c.wait_for(&s.target(), T).await.expect_err("no waiting").kind, ErrorKind::Conflict);
+    let e = c.upload(&s.target(), marker.to_str().unwrap(), b"x", 0o600, false).await.expect_err("upload");
+    assert_eq!(e.kind, ErrorKind::Conflict, "{e}");
+    assert!(!marker.exists(), "nothing ran");
+    assert!(running(pid) && master_pid(&old) == Some(pid), "the old master was there, and bypassed");
+    assert_eq!(s.logins(), 1, "no call authenticated");
+    // Through the client, a pin change also closes the host's masters at once.
+    assert!(c.forget_host_key("127.0.0.1", s.port).unwrap());
+    assert!(ended(pid), "forget-host-key closes the old master");
+    assert!(!old.exists());
+    assert!(c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap());
+    c.exec(&s.target(), &touch, None, T).await.expect("pinned again: a new, checked connection");
+    assert!(marker.exists());
+    assert_eq!(s.logins(), 2);
+}
+
+#[tokio::test]
+async fn a_dead_master_or_a_dropped_connection_costs_a_reconnect_not_an_error() {
+    if !available("dead master") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    c.exec(&s.target(), "true", None, T).await.expect("the master comes up");
+    let socket = c.control_path(&s.target()).unwrap().unwrap();
+    // A master killed without cleanup leaves a stale socket: ssh replaces it.
+    let pid = master_pid(&socket).expect("a master");
+    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    assert!(ended(pid));
+    assert!(socket.exists(), "the killed master's socket stays behind");
+    let out = c.exec(&s.target(), "echo again", None, T).await.expect("a stale socket is replaced");
+    assert_eq!((out.exit_code, out.stdout, out.stderr), (Some(0), b"again\n".to_vec(), Vec::new()));
+    assert_eq!(s.logins(), 2);
+    // The server drops the connection (a guest that reboots): the master ends
+    // with it and the next call connects anew.
+    let pid = master_pid(&socket).expect("a new master");
+    s.drop_connections();
+    assert!(ended(pid), "the master ends with its connection");
+    c.wait_for(&s.target(), T).await.expect("reconnects");
+    let out = c.exec(&s.target(), "echo back", None, T).await.expect("after the drop");
+    assert_eq!((out.stdout, out.stderr), (b"back\n".to_vec(), Vec::new()));
+    assert_eq!(s.logins(), 3);
+    // A call that times out closes its master: whatever hung behind it is not reused.
+    let pid = master_pid(&socket).expect("a master again");
+    let e = c.exec(&s.target(), "sleep 30", None, Duration::from_millis(1500)).await.expect_err("timeout");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(ended(pid), "a timed-out call closes its master");
+    c.exec(&s.target(), "true", None, T).await.expect("a fresh connection");
+    assert_eq!(s.logins(), 4);
 }
 
 #[tokio::test]

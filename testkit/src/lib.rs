@@ -1,0 +1,5 @@
+//! Fixtures shared by the `cradle` crate's unit tests (a dev-dependency
+//! there) and the end-to-end tests in `cradle-tests`. Test code only: it
+//! panics on any setup failure, naming what went wrong.
+
+pub mod bind;

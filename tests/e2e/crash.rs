@@ -1,0 +1,326 @@
+//! kill -9 of the `cradle` process at every step boundary of a provisioning
+//! run, followed by `cradle unlock` and a rerun, converges: exactly one VM,
+//! finalized (no cloud-init drive) and running on its node, no lock left, no
+//! checkpoint, no creation record, no snippet (they hold the guest's private
+//! host key) left on any node. The same for `cradle remove`: after a kill at
+//! any of its boundaries, unlock and a rerun leave the VM gone with its
+//! checkpoint, lock and pinned host key.
+//!
+//! "Proxmox" must survive the kill, so the simulator runs as its own process
+//! (`cradle sim serve --write-config`) and the project talks to it like to a
+//! real cluster: HTTPS with a pinned fingerprint, a token file, node SSH with
+//! pinned host keys. The kill is `CRADLE_CRASH_AT=before:STEP@VM`: the cradle
+//! process sends itself SIGKILL as that step begins (no destructor, no lock
+//! release), and the test checks it really died of SIGKILL.
+//!
+//! The boundaries are not hard-coded: a probe VM is provisioned first and the
+//! step names are read from its run journal, so a step added to the workflow
+//! is crash-tested without touching this file.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use cradle_tests::cradle_bin;
+use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
+use serde_json::Value;
+
+/// A simulator in its own process, stopped when dropped.
+struct RemoteSim {
+    child: Child,
+    state: PathBuf,
+    cluster_toml: String,
+}
+
+impl Drop for RemoteSim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl RemoteSim {
+    fn start(dir: &Path, scale: &str) -> RemoteSim {
+        let state = dir.join("pve");
+        let written = dir.join("cluster.toml");
+        let mut child = Command::new(cradle_bin())
+            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale, "--nodes", "pve1,pve2,pve3"])
+            .args(["--node-ssh-port", "0", "--write-config"])
+            .arg(&written)
+            .arg("--state-dir")
+            .arg(&state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cradle sim serve");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let ready = lines.by_ref().map_while(Result::ok).any(|l| l.contains("Press Ctrl-C"));
+        assert!(ready, "cradle sim serve did not start");
+        // Keep draining so the simulator never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let cluster_toml = std::fs::read_to_string(&written).expect("the written cluster config");
+        RemoteSim { child, state, cluster_toml }
+    }
+
+    /// The simulator's persisted VMs (saved on every change).
+    fn vms(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.state.join("state.json")).expect("state.json");
+        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
+        doc["vms"].as_object().map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    fn snippet_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for node in ["pve1", "pve2", "pve3"] {
+            let dir = self.state.join("nodes").join(node).join("var/lib/vz/snippets");
+            if let Ok(rd) = std::fs::read_dir(dir) {
+                out.extend(rd.filter_map(Result::ok).map(|e| format!("{node}:{}", e.file_name().to_string_lossy())));
+            }
+        }
+        out
+    }
+}
+
+/// A project driving the remote simulator, with `hosts` VMs on `subnet`.
+struct Project {
+    dir: tempfile::TempDir,
+    sim: RemoteSim,
+}
+
+fn name(i: usize) -> String {
+    format!("vm-{i}")
+}
+
+impl Project {
+    fn new(subnet: u8, hosts: usize, scale: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sim = RemoteSim::start(dir.path(), scale);
+        ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).write(dir.path());
+        let wait = Wait {
+            ssh_ms: 60000,
+            cloudinit_interval_ms: 500,
+            reboot_attempts: Some(120),
+            reboot_interval_s: 0.5,
+            ..Wait::fast()
+        };
+        LabInventory::new("127.33", subnet)
+            .count(hosts)
+            .vmid_base(Some(300))
+            .nameservers(None)
+            .wait(wait)
+            .write(dir.path());
+        Project { dir, sim }
+    }
+
+    fn cradle(&self, args: &[&str], crash_at: Option<&str>) -> Output {
+        let mut cmd = Command::new(cradle_bin());
+        cmd.arg("--config").arg(self.dir.path().join("cradle.toml")).args(args).env_remove("CRADLE_CRASH_AT");
+        if let Some(at) = crash_at {
+            cmd.env("CRADLE_CRASH_AT", at);
+        }
+        cmd.stdin(Stdio::null()).output().expect("run cradle")
+    }
+
+    fn provision(&self, vm: &str, crash_at: Option<&str>) -> Output {
+        let inv = self.dir.path().join("inventory").display().to_string();
+        self.cradle(&["--output", "json", "provision", "-i", &inv, "--limit", vm], crash_at)
+    }
+
+    fn remove(&self, vm: &str, crash_at: Option<&str>) -> Output {
+        let inv = self.dir.path().join("inventory").display().to_string();
+        self.cradle(&["--output", "json", "remove", "-i", &inv, "--limit", vm, "--yes"], crash_at)
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn files_in(&self, sub: &str) -> Vec<String> {
+        match std::fs::read_dir(self.state().join(sub)) {
+            Ok(rd) => rd
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()) || sub == "locks")
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Step names of `vm`'s runs of `workflow`, in the order they first started.
+    fn journal_steps(&self, workflow: &str, vm: &str) -> Vec<String> {
+        let mut steps: Vec<String> = Vec::new();
+        for file in std::fs::read_dir(self.state().join("runs")).expect("runs dir").filter_map(Result::ok) {
+            let text = std::fs::read_to_string(file.path()).expect("journal");
+            let first: Value = text.lines().next().and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default();
+            if first["workflow"] != workflow {
+                continue;
+            }
+            for line in text.lines() {
+                let Ok(ev) = serde_json::from_str::<Value>(line) else { continue };
+                if ev["event"] == "step_started" && ev["vm"] == vm {
+                    let step = ev["step"].as_str().expect("step name").to_string();
+                    if !steps.contains(&step) {
+                        steps.push(step);
+                    }
+                }
+            }
+        }
+        steps
+    }
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Everything a converged `vm` looks like.
+fn assert_converged(p: &Project, vm: &str, boundary: &str) {
+    let vms: Vec<Value> = p.sim.vms().into_iter().filter(|v| v["config"]["name"] == vm).collect();
+    assert_eq!(vms.len(), 1, "{boundary}: exactly one {vm}: {vms:?}");
+    let config = vms[0]["config"].as_object().expect("config");
+    assert!(
+        !config.values().any(|v| v.as_str().is_some_and(|v| v.contains("cloudinit"))),
+        "{boundary}: {vm} is finalized (no cloud-init drive): {config:?}"
+    );
+    assert_eq!(vms[0]["node"], "pve2", "{boundary}: {vm} runs on its node");
+    assert!(config.get("cicustom").is_some() && config["scsi0"].as_str().unwrap_or("").contains("size=12G"));
+    assert_eq!(p.files_in("locks"), Vec::<String>::new(), "{boundary}: no lock left");
+    assert_eq!(p.files_in("checkpoints"), Vec::<String>::new(), "{boundary}: no checkpoint left");
+    assert_eq!(p.files_in("checkpoints/creating"), Vec::<String>::new(), "{boundary}: no creation record left");
+    let left: Vec<String> = p.sim.snippet_files().into_iter().filter(|f| f.contains(vm)).collect();
+    assert_eq!(left, Vec::<String>::new(), "{boundary}: the snippets (the host's private key) were deleted");
+}
+
+/// Provision a probe VM to learn the step boundaries, then for each boundary
+/// in `range` kill a fresh VM's run there, unlock and rerun.
+fn crash_at_every_boundary(subnet: u8, range: std::ops::Range<usize>) {
+    let p = Project::new(subnet, 32, "0");
+    let probe = p.provision(&name(0), None);
+    assert!(probe.status.success(), "the probe VM provisions: {}", show(&probe));
+    let steps = p.journal_steps("provision", &name(0));
+    for expected in ["lock", "snippets", "create", "trust", "cloud-init", "drive-removal", "reboot", "checkpoint-clear"]
+    {
+        assert!(steps.iter().any(|s| s == expected), "the journal names step {expected}: {steps:?}");
+    }
+    let mut boundaries: Vec<String> = steps.iter().map(|s| format!("before:{s}")).collect();
+    boundaries.push(format!("after:{}", steps.last().expect("steps")));
+    assert!(boundaries.len() < 32, "enough hosts in the inventory for {boundaries:?}");
+    let end = range.end.min(boundaries.len());
+    assert!(range.start < end, "the range {range:?} selects boundaries of {boundaries:?}");
+    eprintln!("boundaries {:?} of {boundaries:?}", range.start..end);
+    for (i, boundary) in boundaries.iter().enumerate().take(end).skip(range.start) {
+        let vm = name(i + 1);
+        let killed = p.provision(&vm, Some(&format!("{boundary}@{vm}")));
+        assert_eq!(killed.status.signal(), Some(9), "{boundary}: cradle died of SIGKILL: {}", show(&killed));
+        if !p.files_in("locks").is_empty() {
+            let unlock = p.cradle(&["unlock", &vm], None);
+            assert!(unlock.status.success(), "{boundary}: unlock after the kill: {}", show(&unlock));
+        }
+        let rerun = p.provision(&vm, None);
+        assert!(rerun.status.success(), "{boundary}: the rerun converges: {}", show(&rerun));
+        let doc: Value = serde_json::from_slice(&rerun.stdout).expect("json output");
+        let result = doc["hosts"][0]["result"].as_str().unwrap_or_default().to_string();
+        assert!(["created", "finalized", "skipped"].contains(&result.as_str()), "{boundary}: {doc}");
+        assert_converged(&p, &vm, boundary);
+    }
+}
+
+#[test]
+fn kill_9_before_any_creation_step_then_unlock_and_rerun_converges() {
+    crash_at_every_boundary(1, 0..8);
+}
+
+#[test]
+fn kill_9_inside_the_creation_stage_then_unlock_and_rerun_converges() {
+    crash_at_every_boundary(2, 8..15);
+}
+
+#[test]
+fn kill_9_during_finalization_then_unlock_and_rerun_converges() {
+    crash_at_every_boundary(3, 15..usize::MAX);
+}
+
+/// kill -9 at every step boundary of `cradle remove`, then unlock and rerun
+/// the removal: the VM is gone, and so are its checkpoint, lock, snippets and
+/// pinned host key — also when the kill came after the destroy (the
+/// `removal` checkpoint lets the rerun finish instead of failing closed).
+#[test]
+fn kill_9_at_every_removal_boundary_then_unlock_and_rerun_remove_converges() {
+    let p = Project::new(5, 16, "0");
+    let inv = p.dir.path().join("inventory").display().to_string();
+    let all = p.cradle(&["--output", "json", "provision", "-i", &inv, "--forks", "4"], None);
+    assert!(all.status.success(), "the VMs provision: {}", show(&all));
+    let probe = p.remove(&name(0), None);
+    assert!(probe.status.success(), "the probe VM is removed: {}", show(&probe));
+    let steps = p.journal_steps("remove", &name(0));
+    for expected in ["lock", "discover", "checkpoint-write", "destroy", "forget-host-key", "checkpoint-clear"] {
+        assert!(steps.iter().any(|s| s == expected), "the journal names step {expected}: {steps:?}");
+    }
+    let mut boundaries: Vec<String> = steps.iter().map(|s| format!("before:{s}")).collect();
+    boundaries.push(format!("after:{}", steps.last().expect("steps")));
+    assert!(boundaries.len() < 16, "enough hosts for {boundaries:?}");
+    let known_hosts = p.state().join("known_hosts");
+    eprintln!(
+        "boundaries {boundaries:?}\nknown_hosts before:\n{}",
+        std::fs::read_to_string(&known_hosts).unwrap_or_default()
+    );
+    for (i, boundary) in boundaries.iter().enumerate() {
+        let vm = name(i + 1);
+        let address = format!("127.33.5.{}", 11 + i);
+        let killed = p.remove(&vm, Some(&format!("{boundary}@{vm}")));
+        assert_eq!(killed.status.signal(), Some(9), "{boundary}: cradle died of SIGKILL: {}", show(&killed));
+        if !p.files_in("locks").is_empty() {
+            let unlock = p.cradle(&["unlock", &vm], None);
+            assert!(unlock.status.success(), "{boundary}: unlock after the kill: {}", show(&unlock));
+        }
+        let rerun = p.remove(&vm, None);
+        let gone_already = boundary == &format!("after:{}", steps.last().expect("steps"));
+        if gone_already {
+            // The first removal finished; a second one fails closed.
+            assert!(!rerun.status.success(), "{boundary}: nothing left to remove: {}", show(&rerun));
+        } else {
+            assert!(rerun.status.success(), "{boundary}: the rerun converges: {}", show(&rerun));
+        }
+        assert!(p.sim.vms().iter().all(|v| v["config"]["name"] != vm.as_str()), "{boundary}: {vm} is gone");
+        assert_eq!(p.files_in("locks"), Vec::<String>::new(), "{boundary}: no lock left");
+        assert_eq!(p.files_in("checkpoints"), Vec::<String>::new(), "{boundary}: no checkpoint left");
+        let pinned = std::fs::read_to_string(&known_hosts).unwrap_or_default();
+        assert!(!pinned.contains(&format!("{address} ")), "{boundary}: the host key of {address} is forgotten");
+    }
+}
+
+/// Killed while the clone task runs (right after PVE accepted the clone), the
+/// rerun finds the VM locked by that task, waits for it instead of touching
+/// the config or cloning again, and finishes the creation.
+#[test]
+fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() {
+    // Realistic durations: the clone task runs for seconds after the kill.
+    let p = Project::new(4, 1, "1");
+    let vm = name(0);
+    let killed = p.provision(&vm, Some(&format!("call:clone-vm@{vm}")));
+    assert_eq!(killed.status.signal(), Some(9), "cradle died of SIGKILL: {}", show(&killed));
+    let locked: Vec<Value> = p.sim.vms().into_iter().filter(|v| v["config"]["name"] == vm.as_str()).collect();
+    assert_eq!(locked.len(), 1, "the clone exists: {locked:?}");
+    assert_eq!(locked[0]["config"]["lock"], "clone", "and its task still runs: {:?}", locked[0]);
+    let unlock = p.cradle(&["unlock", &vm], None);
+    assert!(unlock.status.success(), "unlock after the kill: {}", show(&unlock));
+    let rerun = p.provision(&vm, None);
+    assert!(rerun.status.success(), "the rerun converges: {}", show(&rerun));
+    let journals: String = std::fs::read_dir(p.state().join("runs"))
+        .expect("runs")
+        .filter_map(Result::ok)
+        .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+        .collect();
+    assert!(
+        journals.contains("resuming: the VM is locked (clone)"),
+        "the rerun met the running clone and waited for it (the journal says so)"
+    );
+    assert_converged(&p, &vm, "call:clone-vm");
+}
