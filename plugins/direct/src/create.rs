@@ -22,27 +22,28 @@ use crate::{TASK_TIMEOUT_MS, config, find, log, wait};
 
 /// Clone and configure `vm` (or finish configuring it); returns it stopped.
 pub fn create(vm: &VmSpec, snippets: &Snippets) -> Result<VmState, Error> {
-    let node = match find::discover(vm)? {
-        Some(found) => {
-            let found = settle_tasks(vm, found)?;
-            if !configure(vm, snippets, &found)? {
-                log(Level::Info, "resumed: the configuration was already complete", vm);
-            }
-            found.node
+    let vms = proxmox::list_vms()?;
+    if let Some(found) = find::discover_in(&vms, vm)? {
+        let found = settle_tasks(vm, found)?;
+        if !configure(vm, snippets, &found)? {
+            log(Level::Info, "resumed: the configuration was already complete", vm);
         }
-        None => {
-            let template = find::template(vm)?;
-            clone(vm, &template)?;
-            let node = template.node.clone();
-            let state = find::discover(vm)?
-                .ok_or_else(|| Error::Failed(format!("{} was cloned but is gone from the cluster", vm.name)))?;
-            configure(vm, snippets, &state)?;
-            log(Level::Info, "cloned and configured", vm);
-            node
-        }
+        return Ok(VmState { has_cloudinit_drive: true, ..found });
+    }
+    let template = find::template_in(&vms, vm)?;
+    clone(vm, &template)?;
+    // The clone task ended OK: the VM is on the template's node, stopped and unlocked.
+    let state = VmState {
+        name: vm.name.clone(),
+        vmid: vm.vmid,
+        node: template.node.clone(),
+        status: "stopped".into(),
+        lock: None,
+        has_cloudinit_drive: true,
     };
-    find::discover(vm)?
-        .ok_or_else(|| Error::Failed(format!("{} was configured on {node} but is gone from the cluster", vm.name)))
+    configure(vm, snippets, &state)?;
+    log(Level::Info, "cloned and configured", vm);
+    Ok(state)
 }
 
 /// Writes the settings that differ and grows the boot disk; `false` when

@@ -7,7 +7,12 @@ use crate::config::has_cloudinit_drive;
 /// The VM named `vm.name` with `vm.vmid`, if it exists. Name and VMID must
 /// agree: either one alone found on another VM is a conflict (invariant 6).
 pub fn discover(vm: &VmSpec) -> Result<Option<VmState>, Error> {
-    let vms = proxmox::list_vms()?;
+    discover_in(&proxmox::list_vms()?, vm)
+}
+
+/// [`discover`] in a cluster listing already read (one `cluster/resources`
+/// read serves several lookups: it is the most expensive call of a run).
+pub fn discover_in(vms: &[VmResource], vm: &VmSpec) -> Result<Option<VmState>, Error> {
     let by_name: Vec<&VmResource> = vms.iter().filter(|r| r.name.as_deref() == Some(vm.name.as_str())).collect();
     let by_vmid = vms.iter().find(|r| r.vmid == vm.vmid);
     if by_name.len() > 1 {
@@ -52,9 +57,13 @@ pub fn discover(vm: &VmSpec) -> Result<Option<VmState>, Error> {
 
 /// The template `vm.template`: it must exist and be a template.
 pub fn template(vm: &VmSpec) -> Result<VmResource, Error> {
-    let vms = proxmox::list_vms()?;
+    template_in(&proxmox::list_vms()?, vm)
+}
+
+/// [`template`] in a cluster listing already read.
+pub fn template_in(vms: &[VmResource], vm: &VmSpec) -> Result<VmResource, Error> {
     let mut templates: Vec<VmResource> =
-        vms.into_iter().filter(|r| r.template && r.name.as_deref() == Some(vm.template.as_str())).collect();
+        vms.iter().filter(|r| r.template && r.name.as_deref() == Some(vm.template.as_str())).cloned().collect();
     match templates.len() {
         0 => Err(Error::NotFound(format!(
             "template {} does not exist in the cluster; check global_os[vms_os].template for {} (it must name a VM converted to a template)",

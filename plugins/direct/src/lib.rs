@@ -84,9 +84,10 @@ impl Guest for Direct {
     }
 
     fn plan(vm: VmSpec) -> Result<PlanOutcome, Error> {
-        match find::discover(&vm)? {
+        let vms = proxmox::list_vms()?;
+        match find::discover_in(&vms, &vm)? {
             None => {
-                let template = find::template(&vm)?;
+                let template = find::template_in(&vms, &vm)?;
                 Ok(PlanOutcome {
                     action: PlanAction::Create,
                     summary: vec![
