@@ -328,6 +328,27 @@ fn removing_a_vm_whose_creation_did_not_finish_deletes_its_snippets_and_creation
     assert_eq!(s.snippets_on("pve2"), Vec::<String>::new(), "the snippets (with the private host key) went too");
 }
 
+/// A creation that died before any VM existed (here: the clone task failed
+/// and PVE removed the half-made VM) leaves a creation record and snippets.
+/// `cradle remove` cleans those up instead of failing with "does not exist".
+#[test]
+fn removing_a_creation_that_never_produced_a_vm_cleans_up_its_record_and_snippets() {
+    let lab = Lab::new(hosts(16));
+    let s = lab.open(&Sim::faults("clone-fail"));
+    let err = error_of(&s.provision_one(&lab));
+    assert!(err.contains("clone"), "{err}");
+    assert!(lab.vms_named(&name(0)).is_empty(), "no VM");
+    let record = lab.state().join("checkpoints/creating").join(format!("{}.json", name(0)));
+    assert!(record.exists(), "the creation record stays for the rerun");
+    let removed = s.remove_all(&lab);
+    assert_ok(&removed[0], "removed");
+    assert!(removed[0].detail.as_deref().unwrap_or("").contains("no VM was ever created"), "{removed:?}");
+    assert!(!record.exists(), "the record is gone");
+    assert_eq!(s.snippets_on("pve2"), Vec::<String>::new(), "and so are the snippets");
+    let again = s.remove_all(&lab);
+    assert!(error_of(&again[0]).contains("does not exist"), "nothing is left: {again:?}");
+}
+
 #[test]
 fn cloud_init_error_fails_without_reboot_or_finalization() {
     cloud_init_failure_is_not_finalized(5, "cloud-init-error", "status `error`");

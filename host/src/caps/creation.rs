@@ -89,7 +89,7 @@ pub enum CreationError {
     /// A record for another VMID exists under this name.
     #[error(
         "creation record {} for `{vm_name}` is for VMID {recorded}, the inventory says VMID {requested}: \
-         review which VM is `{vm_name}` (cradle remove clears the record with the VM)",
+         review which VM is `{vm_name}`; `cradle remove` clears the record (with the VM, if one was created)",
         path.display()
     )]
     Mismatch {
@@ -138,6 +138,23 @@ impl CreationStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(CreationError::Corrupt { path, detail: e.to_string() }),
         };
+        // It holds a private key: a file others can read (or that someone else
+        // owns) is not trusted, and the error says how to fix it.
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| CreationError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+        let owner = std::fs::metadata(&self.dir).map(|d| d.uid()).unwrap_or(meta.uid());
+        if meta.mode() & 0o077 != 0 || meta.uid() != owner {
+            return Err(CreationError::Corrupt {
+                detail: format!(
+                    "mode {:o}, owner uid {}: it must be 0600 and owned like its directory (chmod 600 {})",
+                    meta.mode() & 0o777,
+                    meta.uid(),
+                    path.display()
+                ),
+                path,
+            });
+        }
         let rec: Creation = serde_json::from_slice(&bytes)
             .map_err(|e| CreationError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         if rec.vm_name != vm_name {
@@ -271,6 +288,18 @@ mod tests {
         assert_eq!(vmids, [150, 151]);
         std::fs::write(s.dir().join("test-2.json"), b"[]").unwrap();
         assert!(s.list().is_err(), "a corrupt record is not skipped");
+    }
+
+    #[test]
+    fn a_record_readable_by_others_is_refused_with_the_chmod_to_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let s = CreationStore::new(tmp.path().join("creating"));
+        s.begin(rec(150, "AAA")).unwrap();
+        let file = s.dir().join("test-0.json");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = s.read("test-0").unwrap_err().to_string();
+        assert!(err.contains("chmod 600") && err.contains("644"), "{err}");
     }
 
     #[test]

@@ -94,8 +94,21 @@ pub fn startup_changes(vm: &VmSpec, config: &[Entry]) -> Vec<Entry> {
 
 /// The entries of `set` whose value differs from `config`: what an
 /// interrupted `create` still has to write (an empty list: nothing).
+/// Values compare as property strings: PVE re-prints `a=1,b=2` in its own
+/// key order, so `virtio=..,bridge=vmbr0,tag=20,firewall=1` and
+/// `virtio=..,bridge=vmbr0,firewall=1,tag=20` are the same setting.
 pub fn differing(set: Vec<Entry>, config: &[Entry]) -> Vec<Entry> {
-    set.into_iter().filter(|e| get(config, &e.key) != Some(e.value.as_str())).collect()
+    set.into_iter().filter(|e| get(config, &e.key).is_none_or(|have| !same_property(have, &e.value))).collect()
+}
+
+fn same_property(a: &str, b: &str) -> bool {
+    a == b || property_parts(a) == property_parts(b)
+}
+
+fn property_parts(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.split(',').filter(|p| !p.is_empty()).collect();
+    v.sort_unstable();
+    v
 }
 
 /// A disk to grow: the slot and the new absolute size (`("scsi0", "32G")`).
@@ -260,6 +273,15 @@ mod tests {
         let (rest, _) = configure(&spec(), &snippets, &partial).expect("configure partial");
         let keys: Vec<String> = differing(rest, &partial).into_iter().map(|e| e.key).collect();
         assert_eq!(keys, ["cicustom"]);
+    }
+
+    #[test]
+    fn a_property_string_in_another_key_order_is_the_same_setting() {
+        let want = vec![entry("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,tag=20,firewall=1")];
+        let have = cfg(&[("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,firewall=1,tag=20")]);
+        assert!(differing(want, &have).is_empty());
+        let other = vec![entry("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,tag=21,firewall=1")];
+        assert_eq!(differing(other, &have).len(), 1, "a different tag differs");
     }
 
     #[test]

@@ -94,9 +94,16 @@ fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
     } else {
         (found.node.clone(), vm.vmid)
     };
-    for task in proxmox::list_tasks(&node, Some(id), None)? {
-        if task.status.is_none() {
-            let _ = proxmox::wait_task(&node, &task.upid, TASK_TIMEOUT_MS)?;
+    // Only the tasks that can hold this VM's lock; stop as soon as it is free.
+    let kind = if lock == "clone" { Some("qmclone") } else { None };
+    for task in proxmox::list_tasks(&node, Some(id), kind)? {
+        if task.status.is_some() {
+            continue;
+        }
+        // Another VM's clone of the same template may fail: not our concern here.
+        let _ = proxmox::wait_task(&node, &task.upid, TASK_TIMEOUT_MS);
+        if find::discover(vm)?.is_some_and(|now| now.lock.is_none()) {
+            break;
         }
     }
     let now = find::discover(vm)?

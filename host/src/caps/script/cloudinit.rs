@@ -151,20 +151,20 @@ fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
     creation(ctx, vm)
 }
 
-/// Drop the reservation of a VMID no VM has taken (its creation failed
-/// before the clone); refused while any VM holds that VMID.
+/// Drop the reservation of a VMID this VM has not taken (its creation failed
+/// before the clone); refused while a VM of this name holds that VMID.
 fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     let name = str_of(vm, "name", "cloudinit::release")?;
     let store = creations(ctx)?;
     let Some(rec) = store.read(&name).map_err(record_err)? else { return Ok(()) };
     let vms = proxmox::Host::list_vms(&mut caps(ctx)?).map_err(wit_throw)?;
-    if let Some(taken) = vms.iter().find(|v| v.vmid == rec.vmid) {
+    if let Some(taken) = vms.iter().find(|v| v.vmid == rec.vmid && v.name.as_deref() == Some(name.as_str())) {
         return Err(throw(CapError::new(
             ErrorKind::Conflict,
             format!(
-                "the creation record of {name} is not released: VMID {} exists ({}); finish or remove that VM",
-                rec.vmid,
-                taken.name.as_deref().unwrap_or("unnamed")
+                "the creation record of {name} is not released: VM {} (VMID {}) exists; finish or remove it",
+                taken.name.as_deref().unwrap_or("unnamed"),
+                rec.vmid
             ),
         )));
     }
@@ -255,17 +255,27 @@ fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
     let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
     let mut c = caps(ctx)?;
     let dir = snippet_dir(&mut c, &storage)?;
-    let node_ssh = node_target(ctx, node)?;
     let names = snippet_names(&name).map_err(|e| invalid(e.to_string()))?;
     let files: Vec<String> = [names.user, names.network, names.meta].iter().map(|f| format!("'{dir}/{f}'")).collect();
-    let sudo = if node_ssh.user == "root" { "" } else { "sudo -n " };
-    let command = format!("{sudo}rm -f {}", files.join(" "));
-    let out = ssh::Host::exec(&mut c, node_ssh, command, None, 30_000).map_err(wit_throw)?;
-    if out.exit_code != Some(0) {
-        return Err(throw(CapError::failed(format!(
-            "removing the snippets of {name} from node {node} failed: {}",
-            out.stderr.trim()
-        ))));
+    // The snippets went to the node the creation record names; if the
+    // inventory's node changed since, both are cleaned.
+    let mut nodes = vec![node.to_string()];
+    if let Some(rec) = creations(ctx)?.read(&name).map_err(record_err)?
+        && rec.node != node
+    {
+        nodes.push(rec.node);
+    }
+    for node in &nodes {
+        let node_ssh = node_target(ctx, node)?;
+        let sudo = if node_ssh.user == "root" { "" } else { "sudo -n " };
+        let command = format!("{sudo}rm -f {}", files.join(" "));
+        let out = ssh::Host::exec(&mut c, node_ssh, command, None, 30_000).map_err(wit_throw)?;
+        if out.exit_code != Some(0) {
+            return Err(throw(CapError::failed(format!(
+                "removing the snippets of {name} from node {node} failed: {}",
+                out.stderr.trim()
+            ))));
+        }
     }
     // Only now: the record's private key was in those files.
     creations(ctx)?.clear(&name).map_err(record_err)

@@ -201,7 +201,7 @@ impl SshClient {
         let mut opening = None;
         if let Some(p) = &control {
             if let mux_client::Via::Ran(result) = mux_client::exec(p, t, command, stdin, timeout).await {
-                return self.through_master(p, result).await;
+                return self.through_master(p, t, result).await;
             }
             // No master: this call makes it, unless another call is making it now.
             let lock = mux::opening_lock(p);
@@ -217,7 +217,7 @@ impl SshClient {
             };
             opening = Some(guard);
             if let mux_client::Via::Ran(result) = mux_client::exec(p, t, command, stdin, timeout).await {
-                return self.through_master(p, result).await;
+                return self.through_master(p, t, result).await;
             }
         }
         let limit = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
@@ -258,10 +258,27 @@ impl SshClient {
     }
 
     /// The outcome of a call the master ran: its exit status is the remote
-    /// command's own. A lost session ends the master (see `mux`).
-    async fn through_master(&self, p: &Path, result: Result<ExecOutput, CapError>) -> Result<ExecOutput, CapError> {
+    /// command's own. After a failed session the shared connection is kept
+    /// only if it still works (a `true` answers within [`PROBE_TIMEOUT`]): a
+    /// command that merely ran past its timeout loses its own session, and the
+    /// other runs' sessions on the connection (e.g. every VM's snippet upload
+    /// to one node) carry on; a dead or hung connection is ended, so the next
+    /// call connects anew.
+    async fn through_master(
+        &self,
+        p: &Path,
+        t: &Target,
+        result: Result<ExecOutput, CapError>,
+    ) -> Result<ExecOutput, CapError> {
         if result.is_err() {
-            mux::close_master(p).await;
+            let works = mux_client::master_lives(p).await
+                && matches!(
+                    mux_client::exec(p, t, "true", None, PROBE_TIMEOUT).await,
+                    mux_client::Via::Ran(Ok(ExecOutput { exit_code: Some(0), .. }))
+                );
+            if !works {
+                mux::close_master(p).await;
+            }
         }
         result
     }
@@ -492,6 +509,9 @@ impl Drop for SshClient {
 
 /// How often [`SshClient::wait_for`] probes the port between `ssh` attempts.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a shared connection has to run `true` after one of its sessions
+/// failed before it counts as dead and is ended.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Whether `t`'s port accepts a TCP connection: `Some(false)` when refused or
 /// unreachable, `None` when neither happened within `limit` (unknown: a slow

@@ -146,7 +146,7 @@ fn lost(t: &Target, command: &str, why: &str) -> CapError {
 
 /// Whether the master at `socket` still runs a moment after a session ended
 /// without an exit status (a master whose connection died exits and removes it).
-async fn master_lives(socket: &Path) -> bool {
+pub(crate) async fn master_lives(socket: &Path) -> bool {
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(10)).await;
         if !socket.exists() {

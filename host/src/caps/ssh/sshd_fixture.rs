@@ -132,6 +132,15 @@ impl Sshd {
         }
     }
 
+    /// Stops (SIGSTOP) every connection's server process: the TCP connection
+    /// stays open but nothing answers, like a frozen guest.
+    pub fn freeze_connections(&self) {
+        let listener = self.child.id();
+        for pid in super::tests::children_of(listener) {
+            let _ = Command::new("kill").args(["-STOP", &pid.to_string()]).status();
+        }
+    }
+
     /// How many connections have authenticated so far (from sshd's log).
     pub fn logins(&self) -> usize {
         fs::read_dir(self.dir.path())

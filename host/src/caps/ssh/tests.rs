@@ -398,6 +398,30 @@ async fn calls_share_one_connection_and_the_master_ends_with_the_client() {
     assert_eq!(s.logins(), 3, "a direct client authenticates per call");
 }
 
+/// One command running past its timeout loses its own session only: the
+/// master and a concurrent session on it (another VM's upload to the same
+/// node) carry on, and the next call needs no new login.
+#[tokio::test]
+async fn a_timed_out_command_does_not_end_the_shared_connection_or_its_other_sessions() {
+    if !available("multiplexing") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    c.exec(&s.target(), "true", None, T).await.expect("the first call makes the master");
+    let socket = c.control_path(&s.target()).unwrap().expect("a master");
+    let pid = master_pid(&socket).expect("a master listens");
+    let target = s.target();
+    let slow = c.exec(&target, "sleep 30", None, Duration::from_millis(500));
+    let other = c.exec(&target, "sleep 1; echo still here", None, T);
+    let (slow, other) = tokio::join!(slow, other);
+    assert_eq!(slow.expect_err("over its timeout").kind, ErrorKind::Transient);
+    assert_eq!(other.expect("the other session finished").stdout, b"still here\n");
+    assert_eq!(master_pid(&socket), Some(pid), "the same master still serves");
+    c.exec(&s.target(), "true", None, T).await.expect("and takes the next call");
+    assert_eq!(s.logins(), 1, "no new login");
+}
+
 #[tokio::test]
 async fn clients_of_one_process_share_a_master_until_the_last_is_dropped() {
     if !available("shared master") {
@@ -495,11 +519,18 @@ async fn a_dead_master_or_a_dropped_connection_costs_a_reconnect_not_an_error() 
     let out = c.exec(&s.target(), "echo back", None, T).await.expect("after the drop");
     assert_eq!((out.stdout, out.stderr), (b"back\n".to_vec(), Vec::new()));
     assert_eq!(s.logins(), 3);
-    // A call that times out closes its master: whatever hung behind it is not reused.
+    // A call that times out on a connection that still works keeps the master.
     let pid = master_pid(&socket).expect("a master again");
     let e = c.exec(&s.target(), "sleep 30", None, Duration::from_millis(1500)).await.expect_err("timeout");
     assert_eq!(e.kind, ErrorKind::Transient, "{e}");
-    assert!(ended(pid), "a timed-out call closes its master");
+    assert_eq!(master_pid(&socket), Some(pid), "a working connection is kept");
+    assert_eq!(s.logins(), 3);
+    // A hung connection (the server stops answering) is ended after the
+    // timeout: whatever hung behind it is not reused.
+    s.freeze_connections();
+    let e = c.exec(&s.target(), "true", None, Duration::from_millis(1500)).await.expect_err("hung");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(ended(pid), "a hung connection's master is closed");
     c.exec(&s.target(), "true", None, T).await.expect("a fresh connection");
     assert_eq!(s.logins(), 4);
 }
