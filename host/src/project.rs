@@ -221,15 +221,20 @@ impl Project {
         self.config.plugins.values().filter_map(|p| p.path.as_ref().map(|path| self.config.resolve(path))).collect()
     }
 
-    /// Where plugin `name`'s component comes from.
-    pub fn plugin_source(&self, name: &str) -> Result<PluginSource, ProjectError> {
-        let pc = self.config.plugins.get(name).ok_or_else(|| {
+    /// `[plugins.NAME]`, or an error naming the known plugins.
+    fn plugin_config(&self, name: &str) -> Result<&crate::config::PluginConfig, ProjectError> {
+        self.config.plugins.get(name).ok_or_else(|| {
             ProjectError::Environment(format!(
                 "no plugin `{name}` in [plugins] of {} (known: {})",
                 self.config_path.display(),
                 self.config.plugins.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
-        })?;
+        })
+    }
+
+    /// Where plugin `name`'s component comes from.
+    pub fn plugin_source(&self, name: &str) -> Result<PluginSource, ProjectError> {
+        let pc = self.plugin_config(name)?;
         Ok(match &pc.path {
             Some(path) => PluginSource::File(self.config.resolve(path)),
             None => PluginSource::Builtin(
@@ -242,13 +247,7 @@ impl Project {
 
     /// Load one configured plugin.
     pub fn load_plugin(&self, name: &str) -> Result<LoadedPlugin, ProjectError> {
-        let pc = self.config.plugins.get(name).ok_or_else(|| {
-            ProjectError::Environment(format!(
-                "no plugin `{name}` in [plugins] of {} (known: {})",
-                self.config_path.display(),
-                self.config.plugins.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        })?;
+        let pc = self.plugin_config(name)?;
         let source = self.plugin_source(name)?;
         Ok(self.host.load_source(name, &source, pc.grants.clone(), pc.limits.resolve())?)
     }
