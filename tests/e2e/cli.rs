@@ -39,6 +39,13 @@ nodes = ["pve1"]
 vmids = "100-199"
 [plugins.hostile.grants.lock]
 prefixes = ["vm/"]
+[plugins.hostile.grants.ssh]
+hosts = ["guests"]
+[plugins.hostile.grants.dns]
+zones = []
+[plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.http]
+endpoints = []
 "#;
 
 /// The workflow most tests run: `lib/vm` is the spec helper of the fixtures.

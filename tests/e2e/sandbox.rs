@@ -26,6 +26,13 @@ nodes = ["pve1"]
 vmids = "100-199"
 [plugins.hostile.grants.lock]
 prefixes = ["vm/"]
+[plugins.hostile.grants.ssh]
+hosts = ["guests"]
+[plugins.hostile.grants.dns]
+zones = []
+[plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.http]
+endpoints = []
 [plugins.sample]
 path = "@SAMPLE@"
 "#;

@@ -1,6 +1,11 @@
 //! A hostile backend for the sandbox tests (never shipped). `discover(vm)`
 //! misbehaves according to `vm.name`; each behaviour must fail with its
 //! documented error while the host keeps serving other calls.
+//!
+//! A name `GROUP:ATTACK` (e.g. `pve:two-disks`) runs one attack of the module
+//! `attacks::GROUP` with `vm.template` as its argument; each attack returns
+//! what it achieved in the returned state's `name`, so a test sees both a
+//! denial and an unexpected success.
 
 // Generated ABI glue and the deliberately malformed value need `unsafe`.
 #![allow(unsafe_code)]
@@ -14,6 +19,10 @@ mod bindings {
                 import cradle:host/log@0.1.0;
                 import cradle:host/proxmox@0.1.0;
                 import cradle:host/lock@0.1.0;
+                import cradle:host/ssh@0.1.0;
+                import cradle:host/dns@0.1.0;
+                import cradle:host/checkpoint@0.1.0;
+                import cradle:host/http@0.1.0;
                 export cradle:host/lifecycle@0.1.0;
             }
         ",
@@ -28,21 +37,27 @@ cradle_guest::manifest! {
     name: "hostile",
     version: env!("CARGO_PKG_VERSION"),
     description: "Misbehaves on purpose for the sandbox tests",
-    needs: ["log", "proxmox", "lock"],
+    needs: ["log", "proxmox", "lock", "ssh", "dns", "checkpoint", "http"],
 }
 
 use bindings::cradle::host::types::{Error, Snippets, VmSpec, VmState};
 use bindings::cradle::host::{lock, proxmox};
 use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
 
+mod attacks;
+
 struct Hostile;
 
-fn state(name: String, vmid: u32) -> VmState {
+/// The state returned to report what an attack achieved.
+pub(crate) fn state(name: String, vmid: u32) -> VmState {
     VmState { name, vmid, node: "pve1".into(), status: "stopped".into(), lock: None, has_cloudinit_drive: false }
 }
 
 impl Guest for Hostile {
     fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
+        if let Some((group, attack)) = vm.name.split_once(':') {
+            return attacks::run(group, attack, &vm);
+        }
         match vm.name.as_str() {
             "read-passwd" => match std::fs::read_to_string("/etc/passwd") {
                 Ok(text) => Ok(Some(state(text, vm.vmid))),

@@ -1,0 +1,1 @@
+//! Hardening (issue 8): network. Tests are added by the work on that part.
