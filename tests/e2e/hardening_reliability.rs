@@ -1,1 +1,0 @@
-//! Hardening (issue 8): reliability. Tests are added by the work on that part.
