@@ -131,7 +131,7 @@ impl Host for CapCtx {
             vmid: Some(req.newid),
             storage: req.storage.as_deref(),
             template: Some((req.template_vmid, name.as_deref())),
-            destructive: false,
+            ..Default::default()
         };
         self.pve("clone-vm", call, |c| async move { c.clone_vm(req).await })
     }
