@@ -86,7 +86,10 @@ fn a_project_without_workflows_or_plugin_files_provisions_with_the_built_ins() {
         assert_eq!(row["grants"], expected, "{row}");
     }
     let text = cradle(elsewhere.path(), &["--config", s(&config), "--state-dir", s(&state), "plugins", "list"]);
-    assert!(text.ok().contains("built-in, grants: default (built-in)"), "the text list says the grants are defaults: {text:#?}");
+    assert!(
+        text.ok().contains("built-in, grants: default (built-in)"),
+        "the text list says the grants are defaults: {text:#?}"
+    );
 
     let args = [&base[..], &["provision", "-i", s(&inventory)]].concat();
     let first = cradle(elsewhere.path(), &args);

@@ -308,7 +308,9 @@ fn check_config(
         match touch {
             Touch::Storage { key, storage } => {
                 if !list_allows(&g.storages, storage) {
-                    return Err(format!("key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"));
+                    return Err(format!(
+                        "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
+                    ));
                 }
             }
             Touch::Volume { key, volid, storage, owner, bare_base } => {
@@ -325,7 +327,9 @@ fn check_config(
                     ));
                 }
                 if !list_allows(&g.storages, storage) {
-                    return Err(format!("key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"));
+                    return Err(format!(
+                        "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
+                    ));
                 }
             }
             Touch::Snippet { key, part, volid, storage, file } => {
@@ -497,7 +501,10 @@ endpoints = ["netbox"]
     }
 
     fn config_call(scope: &ConfigScope) -> Call<'_> {
-        Call::Proxmox(ProxmoxCall { config: Some(scope), ..ProxmoxCall { node: Some("pve1"), vmid: Some(150), ..Default::default() } })
+        Call::Proxmox(ProxmoxCall {
+            config: Some(scope),
+            ..ProxmoxCall { node: Some("pve1"), vmid: Some(150), ..Default::default() }
+        })
     }
 
     #[test]
@@ -542,7 +549,8 @@ endpoints = ["netbox"]
     #[test]
     fn set_config_with_a_snippet_for_a_vm_outside_the_call_is_denied() {
         let c = set_config(&[("cicustom", "user=local-lvm:snippets/test-1-user.yaml")], &[], &[]);
-        let call = Call::Proxmox(ProxmoxCall { node: Some("pve1"), vmid: Some(151), config: Some(&c), ..Default::default() });
+        let call =
+            Call::Proxmox(ProxmoxCall { node: Some("pve1"), vmid: Some(151), config: Some(&c), ..Default::default() });
         assert!(denied(call).contains("VMID 151 is not a VM of this call"));
     }
 
@@ -577,7 +585,8 @@ endpoints = ["netbox"]
 
     #[test]
     fn set_config_deleting_a_disk_needs_the_destructive_grant() {
-        let current = [("scsi0", "local-lvm:vm-150-disk-0,size=20G"), ("ide2", "local-lvm:vm-150-cloudinit,media=cdrom")];
+        let current =
+            [("scsi0", "local-lvm:vm-150-disk-0,size=20G"), ("ide2", "local-lvm:vm-150-cloudinit,media=cdrom")];
         let c = set_config(&[], &["scsi0"], &current);
         let m = denied(config_call(&c));
         assert!(m.contains("deleting `scsi0` (it holds local-lvm:vm-150-disk-0) removes a disk"), "{m}");
@@ -592,13 +601,19 @@ endpoints = ["netbox"]
 
     #[test]
     fn rewriting_an_ha_rule_that_holds_a_vm_outside_the_grant_is_denied() {
-        let rule = HaRuleScope { rule: "prod-rule", new_members: vec![150], current_members: vec![5000], nodes: vec!["pve1"] };
+        let rule =
+            HaRuleScope { rule: "prod-rule", new_members: vec![150], current_members: vec![5000], nodes: vec!["pve1"] };
         let m = denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }));
         assert!(m.contains("HA rule `prod-rule` currently holds vm:5000, outside"), "{m}");
         let rule = HaRuleScope { rule: "r", new_members: vec![150, 5000], current_members: vec![], nodes: vec![] };
-        assert!(denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() })).contains("would hold vm:5000"));
+        assert!(
+            denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }))
+                .contains("would hold vm:5000")
+        );
         let rule = HaRuleScope { rule: "r", new_members: vec![150], current_members: vec![151], nodes: vec!["pve9"] };
-        assert!(denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() })).contains("node `pve9`"));
+        assert!(
+            denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() })).contains("node `pve9`")
+        );
         let rule = HaRuleScope { rule: "r", new_members: vec![150], current_members: vec![151], nodes: vec!["pve2"] };
         allowed(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }));
     }
@@ -609,7 +624,11 @@ endpoints = ["netbox"]
         g.builtin_defaults = true;
         let call = Call::Proxmox(ProxmoxCall { vmid: Some(150), destructive: true, ..Default::default() });
         let m = check(&g, "plugins.direct.grants", &scope(), &call).expect_err("denied").to_string();
-        assert!(m.contains("set plugins.direct.grants.proxmox.destructive = true") && m.contains("built-in plugin's default grants"), "{m}");
+        assert!(
+            m.contains("set plugins.direct.grants.proxmox.destructive = true")
+                && m.contains("built-in plugin's default grants"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -146,9 +146,7 @@ backend = "sample"
             // The project runs on the simulated cluster: the opt-in is written
             // out, so pointing it at a real cluster keeps it visible.
             if p.destructive_on_sim && line == "[grants.proxmox]" {
-                text.push_str(
-                    "destructive = true    # `cradle remove` stops and destroys; opt-in on a real cluster\n",
-                );
+                text.push_str("destructive = true    # `cradle remove` stops and destroys; opt-in on a real cluster\n");
             }
         }
     }

@@ -139,7 +139,13 @@ fn set_config_with_a_second_disk_on_an_ungranted_storage_is_denied() {
 fn set_config_with_a_hookscript_or_args_is_denied() {
     let h = harness();
     let r = set_config(&h, "hookscript=local-lvm:snippets/evil.sh");
-    assert_denied(&r, "hostile", "set-config", "proxmox", "plugins.hostile.grants.proxmox.node_keys lists \"hookscript\"");
+    assert_denied(
+        &r,
+        "hostile",
+        "set-config",
+        "proxmox",
+        "plugins.hostile.grants.proxmox.node_keys lists \"hookscript\"",
+    );
     let r = set_config(&h, "args=-chardev file,id=x,path=/etc/shadow");
     assert_denied(&r, "hostile", "set-config", "proxmox", "key `args` runs code on the node");
 }
@@ -155,7 +161,13 @@ fn set_config_with_a_cicustom_snippet_of_another_vm_is_denied() {
 fn set_config_attaching_a_disk_of_a_vm_outside_the_grant_is_denied() {
     let h = harness();
     let r = set_config(&h, "scsi3=local-lvm:vm-5000-disk-0");
-    assert_denied(&r, "hostile", "set-config", "proxmox", "a volume of VMID 5000, outside plugins.hostile.grants.proxmox.vmids");
+    assert_denied(
+        &r,
+        "hostile",
+        "set-config",
+        "proxmox",
+        "a volume of VMID 5000, outside plugins.hostile.grants.proxmox.vmids",
+    );
 }
 
 #[test]
@@ -191,7 +203,13 @@ fn rewriting_an_ha_rule_that_holds_a_vm_outside_the_grant_is_denied_with_one_jou
 fn a_template_name_lookup_goes_through_the_guard_and_the_journal() {
     let h = harness();
     let r = probe(&h, "test", "pve:clone", "");
-    assert_denied(&r, "hostile", "clone-vm", "proxmox", "template `debian-12-cloud` (9000) is not in plugins.hostile.grants.proxmox.templates");
+    assert_denied(
+        &r,
+        "hostile",
+        "clone-vm",
+        "proxmox",
+        "template `debian-12-cloud` (9000) is not in plugins.hostile.grants.proxmox.templates",
+    );
     let events = journal(&r);
     let lookups = calls(&events, "list-vms");
     assert!(

@@ -269,7 +269,11 @@ fn volume_owner(volname: &str) -> Option<(u32, bool)> {
 fn describe_cicustom(key: &str, value: &str, out: &mut Vec<Touch>) {
     for part in value.split(',').filter(|p| !p.is_empty()) {
         let Some((name, volid)) = part.split_once('=') else {
-            out.push(Touch::Unattributable { key: key.into(), value: part.into(), why: "not PART=STORAGE:snippets/FILE" });
+            out.push(Touch::Unattributable {
+                key: key.into(),
+                value: part.into(),
+                why: "not PART=STORAGE:snippets/FILE",
+            });
             continue;
         };
         match volid.split_once(':').and_then(|(s, v)| v.strip_prefix("snippets/").map(|f| (s, f))) {

@@ -300,9 +300,9 @@ fn ha_members(rule: &str, resources: &str) -> Result<Vec<u32>, WitError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|sid| {
-            sid.strip_prefix("vm:").and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| {
-                CapError::invalid(format!("HA rule `{rule}`: resource `{sid}` is not vm:<vmid>")).into()
-            })
+            sid.strip_prefix("vm:")
+                .and_then(|v| v.parse::<u32>().ok())
+                .ok_or_else(|| CapError::invalid(format!("HA rule `{rule}`: resource `{sid}` is not vm:<vmid>")).into())
         })
         .collect()
 }
