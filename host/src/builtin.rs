@@ -12,6 +12,10 @@
 //!   parsed by the same code as `cradle.toml` — so a built-in is granted
 //!   exactly what that text says, checked by the same policy code, and
 //!   `cradle init` writes the same text out for the operator to edit.
+//! - Default grants are never destructive, except on the built-in simulated
+//!   cluster ([`BuiltinPlugin::destructive_on_sim`]): an environment on a real
+//!   cluster (`kind = "proxmox"`) gets destructive calls only when cradle.toml
+//!   says `[plugins.NAME.grants.proxmox] destructive = true`.
 //! - Built-in components go through the same manifest check, component cache
 //!   and admission as `.wasm` files; only where the bytes come from differs.
 //!
@@ -31,7 +35,12 @@ pub struct BuiltinPlugin {
     /// The component.
     pub wasm: &'static [u8],
     /// Its default `[plugins.NAME]` body: grants and limits, no `path`.
+    /// Never destructive: on a real cluster the operator opts in.
     pub config: &'static str,
+    /// Whether the default grants include `proxmox.destructive = true` when
+    /// every environment naming the plugin runs on the built-in simulated
+    /// cluster (`kind = "sim"`), where nothing real can be destroyed.
+    pub destructive_on_sim: bool,
 }
 
 /// The built-in plugins.
@@ -45,8 +54,8 @@ nodes = ["*"]
 vmids = "100-999"
 storages = ["local-lvm", "local"]
 templates = ["debian-12-cloud"]
-destructive = true    # `cradle remove` stops and destroys
 "#,
+        destructive_on_sim: true,
     },
     BuiltinPlugin {
         name: "sample",
@@ -55,6 +64,7 @@ destructive = true    # `cradle remove` stops and destroys
         config: r#"memory_limit_mib = 32   # default 64
 timeout_ms = 5000       # longest run of plugin code without a host call; default 10000
 "#,
+        destructive_on_sim: false,
     },
 ];
 
@@ -109,9 +119,11 @@ mod tests {
             cfg.limits.validate().expect("limits");
         }
         let direct = crate::config::PluginConfig::builtin(plugin("direct").expect("direct"));
-        assert!(direct.implicit && direct.is_builtin());
+        assert!(direct.implicit && direct.is_builtin() && direct.grants.builtin_defaults);
         let proxmox = direct.grants.proxmox.expect("direct is granted proxmox");
-        assert!(proxmox.destructive);
+        assert!(!proxmox.destructive, "the defaults for any cluster are not destructive");
+        let on_sim = crate::config::PluginConfig::builtin_on_sim(plugin("direct").expect("direct"));
+        assert!(on_sim.grants.proxmox.expect("proxmox").destructive, "the simulated cluster's defaults are");
     }
 
     #[test]

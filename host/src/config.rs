@@ -247,18 +247,42 @@ pub struct PluginConfig {
     pub implicit: bool,
 }
 
+/// Where a plugin's grants come from, for `cradle plugins list`/`inspect`.
+pub fn grants_source(pc: &PluginConfig) -> &'static str {
+    match (pc.implicit, pc.grants.proxmox.as_ref().is_some_and(|g| g.destructive)) {
+        (false, _) => "cradle.toml",
+        (true, false) => "default (built-in)",
+        (true, true) => "default (built-in, destructive on the simulated cluster)",
+    }
+}
+
 impl PluginConfig {
     /// The built-in plugin `p` with its default grants and limits, parsed from
     /// [`BuiltinPlugin::config`] like any `[plugins.NAME]` table.
     pub fn builtin(p: &BuiltinPlugin) -> PluginConfig {
-        match toml::from_str::<PluginConfig>(p.config) {
+        let mut config = match toml::from_str::<PluginConfig>(p.config) {
             Ok(config) => PluginConfig { implicit: true, ..config },
             Err(e) => {
                 // Unit-tested never to happen; fail closed: nothing granted.
                 tracing::error!(plugin = p.name, error = %e, "the built-in plugin's default grants do not parse");
                 PluginConfig { path: None, grants: Grants::default(), limits: LimitsConfig::default(), implicit: true }
             }
+        };
+        config.grants.builtin_defaults = true;
+        config
+    }
+
+    /// [`PluginConfig::builtin`] for environments that all run on the built-in
+    /// simulated cluster: destructive calls are granted where the built-in
+    /// says so ([`BuiltinPlugin::destructive_on_sim`]).
+    pub fn builtin_on_sim(p: &BuiltinPlugin) -> PluginConfig {
+        let mut config = PluginConfig::builtin(p);
+        if p.destructive_on_sim
+            && let Some(pve) = config.grants.proxmox.as_mut()
+        {
+            pve.destructive = true;
         }
+        config
     }
 
     /// Whether the component is the one built into cradle.
@@ -407,13 +431,23 @@ impl Config {
 
     /// An environment naming a built-in plugin that `[plugins]` does not
     /// configure gets the built-in, with the built-in's grants and limits.
+    /// Grants belong to the plugin, not the environment, so the simulated
+    /// cluster's destructive default applies only when every environment
+    /// naming the plugin runs on a `kind = "sim"` cluster; one environment on
+    /// a real cluster (or an unknown one) keeps it opt-in for all.
     fn add_implied_builtins(&mut self) {
         for env in self.environments.values() {
-            if !self.plugins.contains_key(&env.backend)
-                && let Some(builtin) = crate::builtin::plugin(&env.backend)
-            {
-                self.plugins.insert(env.backend.clone(), PluginConfig::builtin(builtin));
+            if self.plugins.contains_key(&env.backend) {
+                continue;
             }
+            let Some(builtin) = crate::builtin::plugin(&env.backend) else { continue };
+            let all_sim = self
+                .environments
+                .values()
+                .filter(|e| e.backend == env.backend)
+                .all(|e| self.clusters.get(&e.cluster).is_some_and(|c| c.kind == ClusterKind::Sim));
+            let config = if all_sim { PluginConfig::builtin_on_sim(builtin) } else { PluginConfig::builtin(builtin) };
+            self.plugins.insert(env.backend.clone(), config);
         }
     }
 
@@ -615,9 +649,37 @@ vmids = "100-199"
         let direct = &c.plugins["direct"];
         assert!(direct.is_builtin() && direct.implicit);
         let proxmox = direct.grants.proxmox.as_ref().expect("the built-in grants proxmox");
-        assert!(proxmox.destructive && proxmox.nodes == ["*"]);
+        assert!(proxmox.destructive && proxmox.nodes == ["*"], "destructive by default on the simulated cluster");
+        assert_eq!(grants_source(direct), "default (built-in, destructive on the simulated cluster)");
+        assert_eq!(grants_source(&c.plugins["sample"]), "cradle.toml");
         // Configured plugins stay as written.
         assert_eq!(c.plugins["sample"].path.as_deref(), Some(Path::new("plugins/sample.wasm")));
+    }
+
+    const REAL: &str = "endpoint = \"https://pve1:8006\"\ntoken = { env = \"PVE_TOKEN\" }\nfingerprint = \"AA\"";
+
+    #[test]
+    fn the_built_in_default_grants_are_not_destructive_on_a_real_cluster() {
+        let text = GOOD.replace("backend = \"sample\"", "backend = \"direct\"").replace("kind = \"sim\"", REAL);
+        let c = parse(&text).expect("built-in on a real cluster");
+        let direct = &c.plugins["direct"];
+        assert!(direct.implicit && direct.grants.builtin_defaults);
+        assert!(!direct.grants.proxmox.as_ref().expect("proxmox").destructive, "opt-in on kind = proxmox");
+        assert_eq!(grants_source(direct), "default (built-in)");
+        // One environment on a real cluster keeps it opt-in for the plugin's every environment.
+        let mixed = format!(
+            "{}[clusters.prod]\n{REAL}\n[environments.prod]\ncluster = \"prod\"\nbackend = \"direct\"\n",
+            GOOD.replace("backend = \"sample\"", "backend = \"direct\"")
+        );
+        let c = parse(&mixed).expect("mixed");
+        assert!(!c.plugins["direct"].grants.proxmox.as_ref().expect("proxmox").destructive);
+        // Written out, the operator's choice stands.
+        let explicit = format!(
+            "{text}[plugins.direct.grants.proxmox]\nnodes = [\"*\"]\nvmids = \"100-199\"\ndestructive = true\n"
+        );
+        let c = parse(&explicit).expect("explicit");
+        assert!(c.plugins["direct"].grants.proxmox.as_ref().expect("proxmox").destructive);
+        assert!(!c.plugins["direct"].grants.builtin_defaults);
     }
 
     #[test]

@@ -77,8 +77,19 @@ fn a_project_without_workflows_or_plugin_files_provisions_with_the_built_ins() {
     assert_eq!(rows.len(), 2, "both environments' built-ins: {plugins}");
     for row in rows {
         assert_eq!((row["status"].as_str(), row["source"].as_str()), (Some("ok"), Some("built-in")), "{row}");
-        assert_eq!(row["grants"], "built-in", "{row}");
+        let name = row["name"].as_str().unwrap_or("");
+        let expected = if name == "direct" {
+            "default (built-in, destructive on the simulated cluster)"
+        } else {
+            "default (built-in)"
+        };
+        assert_eq!(row["grants"], expected, "{row}");
     }
+    let text = cradle(elsewhere.path(), &["--config", s(&config), "--state-dir", s(&state), "plugins", "list"]);
+    assert!(
+        text.ok().contains("built-in, grants: default (built-in)"),
+        "the text list says the grants are defaults: {text:#?}"
+    );
 
     let args = [&base[..], &["provision", "-i", s(&inventory)]].concat();
     let first = cradle(elsewhere.path(), &args);

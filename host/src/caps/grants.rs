@@ -37,6 +37,10 @@ pub struct Grants {
     /// Outbound HTTP.
     #[serde(default)]
     pub http: Option<HttpGrant>,
+    /// `true` for a built-in plugin's default grants (no `[plugins.NAME]` in
+    /// cradle.toml), so a denial can say that a section must be written.
+    #[serde(skip)]
+    pub builtin_defaults: bool,
 }
 
 /// `[...grants.proxmox]`.
@@ -54,9 +58,16 @@ pub struct ProxmoxGrant {
     /// Templates that may be cloned, by name or VMID (`["*"]` for any).
     #[serde(default)]
     pub templates: Vec<TemplateRef>,
-    /// Whether destroy, hard stop/reset and HA removal are allowed.
+    /// Whether destroy, hard stop/reset, HA removal and deleting a disk
+    /// through `set-config` are allowed.
     #[serde(default)]
     pub destructive: bool,
+    /// Config keys that run code on the node or hand the guest a host
+    /// resource (`hookscript`, `args`, `hostpci`, `usb`, `serial`, `parallel`,
+    /// `virtiofs`, `ivshmem`; a name covers its numbered keys): `set-config`
+    /// may set them only when listed here. Empty by default.
+    #[serde(default)]
+    pub node_keys: Vec<String>,
 }
 
 /// An inclusive VMID range, written `"100-199"` or `"150"`.
@@ -194,6 +205,16 @@ impl Grants {
 
     /// Check values that serde cannot (absolute paths, zone spelling).
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(pve) = &self.proxmox {
+            for key in &pve.node_keys {
+                if !crate::caps::proxmox::config_scope::NODE_KEYS.contains(&key.as_str()) {
+                    return Err(format!(
+                        "proxmox.node_keys: `{key}` is not a node key (known: {})",
+                        crate::caps::proxmox::config_scope::NODE_KEYS.join(", ")
+                    ));
+                }
+            }
+        }
         if let Some(ssh) = &self.ssh {
             for dir in &ssh.upload_dirs {
                 if !dir.is_absolute() {

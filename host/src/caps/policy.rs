@@ -9,7 +9,8 @@
 use std::path::{Component, Path};
 
 use super::Capability;
-use super::grants::{Grants, TemplateRef, list_allows};
+use super::grants::{Grants, ProxmoxGrant, TemplateRef, list_allows};
+use super::proxmox::config_scope::{ConfigScope, Touch, node_key};
 
 /// The VMs and nodes one call (or one workflow run) is bound to.
 #[derive(Debug, Clone, Default)]
@@ -60,6 +61,9 @@ pub enum Call<'a> {
         /// The VM the checkpoint belongs to.
         vm_name: &'a str,
     },
+    /// The VMIDs reserved by this control node's creation records (VMIDs
+    /// only; the records' keys never leave the host). Part of `checkpoint`.
+    Reservations,
     /// A terraform call.
     Terraform {
         /// The module directory name under the module root.
@@ -89,6 +93,25 @@ pub struct ProxmoxCall<'a> {
     pub template: Option<(u32, Option<&'a str>)>,
     /// Whether the call destroys or hard-stops something.
     pub destructive: bool,
+    /// What a `set-config` call's values touch (every storage, volume,
+    /// snippet, node key and deleted disk), for the VM `vmid`.
+    pub config: Option<&'a ConfigScope>,
+    /// An HA rule written: the members it will hold and those it holds now.
+    pub ha_rule: Option<HaRuleScope<'a>>,
+}
+
+/// The scope of writing an HA rule: a rewrite takes VMs out of the rule as
+/// well as into it, so both sets must be inside the grant.
+#[derive(Debug, Clone, Default)]
+pub struct HaRuleScope<'a> {
+    /// The rule id.
+    pub rule: &'a str,
+    /// The VMIDs the rule will hold.
+    pub new_members: Vec<u32>,
+    /// The VMIDs the rule holds now (empty for a new rule).
+    pub current_members: Vec<u32>,
+    /// The nodes the rule will name.
+    pub nodes: Vec<&'a str>,
 }
 
 /// A refused call: the capability and the scope that refused it.
@@ -109,7 +132,7 @@ impl Call<'_> {
             Call::Ssh { .. } => Capability::Ssh,
             Call::Dns { .. } => Capability::Dns,
             Call::Lock { .. } => Capability::Lock,
-            Call::Checkpoint { .. } => Capability::Checkpoint,
+            Call::Checkpoint { .. } | Call::Reservations => Capability::Checkpoint,
             Call::Terraform { .. } => Capability::Terraform,
             Call::Http { .. } => Capability::Http,
             Call::Log => Capability::Log,
@@ -127,7 +150,7 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
     }
     match call {
         Call::Log => Ok(()),
-        Call::Proxmox(p) => check_proxmox(grants, origin, p).map_err(|scope| Denied { capability: cap, scope }),
+        Call::Proxmox(p) => check_proxmox(grants, origin, scope, p).map_err(|scope| Denied { capability: cap, scope }),
         Call::Ssh { host, upload } => {
             let Some(g) = &grants.ssh else { return deny(String::new()) };
             let host_ok = g.hosts.iter().any(|h| match h.as_str() {
@@ -176,6 +199,8 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
             }
             Ok(())
         }
+        // Granted with the capability: VMID allocation must see every reservation.
+        Call::Reservations => Ok(()),
         Call::Terraform { module } => {
             let plain = !module.is_empty()
                 && Path::new(module).components().all(|c| matches!(c, Component::Normal(_)))
@@ -197,8 +222,9 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
     }
 }
 
-fn check_proxmox(grants: &Grants, origin: &str, p: &ProxmoxCall<'_>) -> Result<(), String> {
+fn check_proxmox(grants: &Grants, origin: &str, scope: &RunScope, p: &ProxmoxCall<'_>) -> Result<(), String> {
     let Some(g) = &grants.proxmox else { return Err(String::new()) };
+    let vmids_hint = || format!("{origin}.proxmox.vmids = \"{}\"", g.vmids);
     for node in [p.node, p.target_node].into_iter().flatten() {
         if !list_allows(&g.nodes, node) {
             return Err(format!("node `{node}` is not in {origin}.proxmox.nodes"));
@@ -207,7 +233,7 @@ fn check_proxmox(grants: &Grants, origin: &str, p: &ProxmoxCall<'_>) -> Result<(
     if let Some(vmid) = p.vmid
         && !g.vmids.contains(vmid)
     {
-        return Err(format!("vmid {vmid} is outside {origin}.proxmox.vmids = \"{}\"", g.vmids));
+        return Err(format!("vmid {vmid} is outside {}", vmids_hint()));
     }
     if let Some(storage) = p.storage
         && !list_allows(&g.storages, storage)
@@ -224,8 +250,141 @@ fn check_proxmox(grants: &Grants, origin: &str, p: &ProxmoxCall<'_>) -> Result<(
             return Err(format!("template {label} is not in {origin}.proxmox.templates"));
         }
     }
+    if let Some(rule) = &p.ha_rule {
+        let id = rule.rule;
+        for vmid in &rule.new_members {
+            if !g.vmids.contains(*vmid) {
+                return Err(format!("HA rule `{id}` would hold vm:{vmid}, outside {}", vmids_hint()));
+            }
+        }
+        for vmid in &rule.current_members {
+            if !g.vmids.contains(*vmid) {
+                return Err(format!(
+                    "HA rule `{id}` currently holds vm:{vmid}, outside {}: a rule holding VMs outside the grant \
+                     cannot be rewritten",
+                    vmids_hint()
+                ));
+            }
+        }
+        for node in &rule.nodes {
+            if !list_allows(&g.nodes, node) {
+                return Err(format!("HA rule `{id}` names node `{node}`, which is not in {origin}.proxmox.nodes"));
+            }
+        }
+    }
+    if let Some(config) = p.config {
+        check_config(g, grants, origin, scope, p.vmid, config)?;
+    }
     if p.destructive && !g.destructive {
-        return Err(format!("destructive calls are not granted (set {origin}.proxmox.destructive = true)"));
+        return Err(format!("destructive calls are not granted ({})", destructive_hint(grants, origin)));
+    }
+    Ok(())
+}
+
+/// How to grant destructive calls; the built-in defaults have no section to edit.
+fn destructive_hint(grants: &Grants, origin: &str) -> String {
+    if grants.builtin_defaults {
+        format!(
+            "set {origin}.proxmox.destructive = true; these are the built-in plugin's default grants, which \
+             include it only on a `kind = \"sim\"` cluster: write the section out (`cradle init` shows the \
+             defaults) and add destructive = true"
+        )
+    } else {
+        format!("set {origin}.proxmox.destructive = true")
+    }
+}
+
+/// Every storage, volume, snippet and node key a `set-config` names.
+fn check_config(
+    g: &ProxmoxGrant,
+    grants: &Grants,
+    origin: &str,
+    scope: &RunScope,
+    vmid: Option<u32>,
+    config: &ConfigScope,
+) -> Result<(), String> {
+    let this = vmid.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+    for touch in &config.touches {
+        match touch {
+            Touch::Storage { key, storage } => {
+                if !list_allows(&g.storages, storage) {
+                    return Err(format!(
+                        "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
+                    ));
+                }
+            }
+            Touch::Volume { key, volid, storage, owner, bare_base } => {
+                if *bare_base {
+                    return Err(format!(
+                        "key `{key}` attaches `{volid}`, a template's base disk; a base disk may appear only as \
+                         this VM's own linked-clone base (`base-N-disk-M/vm-{this}-disk-K`)"
+                    ));
+                }
+                if !g.vmids.contains(*owner) {
+                    return Err(format!(
+                        "key `{key}` attaches `{volid}`, a volume of VMID {owner}, outside {origin}.proxmox.vmids = \"{}\"",
+                        g.vmids
+                    ));
+                }
+                if !list_allows(&g.storages, storage) {
+                    return Err(format!(
+                        "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
+                    ));
+                }
+            }
+            Touch::Snippet { key, part, volid, storage, file } => {
+                if !list_allows(&g.storages, storage) {
+                    return Err(format!(
+                        "key `{key}` ({part}) names storage `{storage}`, which is not in {origin}.proxmox.storages"
+                    ));
+                }
+                let Some(vm) = scope.vms.iter().find(|v| Some(v.vmid) == vmid) else {
+                    return Err(format!(
+                        "key `{key}` ({part}) names snippet `{volid}`, but VMID {this} is not a VM of this call, so \
+                         its snippets are unknown"
+                    ));
+                };
+                let Ok(names) = crate::cloudinit::snippet_names(&vm.name) else {
+                    return Err(format!(
+                        "key `{key}` ({part}) names snippet `{volid}`, but `{}` (VMID {this}) is not a VM name \
+                         snippets can be named after",
+                        vm.name
+                    ));
+                };
+                let own = [(&names.user, "user"), (&names.network, "network"), (&names.meta, "meta")];
+                if !own.iter().any(|(n, p)| *n == file && p == part) {
+                    return Err(format!(
+                        "key `{key}` ({part}) names snippet `{volid}`, which is not this VM's: {} may use only \
+                         {}, {} and {} as user, network and meta",
+                        names.vm, names.user, names.network, names.meta
+                    ));
+                }
+            }
+            Touch::NodeKey { key } => {
+                let base = node_key(key).unwrap_or(key.as_str());
+                if !g.node_keys.iter().any(|k| k == base) {
+                    return Err(format!(
+                        "key `{key}` runs code on the node or passes a host resource to the guest; it is refused \
+                         unless {origin}.proxmox.node_keys lists \"{base}\""
+                    ));
+                }
+            }
+            Touch::Unattributable { key, value, why } => {
+                return Err(format!(
+                    "key `{key}` names `{value}`, which is {why}; only volumes of VMs in {origin}.proxmox.vmids on \
+                     granted storages may be attached"
+                ));
+            }
+            Touch::DeletesDisk { key, holds } => {
+                if !g.destructive {
+                    return Err(format!(
+                        "deleting `{key}` (it holds {holds}) removes a disk from VM {this}: destructive calls are not \
+                         granted ({})",
+                        destructive_hint(grants, origin)
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -332,6 +491,146 @@ endpoints = ["netbox"]
         assert!(m.contains("destructive = true"), "{m}");
     }
 
+    fn set_config(set: &[(&str, &str)], delete: &[&str], current: &[(&str, &str)]) -> ConfigScope {
+        use crate::plugin::bindings::cradle::host::types::Entry;
+        let e = |(k, v): &(&str, &str)| Entry { key: k.to_string(), value: v.to_string() };
+        let set: Vec<Entry> = set.iter().map(e).collect();
+        let current: Vec<Entry> = current.iter().map(e).collect();
+        let delete: Vec<String> = delete.iter().map(|d| d.to_string()).collect();
+        crate::caps::proxmox::config_scope::describe(&set, &delete, Some(&current))
+    }
+
+    fn config_call(scope: &ConfigScope) -> Call<'_> {
+        Call::Proxmox(ProxmoxCall {
+            config: Some(scope),
+            ..ProxmoxCall { node: Some("pve1"), vmid: Some(150), ..Default::default() }
+        })
+    }
+
+    #[test]
+    fn set_config_with_a_second_disk_on_an_ungranted_storage_is_denied() {
+        let c = set_config(&[("scsi1", "local-lvm:1"), ("scsi2", "local:1")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("key `scsi2` names storage `local`"), "{m}");
+    }
+
+    #[test]
+    fn set_config_with_a_hookscript_or_args_is_denied_unless_the_grant_lists_the_key() {
+        let c = set_config(&[("hookscript", "local-lvm:snippets/evil.sh")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("proxmox.node_keys lists \"hookscript\""));
+        let c = set_config(&[("args", "-chardev file,id=x,path=/etc/shadow")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("key `args` runs code on the node"));
+        let c = set_config(&[("hostpci0", "0000:01:00.0")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("lists \"hostpci\""));
+        let mut g = grants();
+        g.proxmox.as_mut().expect("proxmox").node_keys = vec!["args".into()];
+        let c = set_config(&[("args", "-cpu host")], &[], &[]);
+        check(&g, "p", &scope(), &config_call(&c)).expect("listed node key");
+    }
+
+    #[test]
+    fn set_config_with_a_snippet_of_another_vm_is_denied() {
+        let c = set_config(&[("cicustom", "user=local-lvm:snippets/prod-db-user.yaml")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("`local-lvm:snippets/prod-db-user.yaml`, which is not this VM's"), "{m}");
+        // The VM's own snippet under another part's name is not its own either.
+        let c = set_config(&[("cicustom", "user=local-lvm:snippets/test-0-meta.yaml")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("not this VM's"));
+        let own = "user=local-lvm:snippets/test-0-user.yaml,network=local-lvm:snippets/test-0-network.yaml,meta=local-lvm:snippets/test-0-meta.yaml";
+        allowed(config_call(&set_config(&[("cicustom", own)], &[], &[])));
+    }
+
+    #[test]
+    fn set_config_with_a_snippet_on_an_ungranted_storage_is_denied() {
+        let c = set_config(&[("cicustom", "user=local:snippets/test-0-user.yaml")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("(user) names storage `local`"));
+    }
+
+    #[test]
+    fn set_config_with_a_snippet_for_a_vm_outside_the_call_is_denied() {
+        let c = set_config(&[("cicustom", "user=local-lvm:snippets/test-1-user.yaml")], &[], &[]);
+        let call =
+            Call::Proxmox(ProxmoxCall { node: Some("pve1"), vmid: Some(151), config: Some(&c), ..Default::default() });
+        assert!(denied(call).contains("VMID 151 is not a VM of this call"));
+    }
+
+    #[test]
+    fn set_config_attaching_a_disk_of_a_vm_outside_the_grant_is_denied() {
+        let c = set_config(&[("scsi3", "local-lvm:vm-5000-disk-0")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("a volume of VMID 5000, outside plugins.direct.grants.proxmox.vmids"), "{m}");
+        let c = set_config(&[("scsi1", "local-lvm:0,import-from=local-lvm:vm-5000-disk-0")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("VMID 5000"));
+        allowed(config_call(&set_config(&[("scsi3", "local-lvm:vm-150-disk-1")], &[], &[])));
+    }
+
+    #[test]
+    fn set_config_attaching_a_bare_template_disk_is_denied_but_the_own_linked_clone_form_is_not() {
+        let c = set_config(&[("scsi1", "local-lvm:base-9000-disk-0")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("a template's base disk"));
+        allowed(config_call(&set_config(&[("scsi0", "local-lvm:base-9000-disk-0/vm-150-disk-0,size=3G")], &[], &[])));
+        let other = set_config(&[("scsi0", "local-lvm:base-9000-disk-0/vm-5000-disk-0")], &[], &[]);
+        assert!(denied(config_call(&other)).contains("VMID 5000"));
+    }
+
+    #[test]
+    fn set_config_naming_a_host_path_or_an_unattributable_volume_is_denied() {
+        let c = set_config(&[("sata1", "/dev/sda")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("a path on the node"));
+        let c = set_config(&[("scsi1", "local-lvm:0,import-from=/etc/shadow")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("`/etc/shadow`"));
+        let c = set_config(&[("scsi1", "local-lvm:somebodys-disk")], &[], &[]);
+        assert!(denied(config_call(&c)).contains("does not say which VM owns it"));
+    }
+
+    #[test]
+    fn set_config_deleting_a_disk_needs_the_destructive_grant() {
+        let current =
+            [("scsi0", "local-lvm:vm-150-disk-0,size=20G"), ("ide2", "local-lvm:vm-150-cloudinit,media=cdrom")];
+        let c = set_config(&[], &["scsi0"], &current);
+        let m = denied(config_call(&c));
+        assert!(m.contains("deleting `scsi0` (it holds local-lvm:vm-150-disk-0) removes a disk"), "{m}");
+        assert!(m.contains("destructive = true"), "{m}");
+        assert!(denied(config_call(&set_config(&[], &["unused0"], &current))).contains("deleting `unused0`"));
+        // Finalization's drive removal is not destructive.
+        allowed(config_call(&set_config(&[], &["ide2"], &current)));
+        let mut g = grants();
+        g.proxmox.as_mut().expect("proxmox").destructive = true;
+        check(&g, "p", &scope(), &config_call(&c)).expect("granted");
+    }
+
+    #[test]
+    fn rewriting_an_ha_rule_that_holds_a_vm_outside_the_grant_is_denied() {
+        let rule =
+            HaRuleScope { rule: "prod-rule", new_members: vec![150], current_members: vec![5000], nodes: vec!["pve1"] };
+        let m = denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }));
+        assert!(m.contains("HA rule `prod-rule` currently holds vm:5000, outside"), "{m}");
+        let rule = HaRuleScope { rule: "r", new_members: vec![150, 5000], current_members: vec![], nodes: vec![] };
+        assert!(
+            denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }))
+                .contains("would hold vm:5000")
+        );
+        let rule = HaRuleScope { rule: "r", new_members: vec![150], current_members: vec![151], nodes: vec!["pve9"] };
+        assert!(
+            denied(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() })).contains("node `pve9`")
+        );
+        let rule = HaRuleScope { rule: "r", new_members: vec![150], current_members: vec![151], nodes: vec!["pve2"] };
+        allowed(Call::Proxmox(ProxmoxCall { ha_rule: Some(rule), ..Default::default() }));
+    }
+
+    #[test]
+    fn a_destructive_denial_under_built_in_default_grants_says_to_write_the_section() {
+        let mut g = grants();
+        g.builtin_defaults = true;
+        let call = Call::Proxmox(ProxmoxCall { vmid: Some(150), destructive: true, ..Default::default() });
+        let m = check(&g, "plugins.direct.grants", &scope(), &call).expect_err("denied").to_string();
+        assert!(
+            m.contains("set plugins.direct.grants.proxmox.destructive = true")
+                && m.contains("built-in plugin's default grants"),
+            "{m}"
+        );
+    }
+
     #[test]
     fn ssh_to_a_host_outside_the_run_is_denied() {
         assert!(denied(Call::Ssh { host: "10.9.9.9", upload: None }).contains("host `10.9.9.9`"));
@@ -361,6 +660,13 @@ endpoints = ["netbox"]
     fn lock_keys_outside_the_prefixes_are_denied() {
         assert!(denied(Call::Lock { key: "other|x" }).contains("key `other|x`"));
         allowed(Call::Lock { key: "https://pve:8006|test-0" });
+    }
+
+    #[test]
+    fn creation_reservations_need_the_checkpoint_grant() {
+        allowed(Call::Reservations);
+        let m = check(&Grants::default(), "workflow.grants", &scope(), &Call::Reservations).expect_err("denied");
+        assert!(m.to_string().contains("add [workflow.grants.checkpoint]"), "{m}");
     }
 
     #[test]

@@ -143,6 +143,11 @@ backend = "sample"
                     text.push('\n');
                 }
             }
+            // The project runs on the simulated cluster: the opt-in is written
+            // out, so pointing it at a real cluster keeps it visible.
+            if p.destructive_on_sim && line == "[grants.proxmox]" {
+                text.push_str("destructive = true    # `cradle remove` stops and destroys; opt-in on a real cluster\n");
+            }
         }
     }
     text
@@ -235,7 +240,9 @@ mod tests {
         for p in builtin::PLUGINS {
             let written = &c.plugins[p.name];
             assert!(written.is_builtin() && !written.implicit, "{}", p.name);
-            let default = crate::config::PluginConfig::builtin(p);
+            // The defaults of a project on the simulated cluster, written out.
+            let mut default = crate::config::PluginConfig::builtin_on_sim(p);
+            default.grants.builtin_defaults = false;
             assert_eq!(format!("{:?}", written.grants), format!("{:?}", default.grants), "{}", p.name);
             assert_eq!(format!("{:?}", written.limits), format!("{:?}", default.limits), "{}", p.name);
         }

@@ -12,7 +12,8 @@ use crate::plugin::admission;
 #[derive(Debug, Subcommand)]
 pub enum PluginsCmd {
     /// Every plugin the project uses (configured, or built in and named by an
-    /// environment): version, where it comes from, whether it loads.
+    /// environment): version, where it and its grants come from (`cradle.toml`
+    /// or `default (built-in)`), whether it loads.
     List,
     /// A plugin's imports, exports, and requested vs granted capabilities.
     Inspect {
@@ -29,7 +30,7 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
             let mut all_ok = true;
             for (name, pc) in &project.config.plugins {
                 let source = if pc.is_builtin() { "built-in" } else { "file" };
-                let grants = if pc.implicit { "built-in" } else { "cradle.toml" };
+                let grants = crate::config::grants_source(pc);
                 match project.load_plugin(name) {
                     Ok(p) => rows.push(json!({
                         "name": name, "version": p.manifest.version, "path": p.path.display().to_string(),
@@ -54,7 +55,7 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                     for r in &rows {
                         match r["status"].as_str() {
                             Some("ok") => outln!(
-                                "{:<12} {:<8} {}  {:<29} {}",
+                                "{:<12} {:<8} {}  {:<40} {}",
                                 r["name"].as_str().unwrap_or(""),
                                 r["version"].as_str().unwrap_or(""),
                                 &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
@@ -103,7 +104,7 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                 "manifest": { "name": compiled.manifest.name, "version": compiled.manifest.version, "description": compiled.manifest.description },
                 "path": path.display().to_string(),
                 "source": if source.is_builtin() { "built-in" } else { "file" },
-                "grants_from": if pc.implicit { "built-in" } else { "cradle.toml" },
+                "grants_from": crate::config::grants_source(pc),
                 "hash": compiled.hash,
                 "cache": format!("{:?}", compiled.cache),
                 "imports": inspected.imports,
@@ -122,13 +123,11 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Where the component and its grants come from.
-fn source_label(row: &serde_json::Value) -> &'static str {
-    match (row["source"].as_str(), row["grants"].as_str()) {
-        (Some("built-in"), Some("built-in")) => "built-in",
-        (Some("built-in"), _) => "built-in, grants: cradle.toml",
-        _ => "file",
-    }
+/// Where the component and its grants come from: `built-in, grants: default
+/// (built-in)` says the operator wrote no `[plugins.NAME]` section.
+fn source_label(row: &serde_json::Value) -> String {
+    let source = row["source"].as_str().unwrap_or("file");
+    format!("{source}, grants: {}", row["grants"].as_str().unwrap_or("cradle.toml"))
 }
 
 fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {

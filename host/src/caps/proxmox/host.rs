@@ -5,16 +5,21 @@
 //! Reading the cluster inventory (`list-vms`, `list-ha-resources`,
 //! `list-ha-rules`) is not scoped: discovery must see name and VMID collisions
 //! outside the grant. Everything that names a VM, a node or a storage is.
+//! What the adapter reads to describe a call (a template's name, the HA rule
+//! being rewritten, the config a deletion changes) is read through the same
+//! guard and journaled. `set-config` values are described by
+//! [`config_scope`]; the policy compares them with the grant.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
+use super::config_scope;
 use super::errors::ProxmoxError;
 use super::tls::TlsVerify;
 use crate::caps::context::{CapCtx, CapError};
-use crate::caps::policy::{Call, ProxmoxCall};
+use crate::caps::policy::{Call, HaRuleScope, ProxmoxCall};
 use crate::config::{ClusterConfig, ClusterKind, Config};
 use crate::plugin::bindings::cradle::host::proxmox::{
     CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, TaskStatus, TaskSummary,
@@ -72,11 +77,12 @@ impl CapCtx {
         .map_err(Into::into)
     }
 
-    /// The name of template `vmid`, for the template grant (looked up in the inventory).
-    fn template_name(&self, vmid: u32) -> Option<String> {
-        let client = self.pve_client().ok()?;
-        let vms = self.block_on(async move { client.list_vms().await }).ok()?;
-        vms.into_iter().find(|v| v.vmid == vmid).and_then(|v| v.name)
+    /// The name of template `vmid`, for the template grant: read from the
+    /// cluster inventory through the guard (journaled as `list-vms`). `None`
+    /// when the VMID is not in the inventory; a failed read is the call's error.
+    fn template_name(&mut self, vmid: u32) -> Result<Option<String>, WitError> {
+        let vms = self.list_vms()?;
+        Ok(vms.into_iter().find(|v| v.vmid == vmid).and_then(|v| v.name))
     }
 }
 
@@ -118,14 +124,14 @@ impl Host for CapCtx {
 
     fn clone_vm(&mut self, req: CloneRequest) -> Result<String, WitError> {
         let req = &req;
-        let name = self.template_name(req.template_vmid);
+        let name = self.template_name(req.template_vmid)?;
         let call = ProxmoxCall {
             node: Some(&req.node),
             target_node: req.target.as_deref(),
             vmid: Some(req.newid),
             storage: req.storage.as_deref(),
             template: Some((req.template_vmid, name.as_deref())),
-            destructive: false,
+            ..Default::default()
         };
         self.pve("clone-vm", call, |c| async move { c.clone_vm(req).await })
     }
@@ -149,9 +155,21 @@ impl Host for CapCtx {
         digest: Option<String>,
     ) -> Result<(), WitError> {
         let node = node.as_str();
-        // Disk keys name a storage (`scsi1: local-lvm:10`); those must be granted too.
-        let storage = set.iter().find_map(|e| disk_storage(&e.key, &e.value)).map(str::to_string);
-        let call = ProxmoxCall { storage: storage.as_deref(), ..vm_call(node, vmid) };
+        // Deleting a drive is described from what it holds now; that read
+        // goes through the guard like any other, and its digest makes PVE
+        // refuse the write if the config changed in between.
+        let mut digest = digest;
+        let current = if config_scope::deletion_needs_config(&delete) {
+            let current = self.get_config(node.to_string(), vmid)?;
+            if digest.is_none() {
+                digest = current.iter().find(|e| e.key == "digest").map(|e| e.value.clone());
+            }
+            Some(current)
+        } else {
+            None
+        };
+        let scope = config_scope::describe(&set, &delete, current.as_deref());
+        let call = ProxmoxCall { config: Some(&scope), ..vm_call(node, vmid) };
         self.pve(
             "set-config",
             call,
@@ -242,23 +260,31 @@ impl Host for CapCtx {
         self.pve("list-ha-rules", ProxmoxCall::default(), |c| async move { c.list_ha_rules().await })
     }
 
+    /// A rule is written whole (PUT replaces its resources), so a rewrite
+    /// takes its current members out as surely as it puts the new ones in:
+    /// both, and every node it names, must be inside the grant. The current
+    /// members are read through the guard (`list-ha-rules`); then one call
+    /// is checked and journaled.
     fn put_ha_rule(&mut self, rule: HaRule) -> Result<(), WitError> {
-        // Every VM and node a rule names must be inside the grant.
-        for sid in rule.resources.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let vmid = sid.strip_prefix("vm:").and_then(|v| v.parse::<u32>().ok());
-            let Some(vmid) = vmid else {
-                return Err(
-                    CapError::invalid(format!("HA rule `{}`: resource `{sid}` is not vm:<vmid>", rule.rule)).into()
-                );
-            };
-            let call = ProxmoxCall { vmid: Some(vmid), ..Default::default() };
-            self.guard("put-ha-rule", Call::Proxmox(call), || Ok(())).map_err(WitError::from)?;
-        }
-        for node in rule.nodes.iter().flat_map(|n| n.split(',')).map(|n| n.split(':').next().unwrap_or(n).trim()) {
-            let call = ProxmoxCall { node: Some(node), ..Default::default() };
-            self.guard("put-ha-rule", Call::Proxmox(call), || Ok(())).map_err(WitError::from)?;
-        }
-        self.pve("put-ha-rule", ProxmoxCall::default(), |c| async move { c.put_ha_rule(&rule).await })
+        let new_members = ha_members(&rule.rule, &rule.resources)?;
+        let current = self.list_ha_rules()?;
+        let current_members = match current.iter().find(|r| r.rule == rule.rule) {
+            Some(existing) => ha_members(&existing.rule, &existing.resources)?,
+            None => Vec::new(),
+        };
+        let nodes: Vec<&str> = rule
+            .nodes
+            .iter()
+            .flat_map(|n| n.split(','))
+            .map(|n| n.split(':').next().unwrap_or(n).trim())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let call = ProxmoxCall {
+            ha_rule: Some(HaRuleScope { rule: &rule.rule, new_members, current_members, nodes }),
+            ..Default::default()
+        };
+        let rule = &rule;
+        self.pve("put-ha-rule", call, |c| async move { c.put_ha_rule(rule).await })
     }
 
     fn agent_ping(&mut self, node: String, vmid: u32) -> Result<(), WitError> {
@@ -267,29 +293,27 @@ impl Host for CapCtx {
     }
 }
 
-/// The storage a disk key's value names (`scsi1` = `local-lvm:10,...` → `local-lvm`).
-fn disk_storage<'a>(key: &str, value: &'a str) -> Option<&'a str> {
-    let is_disk = ["scsi", "virtio", "sata", "ide", "efidisk", "tpmstate"]
-        .iter()
-        .any(|p| key.strip_prefix(p).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())));
-    if !is_disk {
-        return None;
-    }
-    let first = value.split(',').next()?;
-    let (storage, _) = first.split_once(':')?;
-    (!storage.is_empty() && storage != "none" && storage != "cdrom").then_some(storage)
+/// The VMIDs of an HA rule's `resources` (`vm:150,vm:151`).
+fn ha_members(rule: &str, resources: &str) -> Result<Vec<u32>, WitError> {
+    resources
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|sid| {
+            sid.strip_prefix("vm:")
+                .and_then(|v| v.parse::<u32>().ok())
+                .ok_or_else(|| CapError::invalid(format!("HA rule `{rule}`: resource `{sid}` is not vm:<vmid>")).into())
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::disk_storage;
+    use super::ha_members;
 
     #[test]
-    fn disk_keys_name_their_storage() {
-        assert_eq!(disk_storage("scsi1", "local-lvm:10,ssd=1"), Some("local-lvm"));
-        assert_eq!(disk_storage("ide2", "local-lvm:cloudinit"), Some("local-lvm"));
-        assert_eq!(disk_storage("ide2", "none,media=cdrom"), None);
-        assert_eq!(disk_storage("net0", "virtio=AA:BB,bridge=vmbr0"), None);
-        assert_eq!(disk_storage("scsihw", "virtio-scsi-pci"), None);
+    fn ha_members_are_vmids_and_anything_else_is_invalid() {
+        assert_eq!(ha_members("r", "vm:150, vm:151,").expect("members"), [150, 151]);
+        assert!(ha_members("r", "ct:150").is_err());
     }
 }

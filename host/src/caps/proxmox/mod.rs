@@ -7,6 +7,7 @@
 //! method here is called.
 
 pub mod client;
+pub mod config_scope;
 pub mod errors;
 pub mod tls;
 // The WIT adapter (grant checks, journaling) lives beside the client.

@@ -25,7 +25,11 @@
 //!   number of attempts (separate bounds) and throws unless it ends `done`.
 //!
 //! Every remote step goes through the `proxmox` and `ssh` adapters, so it is
-//! checked against `[workflow.grants.*]` and journaled.
+//! checked against `[workflow.grants.*]` and journaled. Every creation-record
+//! access goes through the same guard as the `checkpoint` capability (the
+//! record lives with the checkpoints and holds the guest's private key): a
+//! VM's record only for a VM of the run (`creation-read`, `-begin`,
+//! `-clear`), the reserved VMIDs of all records as `creation-reservations`.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -36,6 +40,7 @@ use super::ssh::target;
 use super::{Res, caps, throw, wit_throw, with_run};
 use crate::caps::context::{CapCtx, CapError, ErrorKind};
 use crate::caps::creation::{Creation, CreationError, CreationStore};
+use crate::caps::policy::Call;
 use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
 use crate::plugin::bindings::cradle::host::{proxmox, ssh};
@@ -93,9 +98,24 @@ fn creations(ctx: &NativeCallContext) -> Res<CreationStore> {
     with_run(ctx, |d| CreationStore::for_checkpoints(&d.services.checkpoints))
 }
 
-fn record_err(e: CreationError) -> Box<rhai::EvalAltResult> {
+fn record_err(e: CreationError) -> CapError {
     let kind = if matches!(e, CreationError::Mismatch { .. }) { ErrorKind::Conflict } else { ErrorKind::Failed };
-    throw(CapError::new(kind, e.to_string()))
+    CapError::new(kind, e.to_string())
+}
+
+/// One access to `vm_name`'s creation record (it holds the guest's private
+/// host key) through the one guard: checked as the `checkpoint` capability
+/// for that VM, journaled as `creation-<function>`.
+fn with_record<T>(
+    ctx: &NativeCallContext,
+    c: &CapCtx,
+    function: &str,
+    vm_name: &str,
+    work: impl FnOnce(&CreationStore) -> Result<T, CreationError>,
+) -> Res<T> {
+    let store = creations(ctx)?;
+    c.guard(&format!("creation-{function}"), Call::Checkpoint { vm_name }, || work(&store).map_err(record_err))
+        .map_err(throw)
 }
 
 fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
@@ -110,7 +130,7 @@ fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
 
 fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
     let name = str_of(vm, "name", "cloudinit::creation")?;
-    let Some(rec) = creations(ctx)?.read(&name).map_err(record_err)? else {
+    let Some(rec) = with_record(ctx, &caps(ctx)?, "read", &name, |s| s.read(&name))? else {
         return Ok(Dynamic::UNIT);
     };
     let mut m = Map::new();
@@ -125,9 +145,8 @@ fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
 /// generated now, written durably before anything else happens (a rerun must
 /// find the same key).
 fn begin(ctx: &NativeCallContext, c: &mut CapCtx, vm: &Map, name: &str, node: &str) -> Res<Creation> {
-    let store = creations(ctx)?;
     let vmid = vmid_of(vm, name)?;
-    let fresh = match store.read(name).map_err(record_err)? {
+    let fresh = match with_record(ctx, c, "read", name, |s| s.read(name))? {
         Some(rec) => rec,
         None => {
             let key = c.block_on(crate::caps::ssh::generate_host_key(&format!("cradle-{name}"))).map_err(throw)?;
@@ -141,7 +160,7 @@ fn begin(ctx: &NativeCallContext, c: &mut CapCtx, vm: &Map, name: &str, node: &s
             }
         }
     };
-    store.begin(Creation { vmid, ..fresh }).map_err(record_err)
+    with_record(ctx, c, "begin", name, |s| s.begin(Creation { vmid, ..fresh }))
 }
 
 fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
@@ -155,9 +174,9 @@ fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
 /// before the clone); refused while a VM of this name holds that VMID.
 fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     let name = str_of(vm, "name", "cloudinit::release")?;
-    let store = creations(ctx)?;
-    let Some(rec) = store.read(&name).map_err(record_err)? else { return Ok(()) };
-    let vms = proxmox::Host::list_vms(&mut caps(ctx)?).map_err(wit_throw)?;
+    let mut c = caps(ctx)?;
+    let Some(rec) = with_record(ctx, &c, "read", &name, |s| s.read(&name))? else { return Ok(()) };
+    let vms = proxmox::Host::list_vms(&mut c).map_err(wit_throw)?;
     if let Some(taken) = vms.iter().find(|v| v.vmid == rec.vmid && v.name.as_deref() == Some(name.as_str())) {
         return Err(throw(CapError::new(
             ErrorKind::Conflict,
@@ -168,12 +187,19 @@ fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
             ),
         )));
     }
-    store.clear(&name).map_err(record_err)
+    with_record(ctx, &c, "clear", &name, |s| s.clear(&name))
 }
 
+/// The VMIDs every creation record on this control node reserves (only the
+/// VMIDs leave the host), through the guard as [`Call::Reservations`].
 fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
-    let records = creations(ctx)?.list().map_err(record_err)?;
-    Ok(records.into_iter().map(|r| Dynamic::from(i64::from(r.vmid))).collect())
+    let store = creations(ctx)?;
+    let vmids = caps(ctx)?
+        .guard("creation-reservations", Call::Reservations, || {
+            store.list().map(|r| r.into_iter().map(|r| r.vmid).collect::<Vec<u32>>()).map_err(record_err)
+        })
+        .map_err(throw)?;
+    Ok(vmids.into_iter().map(|v| Dynamic::from(i64::from(v))).collect())
 }
 
 fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
@@ -260,7 +286,7 @@ fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
     // The snippets went to the node the creation record names; if the
     // inventory's node changed since, both are cleaned.
     let mut nodes = vec![node.to_string()];
-    if let Some(rec) = creations(ctx)?.read(&name).map_err(record_err)?
+    if let Some(rec) = with_record(ctx, &c, "read", &name, |s| s.read(&name))?
         && rec.node != node
     {
         nodes.push(rec.node);
@@ -278,7 +304,7 @@ fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
         }
     }
     // Only now: the record's private key was in those files.
-    creations(ctx)?.clear(&name).map_err(record_err)
+    with_record(ctx, &c, "clear", &name, |s| s.clear(&name))
 }
 
 fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, interval_ms: i64) -> Res<Map> {
