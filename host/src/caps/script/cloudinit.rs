@@ -176,7 +176,7 @@ fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
     Ok(records.into_iter().map(|r| Dynamic::from(i64::from(r.vmid))).collect())
 }
 
-fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
+pub(super) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
     for (i, nic) in nics.into_iter().enumerate() {
