@@ -57,7 +57,10 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     }
     let nameservers = if expects_nameservers(&nics) {
         let servers = parse_resolv_conf(&run(ctx, &t, &name, COMMANDS.resolv_conf, timeout)?);
-        if uses_resolved_stub(&servers) {
+        let all_listed = nics.iter().flat_map(|n| n.nameservers.iter()).all(|ns| servers.contains(ns));
+        // Only a stub that does not already list what was asked sends us to resolved
+        // (an inventory may name 127.0.0.53 itself).
+        if !all_listed && uses_resolved_stub(&servers) {
             let dns = run(ctx, &t, &name, COMMANDS.resolvectl, timeout)?;
             Some((ResolverSource::Resolved, parse_resolvectl_dns(&dns)))
         } else {
