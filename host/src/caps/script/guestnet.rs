@@ -37,7 +37,7 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let name = vm
         .get("name")
         .and_then(|n| n.clone().into_string().ok())
-        .ok_or_else(|| throw(CapError::invalid("guestnet::verify: the VM has no `name`".into())))?;
+        .ok_or_else(|| throw(CapError::invalid("guestnet::verify: the VM has no `name`")))?;
     let login = vm
         .get("ssh")
         .and_then(|s| s.clone().try_cast::<Map>())
