@@ -350,13 +350,14 @@ async fn unlink_deletes_the_listed_drives_and_returns_null_like_pve() {
     assert_eq!(b["errors"]["idlist"], "property is missing and it is not optional");
     let (s, b) = api.call("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", "bogus0")]).await;
     assert_eq!(s, 400, "{b}");
-    // On a running VM the deletion of a drive is pending, as with `PUT config delete=`.
-    api.run("/nodes/pve1/qemu/101/status/start", &[]).await;
-    let (s, _) = api.call("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", "scsi0")]).await;
+    // On a running VM the cloud-init drive's deletion is pending, as with `PUT config delete=`.
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "102")]).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/102/status/start", &[]).await, "OK");
+    let (s, _) = api.call("PUT", "/nodes/pve1/qemu/102/unlink", &[("idlist", "ide2")]).await;
     assert_eq!(s, 200);
-    let pending = api.get("/nodes/pve1/qemu/101/pending").await;
-    let scsi0 = pending.as_array().unwrap().iter().find(|e| e["key"] == "scsi0").unwrap().clone();
-    assert_eq!(scsi0["delete"], 1, "{scsi0}");
+    let pending = api.get("/nodes/pve1/qemu/102/pending").await;
+    let ide2 = pending.as_array().unwrap().iter().find(|e| e["key"] == "ide2").unwrap().clone();
+    assert_eq!(ide2["delete"], 1, "{ide2}");
 }
 
 // reference/proxmox-api.md: "A config write that sets a key to the value it already
