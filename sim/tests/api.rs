@@ -374,7 +374,10 @@ async fn writing_a_key_with_its_current_value_to_a_running_vm_leaves_nothing_pen
     assert_eq!(s, 200, "{b}");
     let pending = api.get("/nodes/pve1/qemu/101/pending").await;
     let has_pending = |p: &Value, key: &str| {
-        p.as_array().unwrap().iter().any(|e| e["key"] == key && (e.get("pending").is_some() || e.get("delete").is_some()))
+        p.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["key"] == key && (e.get("pending").is_some() || e.get("delete").is_some()))
     };
     assert!(!has_pending(&pending, "cores"), "a no-op write left a pending change: {pending}");
     // A real change is pending, and writing the current value back clears it.

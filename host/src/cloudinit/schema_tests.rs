@@ -165,12 +165,7 @@ fn network_data_is_accepted_by_cloud_init() {
         (
             "vlan",
             vec![trunk],
-            vec![
-                "iface ens18.20 inet static",
-                "vlan-raw-device ens18",
-                "address 192.0.2.10/24",
-                "gateway 192.0.2.1",
-            ],
+            vec!["iface ens18.20 inet static", "vlan-raw-device ens18", "address 192.0.2.10/24", "gateway 192.0.2.1"],
         ),
     ];
     let schema = supports_network_schema();
@@ -197,7 +192,10 @@ fn network_data_is_accepted_by_cloud_init() {
         assert!(out.status.success(), "{version}: {name}: the netplan renderer fails: {}", show(&out));
         let netplan = read_tree(&netplan_dir);
         for (gw_key, want) in netplan_expect(name) {
-            assert!(netplan.contains(&format!("{gw_key}: {want}")), "{version}: {name}: {gw_key} {want} missing from netplan:\n{netplan}");
+            assert!(
+                netplan.contains(&format!("{gw_key}: {want}")),
+                "{version}: {name}: {gw_key} {want} missing from netplan:\n{netplan}"
+            );
         }
         if name == "static" {
             // netplan → networkd → resolved carries the nameservers there.
@@ -224,8 +222,11 @@ fn netplan_expect(case: &str) -> Vec<(&'static str, &'static str)> {
 fn user_data_with_resolv_conf_passes_cloud_init_schema() {
     let Some(version) = cloud_init() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let all = render_all(&user(), &NetworkData { vm_name: "test-0".into(), interfaces: vec![nic("10.20.3.7/23", "10.20.2.1")] })
-        .unwrap();
+    let all = render_all(
+        &user(),
+        &NetworkData { vm_name: "test-0".into(), interfaces: vec![nic("10.20.3.7/23", "10.20.2.1")] },
+    )
+    .unwrap();
     assert!(all.user.content.expose().contains("write_files"));
     let f = write(dir.path(), "user-resolv.yaml", &all.user);
     let out = schema_check(&f);

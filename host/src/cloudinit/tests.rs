@@ -328,7 +328,8 @@ fn render_all_writes_the_nameservers_to_resolv_conf_through_write_files() {
     assert!(parse(&dhcp.user).get("write_files").is_none());
     // glibc reads three nameservers: a fourth is refused, naming the VM.
     let mut many = nic("192.0.2.10/24", "192.0.2.1");
-    many.nameservers = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"].iter().map(|a| a.parse().unwrap()).collect();
+    many.nameservers =
+        ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"].iter().map(|a| a.parse().unwrap()).collect();
     let msg = err_text(render_all(&user(), &net(vec![many])).unwrap_err());
     assert!(msg.contains("test-0") && msg.contains("at most 3"), "{msg}");
 }

@@ -186,15 +186,20 @@ pub fn check(vm: &str, nics: &[Interface], seen: &Observed) -> Result<(), NetVer
             }
         }
         if let Some(gw) = nic.gateway {
-            let ok = seen.routes.iter().any(|r| r.dst == "default" && r.gateway == Some(gw) && r.dev.as_deref() == Some(ifname.as_str()));
+            let ok = seen
+                .routes
+                .iter()
+                .any(|r| r.dst == "default" && r.gateway == Some(gw) && r.dev.as_deref() == Some(ifname.as_str()));
             if !ok {
-                let found = list(seen.routes.iter().filter(|r| r.gateway.is_some_and(|g| g.is_ipv4() == gw.is_ipv4())).map(|r| {
-                    let mut s = format!("via {}", r.gateway.map(|g| g.to_string()).unwrap_or_default());
-                    if let Some(d) = &r.dev {
-                        let _ = write!(s, " dev {d}");
-                    }
-                    s
-                }));
+                let found = list(
+                    seen.routes.iter().filter(|r| r.gateway.is_some_and(|g| g.is_ipv4() == gw.is_ipv4())).map(|r| {
+                        let mut s = format!("via {}", r.gateway.map(|g| g.to_string()).unwrap_or_default());
+                        if let Some(d) = &r.dev {
+                            let _ = write!(s, " dev {d}");
+                        }
+                        s
+                    }),
+                );
                 problems.push(format!(
                     "the guest has no default route via {gw} on {ifname} (its default routes: {found}); the image may lack \
                      `route` (net-tools), which cloud-init's ifupdown renderer uses for `routes:` entries, or something \

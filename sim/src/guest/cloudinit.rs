@@ -438,7 +438,8 @@ mod tests {
         assert_eq!(links[0].name, "lan");
         assert_eq!(r, vec![GuestRoute { gateway: "127.0.10.1".parse().unwrap(), dev: "lan".into() }]);
         // gateway4 without a static IPv4 address is dropped, as cloud-init does.
-        let (_, r) = network_state(r#"{"version": 2, "ethernets": {"ens18": {"dhcp4": true, "gateway4": "10.0.0.1"}}}"#);
+        let (_, r) =
+            network_state(r#"{"version": 2, "ethernets": {"ens18": {"dhcp4": true, "gateway4": "10.0.0.1"}}}"#);
         assert!(r.is_empty());
         let v1 = "version: 1\nconfig:\n  - type: physical\n    name: eth0\n    subnets:\n      - type: static\n        address: 127.0.6.1\n        netmask: 255.255.0.0\n        gateway: 127.0.0.1\n";
         let (links, r) = network_state(v1);

@@ -30,6 +30,9 @@ impl Family {
     }
 }
 
+/// An interface name with its addresses (address, prefix, scope).
+type LinkView<'a> = (&'a str, Vec<(IpAddr, u8, &'static str)>);
+
 fn split_cidr(c: &str) -> Option<(IpAddr, u8)> {
     let (ip, p) = c.split_once('/')?;
     Some((ip.parse().ok()?, p.parse().ok()?))
@@ -64,10 +67,18 @@ fn addresses(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> O
     let dev = match tail {
         [] => None,
         ["dev", d] | [d] => Some(*d),
-        _ => return Outcome::fail(255, format!("Error: either \"dev\" is duplicate, or \"{}\" is a garbage.\n", tail.join(" "))),
+        _ => {
+            return Outcome::fail(
+                255,
+                format!("Error: either \"dev\" is duplicate, or \"{}\" is a garbage.\n", tail.join(" ")),
+            );
+        }
     };
-    let lo = ("lo", vec![(IpAddr::from([127, 0, 0, 1]), 8u8, "host"), (IpAddr::from(std::net::Ipv6Addr::LOCALHOST), 128, "host")]);
-    let mut links: Vec<(&str, Vec<(IpAddr, u8, &str)>)> = vec![lo];
+    let lo = (
+        "lo",
+        vec![(IpAddr::from([127, 0, 0, 1]), 8u8, "host"), (IpAddr::from(std::net::Ipv6Addr::LOCALHOST), 128, "host")],
+    );
+    let mut links: Vec<LinkView> = vec![lo];
     for l in &net.links {
         let addrs = l.addresses.iter().filter_map(|c| split_cidr(c)).map(|(ip, p)| (ip, p, "global")).collect();
         links.push((l.name.as_str(), addrs));

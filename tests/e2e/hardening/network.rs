@@ -81,7 +81,8 @@ fn a_guest_without_the_default_route_fails_the_vm_naming_the_gateway_and_is_not_
     inventory(2).write(dir.path());
     // The guest is configured from the inventory (route via .1); the check is
     // told to expect .254, exactly what a guest whose route did not install looks like.
-    let wf = patched_workflows(dir.path(), "net::verify(vm);", "vm.nics[0].gateway = \"127.38.2.254\"; net::verify(vm);");
+    let wf =
+        patched_workflows(dir.path(), "net::verify(vm);", "vm.nics[0].gateway = \"127.38.2.254\"; net::verify(vm);");
     let (_s, r) = provision(dir.path(), "", wf);
     let err = error_of(&r);
     for part in [
@@ -92,7 +93,9 @@ fn a_guest_without_the_default_route_fails_the_vm_naming_the_gateway_and_is_not_
         assert!(err.contains(part), "the error names `{part}`: {err}");
     }
     let vm = sim_vms(&dir.path().join("state")).remove(&VMID).expect("the VM exists");
-    let has_drive = vm["config"].as_object().is_some_and(|c| c.values().any(|v| v.as_str().is_some_and(|v| v.contains("cloudinit"))));
+    let has_drive = vm["config"]
+        .as_object()
+        .is_some_and(|c| c.values().any(|v| v.as_str().is_some_and(|v| v.contains("cloudinit"))));
     assert!(has_drive, "not finalized: the cloud-init drive stays: {}", vm["config"]);
 }
 

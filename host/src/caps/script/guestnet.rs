@@ -16,8 +16,8 @@ use super::ssh::target;
 use super::{Res, caps, throw, wit_throw};
 use crate::caps::context::CapError;
 use crate::cloudinit::verify::{
-    COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links,
-    parse_resolv_conf, parse_resolvectl_dns, parse_routes, uses_resolved_stub,
+    COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links, parse_resolv_conf,
+    parse_resolvectl_dns, parse_routes, uses_resolved_stub,
 };
 use crate::plugin::bindings::cradle::host::ssh;
 
@@ -49,8 +49,8 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let bad = |e: crate::cloudinit::verify::NetVerifyError| throw(CapError::failed(e.to_string()));
 
     let links = parse_links(&name, &run(ctx, &t, &name, COMMANDS.addresses, timeout)?).map_err(bad)?;
-    let mut routes = parse_routes(&name, COMMANDS.routes4, &run(ctx, &t, &name, COMMANDS.routes4, timeout)?)
-        .map_err(bad)?;
+    let mut routes =
+        parse_routes(&name, COMMANDS.routes4, &run(ctx, &t, &name, COMMANDS.routes4, timeout)?).map_err(bad)?;
     if expects_ipv6_route(&nics) {
         let v6 = run(ctx, &t, &name, COMMANDS.routes6, timeout)?;
         routes.extend(parse_routes(&name, COMMANDS.routes6, &v6).map_err(bad)?);
@@ -85,9 +85,9 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
 /// The `guestnet` module.
 pub fn module() -> Module {
     let mut m = Module::new();
-    FuncRegistration::new("verify").set_into_module(
-        &mut m,
-        |ctx: NativeCallContext, vm: Map, timeout_ms: i64| -> Res<Map> { verify(&ctx, &vm, timeout_ms) },
-    );
+    FuncRegistration::new("verify")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, timeout_ms: i64| -> Res<Map> {
+            verify(&ctx, &vm, timeout_ms)
+        });
     m
 }
