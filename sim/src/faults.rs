@@ -35,11 +35,15 @@ pub enum FaultKind {
     CloudInitDegraded,
     /// A reboot (in-guest or API) never comes back.
     RebootHang,
+    /// The image's cloud-init has `datasource_list: [NoCloud, None]`: a cold start
+    /// without the cloud-init drive falls back to DataSourceNone, a new instance,
+    /// and regenerates the SSH host key.
+    DatasourceNone,
 }
 
 impl FaultKind {
     /// All kinds with their spec names.
-    pub const ALL: [(FaultKind, &'static str); 11] = [
+    pub const ALL: [(FaultKind, &'static str); 12] = [
         (FaultKind::Api500, "api-500"),
         (FaultKind::Locked, "locked"),
         (FaultKind::LockFile, "lock-timeout"),
@@ -51,6 +55,7 @@ impl FaultKind {
         (FaultKind::CloudInitError, "cloud-init-error"),
         (FaultKind::CloudInitDegraded, "cloud-init-degraded"),
         (FaultKind::RebootHang, "reboot-hang"),
+        (FaultKind::DatasourceNone, "datasource-none"),
     ];
 
     /// The spec name.

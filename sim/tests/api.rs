@@ -332,3 +332,63 @@ async fn requests_are_counted_per_endpoint_and_method() {
         .unwrap();
     assert_eq!(over_http["data"]["GET /cluster/resources"], 3);
 }
+
+// reference/proxmox-api.md, "VM lifecycle": `PUT .../unlink` with `idlist` and
+// optional `force` deletes the listed config entries and returns `null`, not a UPID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlink_deletes_the_listed_drives_and_returns_null_like_pve() {
+    let c = start(0.0, |_| {}).await;
+    let api = Api::new(&c);
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
+    let (s, b) = api.call("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", "ide2"), ("force", "1")]).await;
+    assert_eq!((s, &b["data"]), (200, &Value::Null), "{b}");
+    let cfg = api.get("/nodes/pve1/qemu/101/config?current=1").await;
+    assert!(cfg.get("ide2").is_none(), "{cfg}");
+    assert!(cfg.get("scsi0").is_some(), "only the listed id goes: {cfg}");
+    let (s, b) = api.call("PUT", "/nodes/pve1/qemu/101/unlink", &[]).await;
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["errors"]["idlist"], "property is missing and it is not optional");
+    let (s, b) = api.call("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", "bogus0")]).await;
+    assert_eq!(s, 400, "{b}");
+    // On a running VM the cloud-init drive's deletion is pending, as with `PUT config delete=`.
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "102")]).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/102/status/start", &[]).await, "OK");
+    let (s, _) = api.call("PUT", "/nodes/pve1/qemu/102/unlink", &[("idlist", "ide2")]).await;
+    assert_eq!(s, 200);
+    let pending = api.get("/nodes/pve1/qemu/102/pending").await;
+    let ide2 = pending.as_array().unwrap().iter().find(|e| e["key"] == "ide2").unwrap().clone();
+    assert_eq!(ide2["delete"], 1, "{ide2}");
+}
+
+// reference/proxmox-api.md: "A config write that sets a key to the value it already
+// has on a running VM does not leave a pending change" (vmconfig_cleanup_pending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_a_key_with_its_current_value_to_a_running_vm_leaves_nothing_pending() {
+    let c = start(0.0, |_| {}).await;
+    let api = Api::new(&c);
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/101/status/start", &[]).await, "OK");
+    let cfg = api.get("/nodes/pve1/qemu/101/config?current=1").await;
+    let cores = cfg["cores"].to_string();
+    let (s, b) = api.call("PUT", "/nodes/pve1/qemu/101/config", &[("cores", cores.as_str())]).await;
+    assert_eq!(s, 200, "{b}");
+    let pending = api.get("/nodes/pve1/qemu/101/pending").await;
+    let has_pending = |p: &Value, key: &str| {
+        p.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["key"] == key && (e.get("pending").is_some() || e.get("delete").is_some()))
+    };
+    assert!(!has_pending(&pending, "cores"), "a no-op write left a pending change: {pending}");
+    // A real change is pending, and writing the current value back clears it.
+    api.call("PUT", "/nodes/pve1/qemu/101/config", &[("cores", "7")]).await;
+    assert!(has_pending(&api.get("/nodes/pve1/qemu/101/pending").await, "cores"));
+    api.call("PUT", "/nodes/pve1/qemu/101/config", &[("cores", cores.as_str())]).await;
+    let pending = api.get("/nodes/pve1/qemu/101/pending").await;
+    assert!(!has_pending(&pending, "cores"), "{pending}");
+    // The same for the cloud-init drive (a drive key, deferred on a running VM).
+    let ide2 = cfg["ide2"].as_str().unwrap().to_string();
+    api.call("PUT", "/nodes/pve1/qemu/101/config", &[("ide2", ide2.as_str())]).await;
+    let pending = api.get("/nodes/pve1/qemu/101/pending").await;
+    assert!(!has_pending(&pending, "ide2"), "{pending}");
+}

@@ -204,3 +204,53 @@ async fn guests_bind_the_real_ssh_port_22_by_default_when_running_as_root() {
     let after = after.expect("the guest came back on port 22");
     assert_ne!(after, before.stdout);
 }
+
+/// Boot VM 101 with `network` as its network-data; its sshd address.
+async fn boot_with_network(c: &cradle_sim::RunningCluster, pubkey: &str, network: &str) -> std::net::SocketAddr {
+    let api = Api::new(c);
+    upload(c, "pve1", "test-0-user.yaml", &user_data(pubkey, None)).await;
+    upload(c, "pve1", "test-0-network.yaml", network).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101"), ("name", "test-0")]).await, "OK");
+    api.post(
+        "/nodes/pve1/qemu/101/config",
+        &[("cicustom", "user=local:snippets/test-0-user.yaml,network=local:snippets/test-0-network.yaml")],
+    )
+    .await;
+    assert_eq!(api.run("/nodes/pve1/qemu/101/status/start", &[]).await, "OK");
+    guest_addr(c, 101).await
+}
+
+// A minimal Debian 12 (cloud-init's ifupdown renderer, no net-tools): `routes:`
+// becomes `post-up route add ... || true`, which fails, so there is no default
+// route although cloud-init reports done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_default_route_is_not_installed_on_a_minimal_guest_and_cloud_init_still_says_done() {
+    let c = start(0.0, |_| {}).await;
+    let (key, public) = client_key();
+    let net = r#"{"version": 2, "ethernets": {"ens18": {"addresses": ["127.78.0.10/24"], "routes": [{"to": "0.0.0.0/0", "via": "127.78.0.1"}], "nameservers": {"addresses": ["127.0.0.9"]}}}}"#;
+    let addr = boot_with_network(&c, &public, net).await;
+    let out = ssh_exec(addr, "ops", &key, "ip -j route show default", b"").await.unwrap();
+    assert_eq!((out.code, out.stdout.trim()), (Some(0), "[]"), "{out:?}");
+    let out = ssh_exec(addr, "ops", &key, "route -n", b"").await.unwrap();
+    assert_eq!(out.code, Some(127), "net-tools is not installed");
+    let out = ssh_exec(addr, "ops", &key, "cat /etc/resolv.conf", b"").await.unwrap();
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), ""), "dns-nameservers needs resolvconf");
+    let out = ssh_exec(addr, "ops", &key, "ip -j addr show", b"").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v[1]["ifname"], "ens18");
+    assert_eq!(v[1]["addr_info"][0]["local"], "127.78.0.10");
+    let out = ssh_exec(addr, "ops", &key, "cloud-init status --format=json", b"").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["status"], "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway4_default_route_is_installed_on_a_minimal_guest() {
+    let c = start(0.0, |_| {}).await;
+    let (key, public) = client_key();
+    let net = r#"{"version": 2, "ethernets": {"ens18": {"addresses": ["127.79.0.10/24"], "gateway4": "127.79.0.1"}}}"#;
+    let addr = boot_with_network(&c, &public, net).await;
+    let out = ssh_exec(addr, "ops", &key, "ip -j route show default", b"").await.unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v, serde_json::json!([{"dst": "default", "gateway": "127.79.0.1", "dev": "ens18", "flags": []}]));
+}

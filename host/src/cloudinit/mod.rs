@@ -13,16 +13,26 @@
 //!   baked host keys are shared by every clone), `package_update`, `packages`,
 //!   `timezone`, and `ssh_keys: {ed25519_private, ed25519_public}` when the control
 //!   node generated the guest's host key (Trust: pin it before the first connection).
+//!   [`render_all`] adds `write_files: [/etc/resolv.conf]` with the NICs'
+//!   nameservers and search domains ([`resolv_conf`] says why the network-data
+//!   alone does not make them take effect on a minimal image).
 //!   With `ssh_keys` present cloud-init generates no other host keys (`cc_ssh` only
 //!   generates in the no-`ssh_keys` branch), so `ssh_genkeytypes` is not written:
 //!   `ssh_genkeytypes: []` is rejected by cloud-init 22.4's schema (`minItems: 1`).
 //! - [`render_network_data`] → network config version 2 with `version: 2` at the top
 //!   level (no `network:` wrapper), the form the NoCloud docs show for a
 //!   `network-config` file and the one every cloud-init release reads. Static
-//!   addresses keep the inventory's prefix; the default route is
-//!   `routes: [{to: 0.0.0.0/0, via: <gw>}]` (`::/0` for IPv6): not the deprecated
-//!   `gateway4`, and not `to: default`, which cloud-init 22.4 (Debian 12's) fails
-//!   to parse (`Address default is not a valid ip address`). No address = DHCPv4.
+//!   addresses keep the inventory's prefix; the default route is `gateway4` /
+//!   `gateway6`. Not `routes: [{to: 0.0.0.0/0, via: <gw>}]`: cloud-init's ifupdown
+//!   (ENI) renderer, 22.4 through 24.x, turns every route into `post-up route add
+//!   ... || true`, and `route` (net-tools) is not in minimal images, so the guest
+//!   boots with no default route while cloud-init reports `done`. `gateway4/6`
+//!   become the subnet's gateway: ENI writes a `gateway` line (ifupdown applies it
+//!   with `ip`), and netplan (a passthrough of v2) installs it too (netplan calls
+//!   the key deprecated and warns, but honours it; a `gateway4` plus a default
+//!   route would be a conflicting-default-route error, so only one form is
+//!   written). Not `to: default` either: 22.4 fails to parse it. No address = DHCPv4.
+//!   What the guest really configured is checked after boot ([`verify`]).
 //!   An interface with a MAC is matched by it (`match: {macaddress}` + `set-name`).
 //! - VLANs: Proxmox tags the NIC on the bridge (`net0: virtio=..,bridge=vmbr0,tag=20`),
 //!   so the guest sees an untagged interface and needs no VLAN config at all: leave
@@ -71,13 +81,16 @@ use sha1::Digest as _;
 mod network_data;
 pub mod status;
 mod user_data;
+pub mod verify;
 
 #[cfg(test)]
 mod schema_tests;
 #[cfg(test)]
 mod tests;
 
-pub use network_data::{Cidr, CidrParseError, DEFAULT_INTERFACE, Interface, NetworkData, render_network_data};
+pub use network_data::{
+    Cidr, CidrParseError, DEFAULT_INTERFACE, Interface, MAX_NAMESERVERS, NetworkData, render_network_data, resolv_conf,
+};
 pub use user_data::{HostKey, ManagementUser, SudoPolicy, UserData, render_user_data};
 
 /// Why a snippet could not be rendered.
@@ -225,8 +238,9 @@ pub fn render_all(user: &UserData, network: &NetworkData) -> Result<Snippets, Cl
         let problem = format!("user-data is for VM {:?}; render both for the same VM", user.vm_name);
         return Err(invalid(&network.vm_name, "network-data VM name", &network.vm_name, problem));
     }
-    let u = render_user_data(user)?;
     let n = render_network_data(network)?;
+    let resolv = network_data::resolv_conf(network)?;
+    let u = user_data::render_user_data_with(user, resolv.as_deref())?;
     let meta = render_meta_data(&user.vm_name, &instance_id(&u, &n), &user.hostname)?;
     Ok(Snippets { user: u, network: n, meta })
 }

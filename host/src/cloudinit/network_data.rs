@@ -167,18 +167,16 @@ struct IpConfig {
     dhcp4: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     addresses: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    routes: Vec<Route>,
+    /// The default gateway as `gateway4`/`gateway6`, never a `routes:` entry: see
+    /// the module docs of `cloudinit` (ENI renders routes as `post-up route add`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway4: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway6: Option<IpAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nameservers: Option<Nameservers>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mtu: Option<u16>,
-}
-
-#[derive(Serialize)]
-struct Route {
-    to: &'static str,
-    via: IpAddr,
 }
 
 #[derive(Serialize)]
@@ -298,7 +296,11 @@ fn ip_config(vm: &str, nic: &Interface) -> Result<IpConfig, CloudInitError> {
         if gw == addr.addr() {
             return Err(invalid(vm, field("gateway"), &gw.to_string(), "is the VM's own address"));
         }
-        ip.routes.push(Route { to: if gw.is_ipv4() { "0.0.0.0/0" } else { "::/0" }, via: gw });
+        if gw.is_ipv4() {
+            ip.gateway4 = Some(gw);
+        } else {
+            ip.gateway6 = Some(gw);
+        }
     }
     for domain in &nic.search {
         check_dns_name(vm, &field("search domain"), domain, false)?;
@@ -307,4 +309,59 @@ fn ip_config(vm: &str, nic: &Interface) -> Result<IpConfig, CloudInitError> {
         ip.nameservers = Some(Nameservers { addresses: nic.nameservers.clone(), search: nic.search.clone() });
     }
     Ok(ip)
+}
+
+/// glibc's resolver reads at most this many `nameserver` lines (`MAXNS`).
+pub const MAX_NAMESERVERS: usize = 3;
+
+/// The `/etc/resolv.conf` a guest with these NICs must end up with, or `None` when
+/// no NIC names nameservers or search domains (DHCP then supplies them).
+///
+/// Why cradle writes this file itself (through user-data `write_files`): the
+/// network-data `nameservers` reach the resolver only through a manager. Under
+/// netplan they go to systemd-networkd → systemd-resolved; under ifupdown (ENI,
+/// Debian 12's renderer) they become `dns-nameservers`, which only the
+/// `resolvconf` package applies, and a minimal image lacks it. cloud-init's own
+/// `manage_resolv_conf`/`resolv_conf` is no way out: in 22.4 `cc_resolv_conf` is
+/// restricted to alpine/fedora/mariner/opensuse/photon/rhel/sles and is not in
+/// Debian's `cloud_init_modules`, so on Debian it is skipped without a word.
+/// `write_files` runs on every distro. Where `/etc/resolv.conf` is a symlink
+/// (systemd-resolved's stub, resolvconf's run file) the write goes through it and
+/// the manager later rewrites the file with the same servers from network-data.
+pub fn resolv_conf(d: &NetworkData) -> Result<Option<String>, CloudInitError> {
+    let vm = d.vm_name.as_str();
+    let mut servers: Vec<IpAddr> = Vec::new();
+    let mut search: Vec<&str> = Vec::new();
+    for nic in &d.interfaces {
+        for ns in &nic.nameservers {
+            if !servers.contains(ns) {
+                servers.push(*ns);
+            }
+        }
+        for domain in &nic.search {
+            check_dns_name(vm, &format!("interface {} search domain", nic.name), domain, false)?;
+            if !search.contains(&domain.as_str()) {
+                search.push(domain);
+            }
+        }
+    }
+    if servers.len() > MAX_NAMESERVERS {
+        let list = servers.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+        let problem = format!(
+            "lists {} nameservers; the guest's resolver (glibc) uses at most {MAX_NAMESERVERS}: keep three",
+            servers.len()
+        );
+        return Err(invalid(vm, "nameservers", &list, problem));
+    }
+    if servers.is_empty() && search.is_empty() {
+        return Ok(None);
+    }
+    let mut text = String::from("# Written by cradle (cloud-init write_files) from the inventory's nameservers.\n");
+    for ns in &servers {
+        text.push_str(&format!("nameserver {ns}\n"));
+    }
+    if !search.is_empty() {
+        text.push_str(&format!("search {}\n", search.join(" ")));
+    }
+    Ok(Some(text))
 }

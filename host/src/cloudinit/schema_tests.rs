@@ -154,7 +154,7 @@ fn network_data_is_accepted_by_cloud_init() {
         (
             "static",
             vec![nic("10.20.3.7/23", "10.20.2.1")],
-            vec!["address 10.20.3.7/23", "default gw 10.20.2.1", "dns-nameservers 192.0.2.53 2001:db8::53"],
+            vec!["address 10.20.3.7/23", "gateway 10.20.2.1", "dns-nameservers 192.0.2.53 2001:db8::53"],
         ),
         ("dhcp", vec![Interface::default()], vec!["iface ens18 inet dhcp"]),
         (
@@ -165,12 +165,7 @@ fn network_data_is_accepted_by_cloud_init() {
         (
             "vlan",
             vec![trunk],
-            vec![
-                "iface ens18.20 inet static",
-                "vlan-raw-device ens18",
-                "address 192.0.2.10/24",
-                "default gw 192.0.2.1",
-            ],
+            vec!["iface ens18.20 inet static", "vlan-raw-device ens18", "address 192.0.2.10/24", "gateway 192.0.2.1"],
         ),
     ];
     let schema = supports_network_schema();
@@ -190,12 +185,50 @@ fn network_data_is_accepted_by_cloud_init() {
         for e in expect {
             assert!(eni.contains(e), "{version}: {name}: {e:?} missing from cloud-init's ENI output:\n{eni}");
         }
-        let out = net_convert(&f, &dir.path().join(format!("{name}-netplan")), "netplan");
+        // No route needs net-tools: ifupdown applies `gateway` lines with `ip`.
+        assert!(!eni.contains("route add"), "{version}: {name}: ENI uses `route` (net-tools):\n{eni}");
+        let netplan_dir = dir.path().join(format!("{name}-netplan"));
+        let out = net_convert(&f, &netplan_dir, "netplan");
         assert!(out.status.success(), "{version}: {name}: the netplan renderer fails: {}", show(&out));
+        let netplan = read_tree(&netplan_dir);
+        for (gw_key, want) in netplan_expect(name) {
+            assert!(
+                netplan.contains(&format!("{gw_key}: {want}")),
+                "{version}: {name}: {gw_key} {want} missing from netplan:\n{netplan}"
+            );
+        }
+        if name == "static" {
+            // netplan → networkd → resolved carries the nameservers there.
+            assert!(netplan.contains("- 192.0.2.53") && netplan.contains("- lab.example"), "{netplan}");
+        }
     }
     // The parser really checks: a route to a non-address fails.
     let bad = dir.path().join("bad.yaml");
     let doc = r#"{"version": 2, "ethernets": {"ens18": {"addresses": ["10.0.0.3/24"], "routes": [{"to": "nowhere", "via": "10.0.0.1"}]}}}"#;
     std::fs::write(&bad, doc).unwrap();
     assert!(!net_convert(&bad, &dir.path().join("bad-out"), "eni").status.success(), "{version}: bad route accepted");
+}
+
+/// The gateway each netplan output must carry (v2 is passed through).
+fn netplan_expect(case: &str) -> Vec<(&'static str, &'static str)> {
+    match case {
+        "static" => vec![("gateway4", "10.20.2.1")],
+        "vlan" => vec![("gateway4", "192.0.2.1")],
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn user_data_with_resolv_conf_passes_cloud_init_schema() {
+    let Some(version) = cloud_init() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let all = render_all(
+        &user(),
+        &NetworkData { vm_name: "test-0".into(), interfaces: vec![nic("10.20.3.7/23", "10.20.2.1")] },
+    )
+    .unwrap();
+    assert!(all.user.content.expose().contains("write_files"));
+    let f = write(dir.path(), "user-resolv.yaml", &all.user);
+    let out = schema_check(&f);
+    assert!(out.status.success(), "{version}: user-data with write_files fails the schema: {}", show(&out));
 }

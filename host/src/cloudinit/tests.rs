@@ -159,7 +159,7 @@ fn the_private_key_never_shows_in_debug_or_errors() {
 }
 
 #[test]
-fn static_network_keeps_the_prefix_and_routes_via_the_gateway() {
+fn static_network_keeps_the_prefix_and_sets_the_gateway_as_gateway4_not_a_route() {
     let s = render_network_data(&net(vec![nic("10.20.3.7/23", "10.20.2.1")])).unwrap();
     assert_eq!(s.file_name, "test-0-network.yaml");
     let v = parse(&s);
@@ -168,9 +168,11 @@ fn static_network_keeps_the_prefix_and_routes_via_the_gateway() {
     let e = &v["ethernets"]["ens18"];
     assert_eq!(e["addresses"][0], "10.20.3.7/23");
     assert_eq!(e["dhcp4"], false);
-    assert_eq!(e["routes"][0]["to"], "0.0.0.0/0");
-    assert_eq!(e["routes"][0]["via"], "10.20.2.1");
-    assert!(e.get("gateway4").is_none() && e.get("match").is_none());
+    assert_eq!(e["gateway4"], "10.20.2.1");
+    assert!(e.get("routes").is_none(), "ENI renders routes as `post-up route add` (net-tools): {e:?}");
+    assert!(e.get("gateway6").is_none() && e.get("match").is_none());
+    let v6 = parse(&render_network_data(&net(vec![nic("2001:db8:1::5/64", "2001:db8:1::1")])).unwrap());
+    assert_eq!(v6["ethernets"]["ens18"]["gateway6"], "2001:db8:1::1");
     assert_eq!(e["nameservers"]["addresses"][1], "2001:db8::53");
     assert_eq!(e["nameservers"]["search"][0], "lab.example");
     assert!(v.get("vlans").is_none());
@@ -241,7 +243,7 @@ fn vlan_in_guest_moves_the_address_onto_a_vlan_entry() {
     assert_eq!(vlan["id"], 20);
     assert_eq!(vlan["link"], "ens18");
     assert_eq!(vlan["addresses"][0], "192.0.2.10/24");
-    assert_eq!(vlan["routes"][0]["via"], "192.0.2.1");
+    assert_eq!(vlan["gateway4"], "192.0.2.1");
     i.vlan_in_guest = Some(4095);
     assert!(err_text(render_network_data(&net(vec![i])).unwrap_err()).contains("1-4094"));
 }
@@ -279,7 +281,8 @@ fn instance_id_is_sha1_of_user_then_network_and_meta_carries_it() {
     let all = render_all(&user(), &net(vec![nic("192.0.2.10/24", "192.0.2.1")])).unwrap();
     assert_eq!(all.meta.file_name, "test-0-meta.yaml");
     let meta = parse(&all.meta);
-    assert_eq!(meta["instance-id"], id.as_str());
+    // render_all's user-data carries the resolv.conf write_files: the id is of what it rendered.
+    assert_eq!(meta["instance-id"], instance_id(&all.user, &all.network).as_str());
     assert_eq!(meta["local-hostname"], "test-0");
     // Known vector: sha1("abc").
     let s = |t: &str| Snippet::new("x".into(), t.into());
@@ -307,4 +310,26 @@ fn names_and_cicustom_use_only_the_canonical_vm_name() {
         let msg = err_text(cicustom(bad, &names).unwrap_err());
         assert!(msg.contains("test-0") && msg.contains("storage"), "{msg}");
     }
+}
+
+#[test]
+fn render_all_writes_the_nameservers_to_resolv_conf_through_write_files() {
+    let all = render_all(&user(), &net(vec![nic("192.0.2.10/24", "192.0.2.1")])).unwrap();
+    let v = parse(&all.user);
+    let f = &v["write_files"][0];
+    assert_eq!(f["path"], "/etc/resolv.conf");
+    assert_eq!(f["permissions"], "0644");
+    assert_eq!(
+        f["content"].as_str().unwrap().lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(),
+        ["nameserver 192.0.2.53", "nameserver 2001:db8::53", "search lab.example"]
+    );
+    // No nameservers, no search: nothing is written (DHCP supplies them).
+    let dhcp = render_all(&user(), &net(vec![Interface::default()])).unwrap();
+    assert!(parse(&dhcp.user).get("write_files").is_none());
+    // glibc reads three nameservers: a fourth is refused, naming the VM.
+    let mut many = nic("192.0.2.10/24", "192.0.2.1");
+    many.nameservers =
+        ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"].iter().map(|a| a.parse().unwrap()).collect();
+    let msg = err_text(render_all(&user(), &net(vec![many])).unwrap_err());
+    assert!(msg.contains("test-0") && msg.contains("at most 3"), "{msg}");
 }

@@ -114,10 +114,27 @@ struct CloudConfig<'a> {
     packages: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     timezone: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    write_files: Vec<WriteFile<'a>>,
+}
+
+/// One `write_files` entry (plain text content).
+#[derive(Serialize)]
+struct WriteFile<'a> {
+    path: &'static str,
+    content: &'a str,
+    owner: &'static str,
+    permissions: &'static str,
 }
 
 /// Renders `<vm>-user.yaml`. See the module docs for the keys written.
 pub fn render_user_data(d: &UserData) -> Result<Snippet, CloudInitError> {
+    render_user_data_with(d, None)
+}
+
+/// [`render_user_data`] plus a `write_files` entry for `/etc/resolv.conf` with
+/// `resolv_conf` (from [`super::network_data::resolv_conf`]; see there for why).
+pub(crate) fn render_user_data_with(d: &UserData, resolv_conf: Option<&str>) -> Result<Snippet, CloudInitError> {
     let names = snippet_names(&d.vm_name)?;
     let vm = d.vm_name.as_str();
     check_dns_name(vm, "hostname", &d.hostname, true)?;
@@ -180,6 +197,10 @@ pub fn render_user_data(d: &UserData) -> Result<Snippet, CloudInitError> {
         package_update: d.package_update,
         packages: &d.packages,
         timezone: d.timezone.as_deref(),
+        write_files: resolv_conf
+            .map(|content| WriteFile { path: "/etc/resolv.conf", content, owner: "root:root", permissions: "0644" })
+            .into_iter()
+            .collect(),
     };
     Ok(Snippet::new(names.user, to_document(vm, "user-data", Some("#cloud-config"), &doc)?))
 }

@@ -6,7 +6,9 @@
 //! digest mismatch; POST forks a `qmconfig` worker and returns its UPID, so lock errors
 //! surface as the task's exit status (or as `failed to update VM N: ...` when
 //! `background_delay` waited for it). On a running VM, changing or deleting ide/sata
-//! drives and restart-only keys goes to pending until a cold start or an API reboot.
+//! drives and restart-only keys goes to pending until a cold start or an API reboot;
+//! a write of the value a key already has leaves no pending entry (PVE's
+//! `vmconfig_cleanup_pending`). `PUT unlink` is `PUT config` with `delete = idlist`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,7 +90,7 @@ pub fn list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
 pub fn vm_index(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
     let st = lock(&sim.state);
     vm_on(&st, node, vmid)?;
-    let names = ["config", "pending", "status", "agent", "clone", "migrate", "resize"];
+    let names = ["config", "pending", "status", "agent", "clone", "migrate", "resize", "unlink"];
     Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "subdir": n })).collect())))
 }
 
@@ -250,7 +252,12 @@ fn apply(
             }
         }
         vm.pending_delete.remove(&k);
-        if running && deferred_on_running(&k) {
+        if running && deferred_on_running(&k) && vm.config.get(&k) == Some(&v) {
+            // PVE drops a pending entry equal to the current value
+            // (`vmconfig_cleanup_pending`): writing the value a key already has
+            // leaves nothing pending (and clears an earlier pending change).
+            vm.pending.remove(&k);
+        } else if running && deferred_on_running(&k) {
             vm.pending.insert(k, v);
         } else {
             vm.config.insert(k, v);
@@ -299,6 +306,19 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
         (Some(_), None) => Ok(Reply::data(Value::Null)),
         (None, _) => Ok(Reply::data(json!(upid))),
     }
+}
+
+/// `PUT .../unlink` (`idlist`, optional `force`): qemu-server's `unlink` is
+/// `update_vm` with `delete = idlist`, synchronous, returning `null` (no UPID), so
+/// it follows the same rules as `PUT config` with `delete` (pending on a running VM
+/// for drives). Unused volumes are not modelled, so `force` changes nothing here.
+pub fn unlink(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
+    p.only(&["idlist", "force"])?;
+    let idlist = p.required("idlist")?.to_string();
+    p.bool("force", false)?;
+    let mut as_update = Params::default();
+    as_update.map.insert("delete".into(), idlist);
+    config_set(sim, node, vmid, &as_update, false)
 }
 
 pub fn status_index() -> ApiResult {

@@ -131,6 +131,7 @@ fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Pa
         ("GET", ["config"]) => qemu::config_get(sim, node, vmid, p),
         ("POST", ["config"]) => qemu::config_set(sim, node, vmid, p, true),
         ("PUT", ["config"]) => qemu::config_set(sim, node, vmid, p, false),
+        ("PUT", ["unlink"]) => qemu::unlink(sim, node, vmid, p),
         ("GET", ["pending"]) => qemu::pending(sim, node, vmid),
         ("POST", ["clone"]) => lifecycle::clone(sim, node, vmid, p),
         ("PUT", ["resize"]) => migrate::resize(sim, node, vmid, p),

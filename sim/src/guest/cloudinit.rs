@@ -3,13 +3,23 @@
 //!
 //! Contract: [`parse_identity`] never fails on bad user-data — like cloud-init it goes on
 //! with defaults and marks the boot degraded; the network address is the first static
-//! IPv4 address of network-data version 1 or 2. [`status`] renders one of running /
+//! IPv4 address of network-data version 1 or 2. [`network_state`] is what a minimal
+//! Debian 12 image (cloud-init's ifupdown renderer; no net-tools, no resolvconf, no
+//! systemd-resolved) really installs from network-data: addresses, and a default
+//! route only from a subnet gateway (`gateway4`/`gateway6`, v1 `gateway`), which ENI
+//! writes as a `gateway` line; `routes:` entries become `post-up route add ... ||
+//! true`, which fails without `route`, so they install nothing (and cloud-init still
+//! reports `done`). Network-data nameservers become `dns-nameservers`, which do
+//! nothing without resolvconf: `/etc/resolv.conf` is the image's (empty) file unless
+//! user-data `write_files` writes it. [`status`] renders one of running /
 //! done / error / degraded / disabled with the exit code the real tool gives (0/1/2).
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use serde_json::{Value, json};
+
+use crate::model::{GuestLink, GuestNet, GuestRoute};
 use serde_yaml_ng::Value as Yaml;
 
 /// The default user of Debian cloud images.
@@ -41,6 +51,8 @@ pub struct Identity {
     pub address: Option<Ipv4Addr>,
     /// User-data was not valid cloud-config.
     pub invalid_user_data: bool,
+    /// The network installed from network-data and `write_files`.
+    pub net: GuestNet,
 }
 
 fn yaml_str(v: &Yaml) -> Option<String> {
@@ -142,7 +154,105 @@ pub fn parse_identity(seed: &CiSeed) -> Identity {
             .map(|h| h.split('.').next().unwrap_or(&h).to_string());
     }
     id.address = parse_address(&seed.network);
+    let (links, routes) = network_state(&seed.network);
+    id.net = GuestNet { links, routes, files: user_doc.as_ref().map(write_files).unwrap_or_default() };
     id
+}
+
+/// The files of user-data `write_files` (plain-text `content`; `append` appends).
+/// Other encodings are not modelled and write nothing.
+fn write_files(doc: &Yaml) -> BTreeMap<String, String> {
+    let mut files: BTreeMap<String, String> = BTreeMap::new();
+    let Some(Yaml::Sequence(entries)) = get(doc, "write_files") else { return files };
+    for e in entries {
+        let Some(path) = get(e, "path").and_then(yaml_str) else { continue };
+        let plain = get(e, "encoding").and_then(yaml_str).is_none_or(|enc| enc == "text/plain");
+        if !plain {
+            continue;
+        }
+        let content = get(e, "content").and_then(yaml_str).unwrap_or_default();
+        if matches!(get(e, "append"), Some(Yaml::Bool(true))) {
+            files.entry(path).or_default().push_str(&content);
+        } else {
+            files.insert(path, content);
+        }
+    }
+    files
+}
+
+/// `ip/prefix` with the family's default prefix when none is given (as cloud-init).
+fn cidr(addr: &str, netmask: Option<&str>) -> Option<(IpAddr, String)> {
+    let (ip, prefix) = match addr.split_once('/') {
+        Some((ip, p)) => (ip.trim().parse::<IpAddr>().ok()?, p.trim().parse::<u8>().ok()?),
+        None => {
+            let ip: IpAddr = addr.trim().parse().ok()?;
+            let prefix = match (netmask.and_then(|m| m.parse::<Ipv4Addr>().ok()), ip) {
+                (Some(m), IpAddr::V4(_)) => u32::from(m).count_ones() as u8,
+                (_, IpAddr::V4(_)) => 24,
+                (_, IpAddr::V6(_)) => 64,
+            };
+            (ip, prefix)
+        }
+    };
+    Some((ip, format!("{ip}/{prefix}")))
+}
+
+/// Interfaces and default routes a minimal Debian 12 installs from network-data
+/// (see the module docs): only subnet gateways give a route, never `routes:`.
+pub fn network_state(network: &str) -> (Vec<GuestLink>, Vec<GuestRoute>) {
+    let mut links = Vec::new();
+    let mut routes = Vec::new();
+    let Ok(doc) = serde_yaml_ng::from_str::<Yaml>(network) else { return (links, routes) };
+    let doc = get(&doc, "network").cloned().unwrap_or(doc);
+    let version = get(&doc, "version").and_then(yaml_str).unwrap_or_default();
+    if version == "2" {
+        for key in ["ethernets", "vlans", "bonds", "bridges"] {
+            let Some(Yaml::Mapping(ifs)) = get(&doc, key) else { continue };
+            for (id, iface) in ifs {
+                let Some(id) = yaml_str(id) else { continue };
+                let name = get(iface, "set-name").and_then(yaml_str).unwrap_or(id);
+                let addrs: Vec<(IpAddr, String)> = match get(iface, "addresses") {
+                    Some(Yaml::Sequence(a)) => a.iter().filter_map(yaml_str).filter_map(|a| cidr(&a, None)).collect(),
+                    _ => Vec::new(),
+                };
+                // cloud-init attaches gateway4/6 to the first static subnet of that
+                // family; without one it is dropped.
+                for (gw_key, v4) in [("gateway4", true), ("gateway6", false)] {
+                    let gw = get(iface, gw_key).and_then(yaml_str).and_then(|g| g.parse::<IpAddr>().ok());
+                    if let Some(gw) = gw
+                        && addrs.iter().any(|(ip, _)| ip.is_ipv4() == v4)
+                    {
+                        routes.push(GuestRoute { gateway: gw, dev: name.clone() });
+                    }
+                }
+                // `routes:` → `post-up route add` → `route: command not found`: nothing.
+                links.push(GuestLink { name, addresses: addrs.into_iter().map(|(_, c)| c).collect() });
+            }
+        }
+    } else if let Some(Yaml::Sequence(cfg)) = get(&doc, "config") {
+        for item in cfg {
+            let kind = get(item, "type").and_then(yaml_str).unwrap_or_default();
+            if !matches!(kind.as_str(), "physical" | "vlan" | "bond" | "bridge") {
+                continue;
+            }
+            let Some(name) = get(item, "name").and_then(yaml_str) else { continue };
+            let mut addresses = Vec::new();
+            if let Some(Yaml::Sequence(subnets)) = get(item, "subnets") {
+                for sn in subnets {
+                    let is_static = get(sn, "type").and_then(yaml_str).is_some_and(|t| t == "static" || t == "static6");
+                    let Some(addr) = get(sn, "address").and_then(yaml_str).filter(|_| is_static) else { continue };
+                    let netmask = get(sn, "netmask").and_then(yaml_str);
+                    let Some((_, c)) = cidr(&addr, netmask.as_deref()) else { continue };
+                    addresses.push(c);
+                    if let Some(gw) = get(sn, "gateway").and_then(yaml_str).and_then(|g| g.parse::<IpAddr>().ok()) {
+                        routes.push(GuestRoute { gateway: gw, dev: name.clone() });
+                    }
+                }
+            }
+            links.push(GuestLink { name, addresses });
+        }
+    }
+    (links, routes)
 }
 
 fn first_v4(addr: &str) -> Option<Ipv4Addr> {
@@ -315,6 +425,40 @@ mod tests {
         assert_eq!(parse_address(v1), Some(Ipv4Addr::new(127, 0, 6, 1)));
         let bad = parse_identity(&CiSeed { user: "#cloud-config\n: : [".into(), ..Default::default() });
         assert!(bad.invalid_user_data);
+    }
+
+    #[test]
+    fn a_routes_entry_installs_no_default_route_on_a_minimal_image_but_a_gateway_does() {
+        let routes = r#"{"version": 2, "ethernets": {"ens18": {"addresses": ["127.0.10.5/24"], "routes": [{"to": "0.0.0.0/0", "via": "127.0.10.1"}]}}}"#;
+        let (links, r) = network_state(routes);
+        assert_eq!(links, vec![GuestLink { name: "ens18".into(), addresses: vec!["127.0.10.5/24".into()] }]);
+        assert!(r.is_empty(), "ENI renders routes as `post-up route add`; net-tools is missing: {r:?}");
+        let gw = r#"{"version": 2, "ethernets": {"ens18": {"match": {"macaddress": "bc:24:11:00:00:01"}, "set-name": "lan", "addresses": ["127.0.10.5/24"], "gateway4": "127.0.10.1"}}}"#;
+        let (links, r) = network_state(gw);
+        assert_eq!(links[0].name, "lan");
+        assert_eq!(r, vec![GuestRoute { gateway: "127.0.10.1".parse().unwrap(), dev: "lan".into() }]);
+        // gateway4 without a static IPv4 address is dropped, as cloud-init does.
+        let (_, r) =
+            network_state(r#"{"version": 2, "ethernets": {"ens18": {"dhcp4": true, "gateway4": "10.0.0.1"}}}"#);
+        assert!(r.is_empty());
+        let v1 = "version: 1\nconfig:\n  - type: physical\n    name: eth0\n    subnets:\n      - type: static\n        address: 127.0.6.1\n        netmask: 255.255.0.0\n        gateway: 127.0.0.1\n";
+        let (links, r) = network_state(v1);
+        assert_eq!(links[0].addresses, vec!["127.0.6.1/16".to_string()]);
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn write_files_lands_on_the_guest_and_network_nameservers_alone_do_not() {
+        let seed = CiSeed {
+            user: "#cloud-config\nwrite_files:\n  - path: /etc/resolv.conf\n    content: \"nameserver 127.0.0.53\\n\"\n  - path: /x\n    encoding: b64\n    content: eA==\n".into(),
+            network: r#"{"version": 2, "ethernets": {"ens18": {"addresses": ["127.0.10.5/24"], "nameservers": {"addresses": ["127.0.0.9"]}}}}"#.into(),
+            ..Default::default()
+        };
+        let id = parse_identity(&seed);
+        assert_eq!(id.net.files.get("/etc/resolv.conf").map(String::as_str), Some("nameserver 127.0.0.53\n"));
+        assert!(!id.net.files.contains_key("/x"), "b64 content is not modelled");
+        let plain = parse_identity(&CiSeed { user: "#cloud-config\n{}\n".into(), ..seed });
+        assert!(plain.net.files.is_empty(), "dns-nameservers needs resolvconf: nothing is written");
     }
 
     #[test]

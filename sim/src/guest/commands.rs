@@ -183,6 +183,9 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
         };
         (g.boot_id.clone(), g.hostname.clone(), Instant::now() >= g.ci_done_at, g.ci)
     };
+    // What cloud-init installed stays on the disk (the state lock is taken apart
+    // from the guests lock, never both at once).
+    let net = || lock(&sim.state).vms.get(&vmid).map(|v| v.disk.net.clone()).unwrap_or_default();
     match cmd {
         "true" | ":" => Outcome::ok(""),
         "false" => Outcome::fail(1, ""),
@@ -200,6 +203,11 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
                 match *a {
                     "/proc/sys/kernel/random/boot_id" => out.push_str(&format!("{boot_id}\n")),
                     "/etc/hostname" => out.push_str(&format!("{hostname}\n")),
+                    path if net().files.contains_key(path) => {
+                        out.push_str(net().files.get(path).map(String::as_str).unwrap_or_default())
+                    }
+                    // The image's own file: no resolvconf, no DHCP lease wrote it.
+                    "/etc/resolv.conf" => {}
                     other => {
                         return Outcome {
                             stdout: out,
@@ -220,6 +228,8 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
                 | "/usr/bin/python3"
                 | "/usr/bin/cloud-init"
                 | "/etc/cloud"
+                | "/etc/resolv.conf"
+                | "/usr/sbin/ip"
                 | "/"
                 | "/tmp" => true,
                 "/var/lib/cloud/instance/boot-finished" | "/run/cloud-init/result.json" => {
@@ -238,6 +248,7 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             };
             if ok { Outcome::ok("") } else { Outcome::fail(1, "") }
         }
+        "ip" | "/usr/sbin/ip" | "/sbin/ip" => super::net_cmd::ip(&net(), &args),
         "cloud-init" if args.first() == Some(&"--version") => Outcome::ok("/usr/bin/cloud-init 24.4.1\n"),
         "cloud-init" if args.first() == Some(&"status") => {
             let json = args.windows(2).any(|p| p == ["--format", "json"]) || args.contains(&"--format=json");

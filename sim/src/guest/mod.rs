@@ -12,6 +12,7 @@
 mod cloudinit;
 mod commands;
 pub mod keys;
+mod net_cmd;
 mod node_cmd;
 mod ssh;
 
@@ -29,6 +30,9 @@ pub use ssh::{fired, spawn_node_sshd};
 use crate::faults::FaultKind;
 use crate::model::{Vm, ids, props};
 use crate::sim::{Sim, lock};
+
+/// The instance-id of cloud-init's DataSourceNone fallback.
+pub const DATASOURCE_NONE_IID: &str = "iid-datasource-none";
 
 /// Per-file limit PVE enforces on cicustom snippets.
 pub const SNIPPET_LIMIT: u64 = 1024 * 1024;
@@ -196,16 +200,26 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
             vm.disk.hostname = id.hostname.or_else(|| Some(vm.name()));
             vm.disk.address = id.address;
             vm.disk.invalid_user_data = id.invalid_user_data;
+            vm.disk.net = id.net;
+        }
+        // No seed, and an image with `datasource_list: [NoCloud, None]` (fault
+        // `datasource-none`): cloud-init falls back to DataSourceNone, which is a new
+        // instance (`iid-datasource-none`), so it regenerates the host keys.
+        let fallback = seed.is_none() && sim.faults.fire(FaultKind::DatasourceNone);
+        if fallback && vm.disk.instance_id.as_deref() != Some(DATASOURCE_NONE_IID) {
+            first_boot = true;
+            vm.disk.instance_id = Some(DATASOURCE_NONE_IID.to_string());
+            vm.disk.host_key = None;
         }
         if vm.disk.host_key.is_none() {
             vm.disk.host_key = keys::generate_ed25519_openssh().ok();
         }
         let disk = vm.disk.clone();
         sim.save(&st);
-        (disk, first_boot)
+        (disk, first_boot, fallback)
     };
-    let (disk, first_boot) = prepared;
-    let Some(ident) = build_ident(&disk, seed.is_some()) else {
+    let (disk, first_boot, fallback) = prepared;
+    let Some(ident) = build_ident(&disk, seed.is_some() || fallback) else {
         tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
         return;
     };

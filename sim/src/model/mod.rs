@@ -40,6 +40,39 @@ pub struct GuestDisk {
     pub address: Option<std::net::Ipv4Addr>,
     /// Whether the user-data was invalid (cloud-init reports degraded each boot).
     pub invalid_user_data: bool,
+    /// The network cloud-init installed (it stays on disk across boots).
+    #[serde(default)]
+    pub net: GuestNet,
+}
+
+/// The network a guest's cloud-init installed, as a minimal Debian 12 image ends up
+/// with it (see `guest::cloudinit::network_state` for the rules).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuestNet {
+    /// Interfaces (besides `lo`) with their addresses (`ip/prefix`).
+    pub links: Vec<GuestLink>,
+    /// Default routes.
+    pub routes: Vec<GuestRoute>,
+    /// Files cloud-init wrote (`write_files`), by path.
+    pub files: BTreeMap<String, String>,
+}
+
+/// One interface.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuestLink {
+    /// Interface name.
+    pub name: String,
+    /// Addresses as `ip/prefix`.
+    pub addresses: Vec<String>,
+}
+
+/// One default route.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuestRoute {
+    /// Gateway address.
+    pub gateway: std::net::IpAddr,
+    /// Interface.
+    pub dev: String,
 }
 
 /// A simulated VM.

@@ -202,7 +202,7 @@ fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
     Ok(vmids.into_iter().map(|v| Dynamic::from(i64::from(v))).collect())
 }
 
-fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
+pub(super) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
     for (i, nic) in nics.into_iter().enumerate() {

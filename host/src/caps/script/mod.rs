@@ -19,6 +19,7 @@ use crate::workflow::run_context;
 
 mod cloudinit;
 mod dns;
+mod guestnet;
 mod proxmox;
 mod ssh;
 
@@ -35,6 +36,7 @@ pub fn modules() -> Vec<(String, Shared<Module>)> {
         ("ssh".into(), Shared::new(ssh::module())),
         ("cloudinit".into(), Shared::new(cloudinit::module())),
         ("dns".into(), Shared::new(dns::module())),
+        ("guestnet".into(), Shared::new(guestnet::module())),
     ]
 }
 
