@@ -324,9 +324,9 @@ fn a_hostile_plugin_error_is_printed_escaped_by_run_and_runs_show() {
 #[test]
 fn a_hostile_plugin_error_is_printed_escaped_in_the_provision_summary() {
     // The project's own provision workflow hands the VM to the hostile attack.
-    let provision = "fn provision(vm) { vm.name = \"budget:terminal-error\"; cradle::backend().discover(vm) }\n";
-    let fx = Fixture::new(&config("", "[]", ""), &[("provision.rhai", provision)]);
-    let inventory = cradle_tests::fixture::LabInventory::new("test", 10).count(1).write(fx.dir.path());
+    let provision = "import \"lib/vm\" as spec;\nfn provision(vm) { cradle::backend().discover(spec::vm(\"budget:terminal-error\")) }\n";
+    let fx = Fixture::new(&config("", "[]", ""), &[("provision.rhai", provision), ("lib/vm.rhai", VM_SPEC_RHAI)]);
+    let inventory = cradle_tests::fixture::LabInventory::new("127.34", 10).count(1).write(fx.dir.path());
     let inventory = inventory.display().to_string();
     let out = cradle(&fx, &["provision", "-i", &inventory]);
     assert_eq!(out.code, 1, "{out:#?}");
