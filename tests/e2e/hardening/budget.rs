@@ -81,11 +81,13 @@ fn probe(env: &Harness, name: &str, extra: &str, limit: Duration) -> (Result<Str
             handle.block_on(async move { tokio::task::spawn_blocking(move || project.run(&loaded, req)).await });
         let _ = tx.send(report);
     });
-    let report = rx
-        .recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("`{name}` still running after {limit:?}: nothing bounds the plugin call"))
-        .expect("join")
-        .expect("run");
+    let Ok(report) = rx.recv_timeout(limit) else {
+        // A panic would unwind into the runtime's drop, which waits for the
+        // endless call forever: end the test process instead.
+        eprintln!("FAILED: `{name}` still running after {limit:?}: nothing bounds the plugin call");
+        std::process::exit(101);
+    };
+    let report = report.expect("join").expect("run");
     let journal = std::fs::read_to_string(&report.journal).expect("journal");
     let result = match report.result {
         Ok(v) => Ok(v.to_string()),
