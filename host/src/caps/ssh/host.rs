@@ -61,12 +61,8 @@ impl ssh::Host for CapCtx {
     fn wait_for(&mut self, t: ssh::Target, timeout_ms: u64) -> Result<(), WitError> {
         self.guard("wait-for", Call::Ssh { host: &t.host, upload: None }, || {
             let client = self.ssh_client()?;
-            self.block_on(
-                client.wait_for(
-                    &target(&t),
-                    self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshWaitFor),
-                ),
-            )
+            let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshWaitFor);
+            self.block_on(client.wait_for(&target(&t), timeout))
         })
         .map_err(Into::into)
     }
