@@ -205,7 +205,15 @@ fn call(c: &mut Criterion, fx: &Fixture) {
     // The first part of the above alone: a store with its WASI context (captured
     // stdio, no environment), limiter and epoch deadline.
     group.bench_function("new_store_only", |b| {
-        b.iter(|| new_store(fx.host.engine(), PLUGIN, caps.clone(), fx.plugin.limits, GuestClock::start()));
+        b.iter(|| {
+            new_store(
+                fx.host.engine(),
+                PLUGIN,
+                caps.clone(),
+                fx.plugin.limits,
+                GuestClock::start(PLUGIN, &fx.plugin.limits),
+            )
+        });
     });
     group.finish();
 }

@@ -306,6 +306,12 @@ struct RawPluginConfig {
     memory_limit_mib: Option<u64>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    max_host_calls: Option<u64>,
+    #[serde(default)]
+    max_journal_bytes: Option<u64>,
 }
 
 impl From<RawPluginConfig> for PluginConfig {
@@ -313,7 +319,13 @@ impl From<RawPluginConfig> for PluginConfig {
         PluginConfig {
             path: raw.path,
             grants: raw.grants,
-            limits: LimitsConfig { memory_limit_mib: raw.memory_limit_mib, timeout_ms: raw.timeout_ms },
+            limits: LimitsConfig {
+                memory_limit_mib: raw.memory_limit_mib,
+                timeout_ms: raw.timeout_ms,
+                call_timeout_ms: raw.call_timeout_ms,
+                max_host_calls: raw.max_host_calls,
+                max_journal_bytes: raw.max_journal_bytes,
+            },
             implicit: false,
         }
     }

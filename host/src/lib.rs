@@ -5,7 +5,8 @@
 //! one module: [`config`] (cradle.toml), [`plugin`] (engine, cache, grants,
 //! limits), [`caps`] (one module per host capability), [`workflow`] (Rhai),
 //! [`journal`] (run records), [`reload`] (hot reload), [`state`] (owner-only files),
-//! [`secrets`] (secret references), [`builtin`] (the workflows and plugins
+//! [`secrets`] (secret references), [`text`] (escaping untrusted text for
+//! terminals), [`builtin`] (the workflows and plugins
 //! shipped inside the binary).
 
 pub mod builtin;
@@ -23,4 +24,5 @@ pub mod reload;
 pub mod run;
 pub mod secrets;
 pub mod state;
+pub mod text;
 pub mod workflow;

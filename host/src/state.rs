@@ -5,7 +5,9 @@
 //! - [`StateDir::resolve`] picks the directory: the explicit path, else
 //!   `$CRADLE_STATE_DIR`, else `$XDG_STATE_HOME/cradle`, else
 //!   `$HOME/.local/state/cradle`. It is created 0700; an existing directory that
-//!   group or others can access is refused with the `chmod 700 <path>` to run.
+//!   group or others can access is refused with the `chmod 700 <path>` to run,
+//!   and one owned by another user is refused outright (its owner could swap
+//!   journals, locks or cached compiled code under cradle).
 //! - Subdirectories (`runs/`, `locks/`, `checkpoints/`, `cache/`) are created 0700
 //!   on first use and checked the same way.
 //! - [`write_private_file_atomic`] never leaves a half-written file under the final
@@ -19,7 +21,7 @@
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,6 +46,20 @@ pub enum StateError {
         mode: u32,
         /// The mode to set (`700` for directories, `600` for files).
         fix: &'static str,
+    },
+    /// A directory owned by another user: its owner controls what is in it.
+    #[error(
+        "{path} is owned by uid {owner}, not by the user running cradle (uid {me}); cradle \
+         trusts only its own state (journals, locks, cached compiled plugins): use a state \
+         directory of your own (--state-dir), or `chown {me} {path}` if it is yours"
+    )]
+    ForeignOwner {
+        /// The offending path.
+        path: PathBuf,
+        /// Its owner's uid.
+        owner: u32,
+        /// The effective uid of this process.
+        me: u32,
     },
     /// The path exists but is not a directory.
     #[error("{path} exists but is not a directory; move it away or choose another state directory")]
@@ -148,11 +164,24 @@ pub fn create_private_dir(path: &Path) -> Result<(), StateError> {
     if !meta.is_dir() {
         return Err(StateError::NotADirectory { path: path.to_path_buf() });
     }
+    let me = effective_uid();
+    if meta.uid() != me {
+        return Err(StateError::ForeignOwner { path: path.to_path_buf(), owner: meta.uid(), me });
+    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(StateError::TooOpen { path: path.to_path_buf(), mode, fix: "700" });
     }
     Ok(())
+}
+
+/// The effective uid of this process.
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::geteuid()
+    }
 }
 
 /// Distinguishes temp files of concurrent writers in one process (the pid covers
@@ -283,6 +312,27 @@ mod tests {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o750)).unwrap();
         let err = StateDir::resolve(Some(&dir)).unwrap_err();
         assert!(err.to_string().contains(&format!("chmod 700 {}", dir.display())), "{err}");
+    }
+
+    #[test]
+    fn a_state_dir_owned_by_another_user_is_refused() {
+        if effective_uid() != 0 {
+            // Only root can hand a directory to another user.
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        let err = StateDir::resolve(Some(&dir)).unwrap_err();
+        assert!(matches!(err, StateError::ForeignOwner { owner: 65534, .. }), "{err}");
+        assert!(err.to_string().contains("owned by uid 65534"), "{err}");
+        // A subdirectory handed to another user is refused the same way.
+        let own = StateDir::resolve(Some(&tmp.path().join("own"))).unwrap();
+        let runs = own.runs().unwrap();
+        std::os::unix::fs::chown(&runs, Some(65534), None).unwrap();
+        assert!(matches!(own.runs(), Err(StateError::ForeignOwner { .. })));
     }
 
     #[test]

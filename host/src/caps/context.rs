@@ -3,19 +3,29 @@
 //! [`CapCtx`] is what a plugin store (or a workflow run) carries: who is calling,
 //! with which grants, bound to which VMs, inside which run, and the shared
 //! services (lock store, checkpoint store, cluster clients). [`CapCtx::guard`]
-//! is the one path a call takes: permission check, then the work, then one
-//! journal record of the outcome (denials included). Nothing is performed for
-//! a denied call.
+//! is the one path a call takes: the plugin call's budget, the permission
+//! check, then the work, then one journal record of the outcome (denials
+//! included). Nothing is performed for a denied call.
+//!
+//! Budget (plugin calls only, see [`crate::plugin::limits`]): once the call's
+//! wall-clock limit, host-call count or journal bytes are exhausted, every
+//! further host call fails at once with a `failed` error naming the limit and
+//! its `[plugins.NAME]` key, without doing anything or writing to the journal
+//! (the first refusal is journaled), and the epoch callback ends the plugin
+//! call with a trap carrying the same message. Timeout arguments pass through
+//! [`CapCtx::clamp_timeout`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::checkpoint::CheckpointStore;
 use super::grants::Grants;
 use super::lock::{Holder, LockStore};
 use super::policy::{self, Call, RunScope};
 use crate::journal::{CallOutcome, JournalWriter};
+use crate::plugin::limits::TimeoutArg;
+use crate::plugin::store::Exhausted;
 
 /// The kinds of the WIT `error` variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,7 +178,8 @@ pub struct CapCtx {
     /// Shared services.
     pub services: Arc<Services>,
     /// For plugin calls: the guest's deadline clock, touched when a host call
-    /// returns so time spent in the host does not count against the plugin.
+    /// returns so time spent in the host does not count against the plugin,
+    /// and the call's budget (wall clock, host calls, journal bytes).
     pub clock: Option<Arc<crate::plugin::store::GuestClock>>,
 }
 
@@ -182,6 +193,9 @@ impl CapCtx {
     ) -> Result<T, CapError> {
         let started = Instant::now();
         let cap = call.capability();
+        if let Err(e) = self.charge_host_call() {
+            return Err(self.refuse_over_budget(e, cap.name(), function));
+        }
         let result = match policy::check(&self.grants, &self.origin, &self.scope, &call) {
             Err(denied) => {
                 tracing::warn!(caller = %self.caller, capability = %cap, function, scope = %denied.scope, "capability call denied");
@@ -202,20 +216,74 @@ impl CapCtx {
         if let Some(clock) = &self.clock {
             clock.touch();
         }
-        if let Some(journal) = &self.run.journal
-            && let Err(e) = journal.capability_call(
-                self.vm.as_deref(),
-                &self.caller,
-                cap.name(),
-                function,
-                outcome,
-                started.elapsed(),
-            )
-        {
-            // The call already happened; failing it now would hide its effect.
-            tracing::error!(error = %e, "could not journal a capability call");
-        }
+        // The call already happened, so its line is written even if it takes
+        // the journal budget over; the next call is then refused.
+        self.journal_call(cap.name(), function, outcome, started.elapsed());
         result
+    }
+
+    /// Journal one capability call, charging the plugin call's journal budget.
+    fn journal_call(&self, capability: &str, function: &str, outcome: CallOutcome, took: Duration) {
+        let Some(journal) = &self.run.journal else { return };
+        match journal.capability_call(self.vm.as_deref(), &self.caller, capability, function, outcome, took) {
+            Ok(bytes) => self.charge_journal(bytes),
+            // The call already happened; failing it now would hide its effect.
+            Err(e) => tracing::error!(error = %e, "could not journal a capability call"),
+        }
+    }
+
+    /// Count a host call against the plugin call's budget (no budget outside
+    /// plugin calls): the deadline, the host-call count, the journal bytes.
+    pub fn charge_host_call(&self) -> Result<(), Exhausted> {
+        match &self.clock {
+            None => Ok(()),
+            Some(clock) => {
+                clock.charge_host_call()?;
+                clock.journal_room()
+            }
+        }
+    }
+
+    /// Count `bytes` of journal against the plugin call's budget.
+    pub fn charge_journal(&self, bytes: usize) {
+        if let Some(clock) = &self.clock {
+            clock.charge_journal(bytes);
+        }
+    }
+
+    /// The error for a call refused over budget; the first refusal of a plugin
+    /// call is journaled (later ones are not, or a loop would fill the journal).
+    pub fn refuse_over_budget(&self, e: Exhausted, capability: &str, function: &str) -> CapError {
+        if e.first {
+            tracing::warn!(caller = %self.caller, capability, function, reason = %e.message, "plugin call over budget");
+            let outcome =
+                CallOutcome::Failed { kind: ErrorKind::Failed.as_str().to_string(), message: e.message.clone() };
+            if let Some(journal) = &self.run.journal
+                && let Err(err) = journal.capability_call(
+                    self.vm.as_deref(),
+                    &self.caller,
+                    capability,
+                    function,
+                    outcome,
+                    Duration::ZERO,
+                )
+            {
+                tracing::error!(error = %err, "could not journal a capability call");
+            }
+        }
+        CapError::failed(e.message)
+    }
+
+    /// The timeout to use for a timeout argument `requested_ms` of `what`: at
+    /// most [`TimeoutArg::max`], and, in a plugin call, at most the time left
+    /// on the call's wall-clock limit (so a host call cannot outlive the call).
+    /// Workflow calls keep what they ask for: the operator wrote it.
+    pub fn clamp_timeout(&self, requested_ms: u64, what: TimeoutArg) -> Duration {
+        let clamped = what.clamp(requested_ms, self.clock.as_ref().map(|c| c.left()));
+        if clamped < Duration::from_millis(requested_ms) {
+            tracing::debug!(caller = %self.caller, function = what.name(), requested_ms, clamped_ms = clamped.as_millis() as u64, "timeout argument clamped");
+        }
+        clamped
     }
 
     /// Run a future to completion from the blocking thread a host call runs on.

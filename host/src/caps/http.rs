@@ -2,9 +2,21 @@
 //!
 //! The operator maps an alias to a base URL and a credential in `[endpoints]`;
 //! the host resolves the credential when first needed and attaches it, so the
-//! plugin never sees it. A plugin may not set `authorization` itself, may not
-//! leave the endpoint's base URL (no absolute URLs, no `..`), and receives any
-//! HTTP status as a response — only transport failures are errors.
+//! plugin never sees it. Any HTTP status is a response; only transport
+//! failures are errors. Confinement:
+//! - The path is percent-decoded segment by segment before it is checked: no
+//!   `.`/`..` segment (`/%2e%2e/` included), no encoded `/` or `\`, no control
+//!   characters, no `?`/`#` (query parameters go in `query`). The final URL's
+//!   path must still lie below the endpoint's base path.
+//! - Headers that carry credentials or steer the connection are refused:
+//!   `authorization`, `x-api-key`, `cookie`, `host`, the hop-by-hop headers
+//!   and `content-length`/`transfer-encoding` ([`FORBIDDEN_HEADERS`]).
+//! - Redirects are followed only within the endpoint (same scheme, host and
+//!   port, below the base path; at most 5). Any other redirect is handed to
+//!   the plugin as the 3xx response it is, so the credential never reaches
+//!   another origin and no other origin's response comes back.
+//! - Each request is bounded by a timeout of at most 60 s, clamped to the time
+//!   left on the plugin call ([`CapCtx::clamp_timeout`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -15,10 +27,33 @@ use super::policy::Call;
 use crate::config::{EndpointAuth, EndpointConfig};
 use crate::plugin::bindings::cradle::host::http::{Host, Method, Request, Response};
 use crate::plugin::bindings::cradle::host::types::{Entry, Error as WitError};
+use crate::plugin::limits::TimeoutArg;
 use crate::secrets::Secret;
 
 /// Largest response body handed to a plugin.
 const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// Redirects followed within an endpoint, at most.
+const MAX_REDIRECTS: usize = 5;
+
+/// Request headers a plugin may not set: credentials (the host attaches them),
+/// the target host, hop-by-hop headers (RFC 9110 §7.6.1) and framing.
+pub const FORBIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "cookie",
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+];
 
 /// The configured endpoints and one shared HTTP client.
 #[derive(Debug, Clone, Default)]
@@ -43,31 +78,37 @@ impl Endpoints {
         Endpoints { map: Arc::new(map) }
     }
 
-    async fn send(&self, req: Request) -> Result<Response, CapError> {
+    async fn send(&self, req: Request, timeout: Duration) -> Result<Response, CapError> {
         let ep = self
             .map
             .get(&req.endpoint)
             .ok_or_else(|| CapError::invalid(format!("endpoint `{}` is not defined in [endpoints]", req.endpoint)))?;
-        if !req.path.starts_with('/') || req.path.contains("..") || req.path.contains("://") {
+        check_path(&req.path)?;
+        if let Some(h) = req.headers.iter().find(|h| FORBIDDEN_HEADERS.iter().any(|f| h.key.eq_ignore_ascii_case(f))) {
             return Err(CapError::invalid(format!(
-                "path `{}` must start with `/` and stay below the endpoint",
-                req.path
+                "header `{}` may not be set by a plugin (credentials are attached by the host; hop-by-hop, host and framing headers are the host's)",
+                h.key
             )));
         }
-        if req
-            .headers
-            .iter()
-            .any(|h| h.key.eq_ignore_ascii_case("authorization") || h.key.eq_ignore_ascii_case("x-api-key"))
-        {
-            return Err(CapError::invalid("credentials are attached by the host; do not set authorization headers"));
-        }
-        let client = ep.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap_or_else(|_| reqwest::Client::new())
-        });
+        let base = reqwest::Url::parse(&ep.config.url).map_err(|e| {
+            CapError::failed(format!("endpoint `{}`: base URL `{}` is not a URL: {e}", req.endpoint, ep.config.url))
+        })?;
+        let client = match ep.client.get() {
+            Some(c) => c,
+            None => {
+                let built =
+                    reqwest::Client::builder().redirect(same_endpoint_redirects(base.clone())).build().map_err(
+                        |e| CapError::failed(format!("endpoint `{}`: cannot build an HTTP client: {e}", req.endpoint)),
+                    )?;
+                ep.client.get_or_init(|| built)
+            }
+        };
         let url = format!("{}{}", ep.config.url.trim_end_matches('/'), req.path);
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|e| CapError::invalid(format!("path `{}` does not make a valid URL: {e}", req.path)))?;
+        if !below(&base, &parsed) {
+            return Err(CapError::invalid(format!("path `{}` must stay below the endpoint's base URL", req.path)));
+        }
         let method = match req.method {
             Method::Get => reqwest::Method::GET,
             Method::Post => reqwest::Method::POST,
@@ -75,8 +116,10 @@ impl Endpoints {
             Method::Patch => reqwest::Method::PATCH,
             Method::Delete => reqwest::Method::DELETE,
         };
-        let mut builder =
-            client.request(method, &url).query(&req.query.iter().map(|e| (&e.key, &e.value)).collect::<Vec<_>>());
+        let mut builder = client
+            .request(method, parsed)
+            .timeout(timeout)
+            .query(&req.query.iter().map(|e| (&e.key, &e.value)).collect::<Vec<_>>());
         for h in &req.headers {
             builder = builder.header(&h.key, &h.value);
         }
@@ -110,6 +153,51 @@ impl Endpoints {
     }
 }
 
+/// Check a request path before it is appended to the base URL: it starts
+/// with `/`, and no segment, once percent-decoded, is `.` or `..` or holds a
+/// `/`, `\\`, control character or invalid UTF-8; no `?` or `#`.
+fn check_path(path: &str) -> Result<(), CapError> {
+    let bad = |why: &str| CapError::invalid(format!("path `{path}` {why}; it must stay below the endpoint"));
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(bad("does not start with `/`"));
+    };
+    if path.contains(['?', '#']) {
+        return Err(bad("contains `?` or `#` (pass query parameters in `query`)"));
+    }
+    for segment in rest.split('/') {
+        let decoded = urlencoding::decode(segment).map_err(|_| bad("is not valid UTF-8 once percent-decoded"))?;
+        if decoded == "." || decoded == ".." {
+            return Err(bad("has a `.` or `..` segment (encoded or not)"));
+        }
+        if decoded.contains(['/', '\\']) || decoded.chars().any(char::is_control) {
+            return Err(bad("has an encoded `/`, a `\\` or a control character"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `url` lies within the endpoint `base`: same scheme, host and port,
+/// and a path at or below the base path.
+fn below(base: &reqwest::Url, url: &reqwest::Url) -> bool {
+    let base_path = base.path().trim_end_matches('/');
+    url.scheme() == base.scheme()
+        && url.host_str() == base.host_str()
+        && url.port_or_known_default() == base.port_or_known_default()
+        && (url.path() == base_path || url.path().starts_with(&format!("{base_path}/")))
+}
+
+/// Follow a redirect only within the endpoint; stop at any other (the plugin
+/// gets the 3xx response), so credentials never travel to another origin.
+fn same_endpoint_redirects(base: reqwest::Url) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS || !below(&base, attempt.url()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 fn transport_error(endpoint: &str, e: &reqwest::Error) -> CapError {
     // reqwest errors name the URL, never the headers, so the credential stays out.
     let kind = if e.is_timeout() || e.is_connect() { ErrorKind::Transient } else { ErrorKind::Failed };
@@ -120,6 +208,64 @@ impl Host for CapCtx {
     fn send(&mut self, req: Request) -> Result<Response, WitError> {
         let endpoint = req.endpoint.clone();
         let http = self.services.http.clone();
-        self.guard("send", Call::Http { endpoint: &endpoint }, || self.block_on(http.send(req))).map_err(Into::into)
+        let limit = TimeoutArg::Http.max().as_millis() as u64;
+        self.guard("send", Call::Http { endpoint: &endpoint }, || {
+            let timeout = self.clamp_timeout(limit, TimeoutArg::Http);
+            self.block_on(http.send(req, timeout))
+        })
+        .map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ordinary_path_passes() {
+        for p in ["/", "/api/dcim/devices/", "/a%20b/c", "/v1/items/42"] {
+            assert!(check_path(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn encoded_dot_segments_are_refused() {
+        for p in ["/%2e%2e/%2e%2e/admin", "/%2E%2e/x", "/a/%2e/b", "/../x", "/a/.."] {
+            assert!(check_path(p).unwrap_err().message.contains("`.` or `..`"), "{p}");
+        }
+    }
+
+    #[test]
+    fn encoded_slashes_backslashes_and_controls_are_refused() {
+        for p in ["/a%2f..%2fadmin", "/a%5c..", "/a%0d%0aHost:%20x", "/a\\b"] {
+            assert!(check_path(p).is_err(), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_query_or_fragment_in_the_path_is_refused() {
+        assert!(check_path("/x?y=/../admin").unwrap_err().message.contains("`?` or `#`"));
+        assert!(check_path("/x#frag").is_err());
+        assert!(check_path("relative").is_err());
+    }
+
+    #[test]
+    fn only_urls_below_the_base_are_within_the_endpoint() {
+        let base = reqwest::Url::parse("http://127.0.0.1:8080/base").expect("url");
+        let within = |u: &str| below(&base, &reqwest::Url::parse(u).expect("url"));
+        assert!(within("http://127.0.0.1:8080/base/x"));
+        assert!(within("http://127.0.0.1:8080/base"));
+        assert!(!within("http://127.0.0.1:8080/basement"));
+        assert!(!within("http://127.0.0.1:8080/admin"));
+        assert!(!within("http://127.0.0.1:8081/base/x"), "another port is another origin");
+        assert!(!within("https://127.0.0.1:8080/base/x"));
+        assert!(!within("http://localhost:8080/base/x"));
+    }
+
+    #[test]
+    fn host_hop_by_hop_and_credential_headers_are_forbidden() {
+        for h in ["host", "authorization", "x-api-key", "cookie", "connection", "transfer-encoding", "te", "upgrade"] {
+            assert!(FORBIDDEN_HEADERS.contains(&h), "{h}");
+        }
     }
 }

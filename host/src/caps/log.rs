@@ -11,7 +11,13 @@ const MAX_MESSAGE: usize = 8 * 1024;
 
 impl CapCtx {
     /// Record an event from the caller.
+    /// In a plugin call it counts against the call's budget: over budget the
+    /// event is dropped (a log call cannot fail) and the call is ended.
     pub fn log_event(&self, level: LogLevel, message: &str, fields: Vec<(String, String)>) {
+        if let Err(e) = self.charge_host_call() {
+            let _ = self.refuse_over_budget(e, "log", "event");
+            return;
+        }
         let message = truncate(message);
         let fields: Vec<(String, String)> =
             fields.into_iter().take(32).map(|(k, v)| (truncate(&k), truncate(&v))).collect();
@@ -26,10 +32,11 @@ impl CapCtx {
         if let Some(clock) = &self.clock {
             clock.touch();
         }
-        if let Some(journal) = &self.run.journal
-            && let Err(e) = journal.log(self.vm.as_deref(), level, &message, fields)
-        {
-            tracing::error!(error = %e, "could not journal a log event");
+        if let Some(journal) = &self.run.journal {
+            match journal.log(self.vm.as_deref(), level, &message, fields) {
+                Ok(bytes) => self.charge_journal(bytes),
+                Err(e) => tracing::error!(error = %e, "could not journal a log event"),
+            }
         }
     }
 }

@@ -103,7 +103,9 @@ pub fn main() -> ExitCode {
             if json {
                 println!("{}", serde_json::json!({ "ok": false, "error": message }));
             }
-            eprintln!("error: {message}");
+            // The JSON above is exact; the terminal gets control characters
+            // escaped (plugin or remote text may be part of the message).
+            eprintln!("error: {}", crate::text::printable_paragraph(&message));
             ExitCode::FAILURE
         }
     }

@@ -110,7 +110,13 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
                 "imports": inspected.imports,
                 "exports": inspected.exports.iter().map(|e| e.describe()).collect::<Vec<_>>(),
                 "capabilities": caps,
-                "limits": { "memory_limit_mib": limits.memory_bytes / (1024 * 1024), "timeout_ms": limits.timeout.as_millis() as u64 },
+                "limits": {
+                    "memory_limit_mib": limits.memory_bytes / (1024 * 1024),
+                    "timeout_ms": limits.timeout.as_millis() as u64,
+                    "call_timeout_ms": limits.call_timeout.as_millis() as u64,
+                    "max_host_calls": limits.max_host_calls,
+                    "max_journal_bytes": limits.max_journal_bytes,
+                },
                 "admitted": verdict.is_ok(),
                 "refusal": verdict.as_ref().err().map(|e| e.to_string()),
             });
@@ -131,7 +137,8 @@ fn source_label(row: &serde_json::Value) -> String {
 }
 
 fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
-    let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    // Manifest strings come from the plugin file: escape them for the terminal.
+    let s = |v: &serde_json::Value| crate::text::printable(v.as_str().unwrap_or("")).into_owned();
     outln!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]))?;
     outln!("            {}", s(&doc["manifest"]["description"]))?;
     outln!("file        {} ({}, grants from {})", s(&doc["path"]), s(&doc["source"]), s(&doc["grants_from"]))?;
@@ -141,6 +148,12 @@ fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
         "limits      {} MiB memory, {} ms without a host call",
         doc["limits"]["memory_limit_mib"],
         doc["limits"]["timeout_ms"]
+    )?;
+    outln!(
+        "budget      {} ms per call, {} host calls, {} journal bytes",
+        doc["limits"]["call_timeout_ms"],
+        doc["limits"]["max_host_calls"],
+        doc["limits"]["max_journal_bytes"]
     )?;
     outln!("imports")?;
     for i in doc["imports"].as_array().into_iter().flatten() {

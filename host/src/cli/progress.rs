@@ -85,10 +85,11 @@ impl Live {
             .map(|r| {
                 let total = now.saturating_duration_since(r.started).as_secs_f64();
                 let step = now.saturating_duration_since(r.since).as_secs_f64();
+                let (vm, step_name) = (crate::text::printable(&r.vm), crate::text::printable(&r.step));
                 if r.failed {
-                    format!("{:<20} {:<28} {:>7.1}s", r.vm, r.step, total)
+                    format!("{:<20} {:<28} {:>7.1}s", vm, step_name, total)
                 } else {
-                    format!("{:<20} {:<28} {:>7.1}s  (step {:.1}s)", r.vm, r.step, total, step)
+                    format!("{:<20} {:<28} {:>7.1}s  (step {:.1}s)", vm, step_name, total, step)
                 }
             })
             .collect()

@@ -16,6 +16,7 @@ use super::progress::Live;
 use super::{Cli, Output, outln, print_json};
 use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
 use crate::provision::{Action, HostResult, run_all};
+use crate::text::printable;
 
 #[derive(Debug, Args)]
 pub struct ProvisionArgs {
@@ -106,13 +107,15 @@ pub fn print_results(cli: &Cli, results: &[HostResult], check: bool) -> anyhow::
                 let result = if r.ok() { r.result.as_str() } else { "failed" };
                 let detail = r.error.as_deref().or(r.detail.as_deref()).unwrap_or("");
                 let vmid = r.vmid.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+                // The detail is plugin, guest or cluster text: escape it.
                 outln!(
-                    "{:<20} {:>6} {:<8} {:<10} {:>8.1}s  {detail}",
-                    r.name,
+                    "{:<20} {:>6} {:<8} {:<10} {:>8.1}s  {}",
+                    printable(&r.name),
                     vmid,
-                    r.node,
+                    printable(&r.node),
                     result,
-                    r.duration.as_secs_f64()
+                    r.duration.as_secs_f64(),
+                    printable(detail)
                 )?;
             }
         }

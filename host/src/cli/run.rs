@@ -60,7 +60,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> anyhow::Result<ExitCode> {
             event = rx.recv() => match event {
                 None => return Ok(code),
                 Some(ReloadEvent::Failed { changed, error }) => {
-                    eprintln!("reload failed after changes to {}: {error}", display_paths(&changed));
+                    eprintln!("reload failed after changes to {}: {}", display_paths(&changed), crate::text::printable_paragraph(&error.to_string()));
                     eprintln!("keeping the last good version");
                 }
                 Some(ReloadEvent::Swapped { changed, workflows_hash }) => {
@@ -101,7 +101,8 @@ async fn run_once(cli: &Cli, project: &Arc<Project>, live: &Arc<Live>, args: &Ru
             match &report.result {
                 Ok(v) if !v.is_unit() => outln!("{}", serde_json::to_string_pretty(&dynamic_to_json(v))?)?,
                 Ok(_) => {}
-                Err(e) => eprintln!("error: {e}"),
+                // Plugin and guest text end up in workflow errors: escape it.
+                Err(e) => eprintln!("error: {}", crate::text::printable(&e.to_string())),
             }
             eprintln!(
                 "run {} ({}); `cradle runs show {}` for details",

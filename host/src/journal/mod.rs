@@ -173,6 +173,12 @@ impl JournalWriter {
 
     /// Redacts every string in `event` and appends it as one line.
     pub fn record(&self, event: Event) -> Result<(), JournalError> {
+        self.record_sized(event).map(drop)
+    }
+
+    /// [`JournalWriter::record`], returning the bytes written (the line with its
+    /// newline), which a plugin call's journal budget is charged with.
+    pub fn record_sized(&self, event: Event) -> Result<usize, JournalError> {
         let mut event = event;
         event.redact_strings();
         let mut line = serde_json::to_string(&event)?;
@@ -180,7 +186,8 @@ impl JournalWriter {
         // A poisoned lock means a thread panicked while holding it; the file handle
         // is still fine, and losing the journal would be worse.
         let mut file = self.inner.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all(line.as_bytes()).map_err(|source| self.write_error(source))
+        file.write_all(line.as_bytes()).map_err(|source| self.write_error(source))?;
+        Ok(line.len())
     }
 
     /// Records the start of `step`.
@@ -205,7 +212,7 @@ impl JournalWriter {
         })
     }
 
-    /// Records a capability call (allowed, denied or failed).
+    /// Records a capability call (allowed, denied or failed); the bytes written.
     pub fn capability_call(
         &self,
         vm: Option<&str>,
@@ -214,8 +221,8 @@ impl JournalWriter {
         function: &str,
         outcome: CallOutcome,
         duration: Duration,
-    ) -> Result<(), JournalError> {
-        self.record(Event::CapabilityCall {
+    ) -> Result<usize, JournalError> {
+        self.record_sized(Event::CapabilityCall {
             vm: vm.map(str::to_string),
             caller: caller.to_string(),
             capability: capability.to_string(),
@@ -226,15 +233,15 @@ impl JournalWriter {
         })
     }
 
-    /// Records a structured log event.
+    /// Records a structured log event; the bytes written.
     pub fn log(
         &self,
         vm: Option<&str>,
         level: LogLevel,
         message: &str,
         fields: Vec<(String, String)>,
-    ) -> Result<(), JournalError> {
-        self.record(Event::Log {
+    ) -> Result<usize, JournalError> {
+        self.record_sized(Event::Log {
             vm: vm.map(str::to_string),
             level,
             message: message.to_string(),

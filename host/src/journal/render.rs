@@ -4,8 +4,13 @@
 //! Text is plain ASCII layout (no colour codes) so it reads the same in a pipe or a
 //! file; denials and failures are marked `DENIED` / `FAIL` in capitals so they
 //! stand out. The journal was redacted on write, so nothing here redacts again.
+//! Every string from the journal passes through [`printable`] in the text
+//! renderings: plugin, guest and remote text may hold terminal control
+//! sequences. The JSON renderings are exact (serde escapes control characters).
 
 use std::fmt::Write as _;
+
+use crate::text::printable;
 
 use super::{CallOutcome, Event, JournalError, RunRecord, RunSummary, Timestamp};
 
@@ -29,16 +34,16 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
         let _ = writeln!(
             out,
             "{:<22} {:<19} {:<11} {:>5} {:>6} {:>6}  {}",
-            r.id,
+            printable(&r.id),
             started,
             status,
             r.steps,
             r.failed_steps,
             r.denials,
-            r.workflow.as_deref().unwrap_or("-")
+            printable(r.workflow.as_deref().unwrap_or("-"))
         );
         if let Some(problem) = &r.problem {
-            let _ = writeln!(out, "  ! {problem}");
+            let _ = writeln!(out, "  ! {}", printable(problem));
         }
     }
     if runs.iter().any(|r| r.torn) {
@@ -51,15 +56,21 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
 pub fn render_run_text(run: &RunRecord) -> String {
     let s = &run.summary;
     let mut out = String::new();
-    let _ = writeln!(out, "run       {}", s.id);
+    let _ = writeln!(out, "run       {}", printable(&s.id));
     let start = s.started;
     for event in &run.events {
         if let Event::RunStarted { workflow, workflow_hash, plugins, host, pid, argv, .. } = event {
-            let _ = writeln!(out, "workflow  {workflow} (sha256 {})", abbrev(workflow_hash));
-            let _ = writeln!(out, "host      {host}, pid {pid}");
-            let _ = writeln!(out, "command   {}", argv.join(" "));
+            let _ = writeln!(out, "workflow  {} (sha256 {})", printable(workflow), printable(abbrev(workflow_hash)));
+            let _ = writeln!(out, "host      {}, pid {pid}", printable(host));
+            let _ = writeln!(out, "command   {}", printable(&argv.join(" ")));
             for p in plugins {
-                let _ = writeln!(out, "plugin    {} {} (sha256 {})", p.name, p.version, abbrev(&p.hash));
+                let _ = writeln!(
+                    out,
+                    "plugin    {} {} (sha256 {})",
+                    printable(&p.name),
+                    printable(&p.version),
+                    printable(abbrev(&p.hash))
+                );
             }
         }
     }
@@ -82,7 +93,7 @@ pub fn render_run_text(run: &RunRecord) -> String {
     });
     match run_error {
         Some(Some(e)) => {
-            let _ = writeln!(out, "status    {}: {e}", s.status_word());
+            let _ = writeln!(out, "status    {}: {}", s.status_word(), printable(&e));
         }
         Some(None) => {
             let _ = writeln!(out, "status    {}", s.status_word());
@@ -161,7 +172,9 @@ fn timeline_line(event: &Event, start: Option<Timestamp>) -> Option<String> {
         Some(s) => format!("+{:.3}s", at.millis_since(s) as f64 / 1000.0),
         None => short_time(*at),
     };
-    Some(format!("{:<10} {:<16} {}", offset, vm.as_deref().unwrap_or("-"), text))
+    // `text` is built from journal strings only (plus fixed layout), so the
+    // whole line is escaped at once.
+    Some(format!("{:<10} {:<16} {}", offset, printable(vm.as_deref().unwrap_or("-")), printable(&text)))
 }
 
 /// The run list as pretty JSON (an array of summaries).

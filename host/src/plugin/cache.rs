@@ -3,10 +3,17 @@
 //! Compiling a component with Cranelift takes far longer than loading the
 //! result, so compiled code is kept under `<state>/cache/components/`, keyed by
 //! the SHA-256 of the component bytes and a hash of the engine's compatibility
-//! settings (wasmtime version, target, compiler flags). Each entry carries its
-//! own SHA-256 so that a truncated, corrupted or foreign file is detected and
-//! rebuilt — never handed to wasmtime's unchecked deserializer. Entries are
-//! written atomically with mode 0600 in a 0700 directory.
+//! settings (wasmtime version, target, compiler flags).
+//!
+//! Entry format: `MAGIC`, the SHA-256 of the component's source `.wasm` bytes,
+//! a SHA-256 over (that hash ‖ payload), then the serialized payload. On load
+//! the digest must match (a truncated, corrupted or foreign file is rebuilt —
+//! never handed to wasmtime's unchecked deserializer) and the embedded
+//! component hash must equal the hash of the bytes being loaded: a valid entry
+//! of another (e.g. older) build copied over this key's file would otherwise run
+//! that other code while the journal records the new hash. A mismatch deletes
+//! the entry and recompiles. Entries are written atomically with mode 0600 in a
+//! 0700 directory.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -15,7 +22,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 16] = b"cradle-cwasm-v1\n";
+const MAGIC: &[u8; 16] = b"cradle-cwasm-v2\n";
 
 /// What happened when a component was loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +66,10 @@ impl ComponentCache {
     /// Load the compiled form of `wasm` from the cache, or compile and store it.
     pub fn load_or_compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
         let path = self.entry_path(engine, wasm);
+        let component_hash: [u8; 32] = Sha256::digest(wasm).into();
         let mut stale = None;
         match std::fs::read(&path) {
-            Ok(bytes) => match verify(&bytes) {
+            Ok(bytes) => match verify(&bytes, &component_hash) {
                 Ok(payload) => match deserialize(engine, payload) {
                     Ok(component) => return Ok((component, CacheOutcome::Hit)),
                     Err(e) => stale = Some(format!("wasmtime refused the entry: {e}")),
@@ -76,7 +84,7 @@ impl ComponentCache {
             let _ = std::fs::remove_file(&path);
         }
         let component = Component::new(engine, wasm)?;
-        let outcome = match self.store(&path, &component) {
+        let outcome = match self.store(&path, &component_hash, &component) {
             Ok(()) => match stale {
                 Some(reason) => CacheOutcome::Rebuilt(reason),
                 None => CacheOutcome::Miss,
@@ -89,26 +97,46 @@ impl ComponentCache {
         Ok((component, outcome))
     }
 
-    fn store(&self, path: &Path, component: &Component) -> Result<(), String> {
+    fn store(&self, path: &Path, component_hash: &[u8; 32], component: &Component) -> Result<(), String> {
         let payload = component.serialize().map_err(|e| e.to_string())?;
-        let mut out = Vec::with_capacity(MAGIC.len() + 32 + payload.len());
+        let mut out = Vec::with_capacity(MAGIC.len() + 64 + payload.len());
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&Sha256::digest(&payload));
+        out.extend_from_slice(component_hash);
+        out.extend_from_slice(&digest(component_hash, &payload));
         out.extend_from_slice(&payload);
         crate::state::create_private_dir(&self.dir).map_err(|e| e.to_string())?;
         crate::state::write_private_file_atomic(path, &out).map_err(|e| e.to_string())
     }
 }
 
-/// Check the header and digest; return the payload.
-fn verify(bytes: &[u8]) -> Result<&[u8], String> {
-    let header = MAGIC.len() + 32;
+/// The digest stored in an entry: over the component hash and the payload, so
+/// neither can be swapped alone.
+fn digest(component_hash: &[u8; 32], payload: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(component_hash);
+    h.update(payload);
+    h.finalize().into()
+}
+
+/// Check the header, the digest and that the entry was compiled from the
+/// component whose SHA-256 is `expected`; return the payload.
+fn verify<'a>(bytes: &'a [u8], expected: &[u8; 32]) -> Result<&'a [u8], String> {
+    let header = MAGIC.len() + 64;
     if bytes.len() < header || &bytes[..MAGIC.len()] != MAGIC {
         return Err("not a cradle cache entry (bad header)".into());
     }
-    let (digest, payload) = bytes[MAGIC.len()..].split_at(32);
-    if Sha256::digest(payload).as_slice() != digest {
+    let (bound, rest) = bytes[MAGIC.len()..].split_at(32);
+    let (stored, payload) = rest.split_at(32);
+    let bound: [u8; 32] = bound.try_into().map_err(|_| "bad header".to_string())?;
+    if digest(&bound, payload).as_slice() != stored {
         return Err("checksum mismatch (truncated or corrupted)".into());
+    }
+    if &bound != expected {
+        return Err(format!(
+            "the entry was compiled from another component (sha256 {}, expected {})",
+            hex::encode(bound),
+            hex::encode(expected)
+        ));
     }
     Ok(payload)
 }
@@ -173,6 +201,29 @@ mod tests {
         assert!(
             matches!(cache.load_or_compile(&e, &wasm).expect("load").1, CacheOutcome::Rebuilt(r) if r.contains("bad header"))
         );
+    }
+
+    #[test]
+    fn an_older_valid_entry_copied_over_the_new_key_is_rebuilt_not_run() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cache = ComponentCache::new(dir.path().join("c"));
+        let e = engine();
+        let old = wat::parse_str(WAT).expect("wat");
+        let new = wat::parse_str(r#"(component (core module (func (export "g"))))"#).expect("wat");
+        cache.load_or_compile(&e, &old).expect("old");
+        cache.load_or_compile(&e, &new).expect("new");
+        std::fs::copy(cache.entry_path(&e, &old), cache.entry_path(&e, &new)).expect("swap");
+        match cache.load_or_compile(&e, &new).expect("load").1 {
+            CacheOutcome::Rebuilt(reason) => {
+                assert!(reason.contains("another component"), "{reason}");
+                assert!(reason.contains(&hex::encode(Sha256::digest(&new))), "{reason}");
+            }
+            other => panic!("the old build's entry was used for the new build: {other:?}"),
+        }
+        // The rebuilt entry is the new build's own.
+        let bytes = std::fs::read(cache.entry_path(&e, &new)).expect("entry");
+        assert_eq!(&bytes[MAGIC.len()..MAGIC.len() + 32], Sha256::digest(&new).as_slice());
+        assert_eq!(cache.load_or_compile(&e, &new).expect("again").1, CacheOutcome::Hit);
     }
 
     #[test]

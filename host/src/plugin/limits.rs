@@ -1,10 +1,17 @@
-//! Per-instance resource limits of a plugin: linear memory and the epoch deadline.
+//! Per-call resource limits of a plugin: linear memory, the epoch deadline, and
+//! the call's budget.
 //!
-//! The deadline bounds the longest stretch of guest code between two returns to
-//! the host: time spent inside host calls (a task wait, an SSH command) does not
-//! count, since those have their own timeouts. A plugin that exceeds either limit
-//! traps; the trap fails that one call with a message naming the limit and the
-//! `cradle.toml` key that raises it, and the host keeps serving other runs.
+//! - The epoch deadline (`timeout_ms`) bounds the longest stretch of guest code
+//!   between two returns to the host: time inside host calls does not count.
+//! - The call budget bounds the whole call, host time included:
+//!   `call_timeout_ms` of wall-clock time, `max_host_calls` host calls and
+//!   `max_journal_bytes` of journal lines. Every timeout argument a plugin
+//!   passes is clamped to its documented maximum ([`TimeoutArg::max`]) and to
+//!   the time left on the call ([`crate::caps::context::CapCtx::clamp_timeout`]).
+//!
+//! A plugin that exceeds a limit traps; the trap fails that one call with a
+//! message naming the limit and the `cradle.toml` key that raises it, the run
+//! fails and releases its locks, and the host keeps serving other runs.
 
 use std::time::Duration;
 
@@ -14,6 +21,16 @@ use serde::Deserialize;
 pub const DEFAULT_MEMORY_MIB: u64 = 64;
 /// Default longest run of guest code without a host call.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Default wall-clock limit of one plugin call, host calls included. It must
+/// exceed the longest legitimate backend call: the direct backend's `create`
+/// waits up to 15 min for a clone task, then for its follow-up tasks.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// Default number of host calls one plugin call may make (a VM's creation by
+/// the direct backend makes a few dozen).
+pub const DEFAULT_MAX_HOST_CALLS: u64 = 10_000;
+/// Default journal bytes one plugin call may cause (its capability-call and
+/// log lines).
+pub const DEFAULT_MAX_JOURNAL_BYTES: u64 = 8 * 1024 * 1024;
 /// How often the engine's epoch advances.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -26,6 +43,15 @@ pub struct LimitsConfig {
     /// Longest run of guest code without returning to the host, in ms (default 10000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Wall-clock limit of one call, host calls included, in ms (default 30 min).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// Host calls one call may make (default 10000).
+    #[serde(default)]
+    pub max_host_calls: Option<u64>,
+    /// Journal bytes one call may cause (default 8 MiB).
+    #[serde(default)]
+    pub max_journal_bytes: Option<u64>,
 }
 
 impl LimitsConfig {
@@ -41,6 +67,17 @@ impl LimitsConfig {
         {
             return Err(format!("timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
         }
+        if let Some(t) = self.call_timeout_ms
+            && t < EPOCH_TICK.as_millis() as u64
+        {
+            return Err(format!("call_timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
+        }
+        if self.max_host_calls == Some(0) {
+            return Err("max_host_calls = 0 must be at least 1".into());
+        }
+        if self.max_journal_bytes == Some(0) {
+            return Err("max_journal_bytes = 0 must be at least 1".into());
+        }
         Ok(())
     }
 
@@ -49,6 +86,9 @@ impl LimitsConfig {
         Limits {
             memory_bytes: self.memory_limit_mib.unwrap_or(DEFAULT_MEMORY_MIB) * 1024 * 1024,
             timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+            call_timeout: Duration::from_millis(self.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS)),
+            max_host_calls: self.max_host_calls.unwrap_or(DEFAULT_MAX_HOST_CALLS),
+            max_journal_bytes: self.max_journal_bytes.unwrap_or(DEFAULT_MAX_JOURNAL_BYTES),
         }
     }
 }
@@ -60,6 +100,58 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Longest run of guest code without a host call.
     pub timeout: Duration,
+    /// Wall-clock limit of one call, host calls included.
+    pub call_timeout: Duration,
+    /// Host calls one call may make.
+    pub max_host_calls: u64,
+    /// Journal bytes one call may cause.
+    pub max_journal_bytes: u64,
+}
+
+/// A timeout argument a plugin passes to a host call. Each is clamped to
+/// [`TimeoutArg::max`] (documented in docs/PLUGINS.md) and to the time left on
+/// the plugin call, so no host call outlives the call's wall-clock limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutArg {
+    /// `proxmox.wait-task` `timeout-ms`.
+    WaitTask,
+    /// `ssh.exec` `timeout-ms`.
+    SshExec,
+    /// `ssh.wait-for` `timeout-ms`.
+    SshWaitFor,
+    /// An `http.send` request (the host's own per-request timeout).
+    Http,
+}
+
+impl TimeoutArg {
+    /// The largest timeout a plugin may ask for.
+    pub fn max(self) -> Duration {
+        match self {
+            TimeoutArg::WaitTask | TimeoutArg::SshExec => Duration::from_secs(30 * 60),
+            TimeoutArg::SshWaitFor => Duration::from_secs(15 * 60),
+            TimeoutArg::Http => Duration::from_secs(60),
+        }
+    }
+
+    /// `requested_ms` clamped to [`TimeoutArg::max`] and to `left` on the call
+    /// (`None` outside a plugin call: no clamp).
+    pub fn clamp(self, requested_ms: u64, left: Option<Duration>) -> Duration {
+        let requested = Duration::from_millis(requested_ms);
+        match left {
+            None => requested,
+            Some(left) => requested.min(self.max()).min(left),
+        }
+    }
+
+    /// The WIT function (for messages).
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeoutArg::WaitTask => "proxmox.wait-task",
+            TimeoutArg::SshExec => "ssh.exec",
+            TimeoutArg::SshWaitFor => "ssh.wait-for",
+            TimeoutArg::Http => "http.send",
+        }
+    }
 }
 
 impl Default for Limits {
@@ -98,5 +190,40 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 
     fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
         Ok(desired <= 100_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_timeout_argument_is_clamped_to_its_maximum() {
+        let far = Some(Duration::from_secs(24 * 3600));
+        assert_eq!(TimeoutArg::SshWaitFor.clamp(u64::MAX, far), Duration::from_secs(15 * 60));
+        assert_eq!(TimeoutArg::WaitTask.clamp(u64::MAX, far), Duration::from_secs(30 * 60));
+        assert_eq!(TimeoutArg::Http.clamp(u64::MAX, far), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_timeout_argument_is_clamped_to_the_time_left_on_the_call() {
+        assert_eq!(TimeoutArg::SshExec.clamp(60_000, Some(Duration::from_millis(1500))), Duration::from_millis(1500));
+        assert_eq!(TimeoutArg::SshExec.clamp(500, Some(Duration::from_secs(10))), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn workflow_timeouts_are_not_clamped() {
+        assert_eq!(TimeoutArg::WaitTask.clamp(u64::MAX, None), Duration::from_millis(u64::MAX));
+    }
+
+    #[test]
+    fn budget_keys_default_and_reject_zero() {
+        let l = LimitsConfig::default().resolve();
+        assert_eq!(l.call_timeout, Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS));
+        assert_eq!((l.max_host_calls, l.max_journal_bytes), (DEFAULT_MAX_HOST_CALLS, DEFAULT_MAX_JOURNAL_BYTES));
+        let zero = LimitsConfig { max_host_calls: Some(0), ..Default::default() };
+        assert!(zero.validate().unwrap_err().contains("max_host_calls"));
+        let short = LimitsConfig { call_timeout_ms: Some(1), ..Default::default() };
+        assert!(short.validate().unwrap_err().contains("call_timeout_ms"));
     }
 }

@@ -5,9 +5,11 @@
 //! loads the verified cached compilation), admits it against the manifest, the
 //! WIT version and the operator's grants, and pre-instantiates it. Each call
 //! ([`LoadedPlugin::invoke`]) gets a fresh store bound to the caller's
-//! capability context, with the plugin's memory limit and epoch deadline. A trap
-//! (panic, timeout, memory limit, malformed value) fails that call only, with
-//! the plugin's stderr attached; the host and other calls are unaffected.
+//! capability context, with the plugin's memory limit, epoch deadline and call
+//! budget (wall clock, host calls, journal bytes; see [`limits`]). A trap
+//! (panic, timeout, memory limit, exhausted budget, malformed value) fails that
+//! call only, with the plugin's stderr attached; the host and other calls are
+//! unaffected.
 //!
 //! A component comes from a `.wasm` file or from the binary itself
 //! ([`PluginSource`], [`crate::builtin`]); both take the same path from the
@@ -346,7 +348,7 @@ impl LoadedPlugin {
             func: func.to_string(),
             available: self.admitted.exports.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
         })?;
-        let clock = GuestClock::start();
+        let clock = GuestClock::start(&self.name, &self.limits);
         let caps = CapCtx { clock: Some(clock.clone()), caller: self.name.clone(), ..caps };
         let mut store = new_store(&self.engine, &self.name, caps, self.limits, clock);
         let trap = |store: &wasmtime::Store<StoreState>, e: wasmtime::Error| PluginError::Trap {

@@ -220,7 +220,8 @@ impl Host for CapCtx {
         let node = node.as_str();
         let upid = upid.as_str();
         let call = ProxmoxCall { node: Some(node), ..Default::default() };
-        self.pve("wait-task", call, |c| async move { c.wait_task(node, upid, Duration::from_millis(timeout_ms)).await })
+        let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::WaitTask);
+        self.pve("wait-task", call, |c| async move { c.wait_task(node, upid, timeout).await })
     }
 
     fn list_tasks(

@@ -4,7 +4,6 @@
 //! [`SshClient`]. Output streams reach the plugin as lossy UTF-8.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{SshClient, Target};
 use crate::caps::context::{CapCtx, CapError};
@@ -33,7 +32,7 @@ impl ssh::Host for CapCtx {
     ) -> Result<ssh::ExecOutput, WitError> {
         self.guard("exec", Call::Ssh { host: &t.host, upload: None }, || {
             let client = self.ssh_client()?;
-            let timeout = Duration::from_millis(timeout_ms);
+            let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshExec);
             let out = self.block_on(client.exec(&target(&t), &command, stdin.as_deref(), timeout))?;
             Ok(ssh::ExecOutput {
                 exit_code: out.exit_code,
@@ -62,7 +61,8 @@ impl ssh::Host for CapCtx {
     fn wait_for(&mut self, t: ssh::Target, timeout_ms: u64) -> Result<(), WitError> {
         self.guard("wait-for", Call::Ssh { host: &t.host, upload: None }, || {
             let client = self.ssh_client()?;
-            self.block_on(client.wait_for(&target(&t), Duration::from_millis(timeout_ms)))
+            let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshWaitFor);
+            self.block_on(client.wait_for(&target(&t), timeout))
         })
         .map_err(Into::into)
     }
