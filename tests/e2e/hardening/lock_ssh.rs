@@ -195,7 +195,8 @@ fn a_plugin_pins_a_guest_host_key_only_when_its_run_owns_the_guest() {
     assert!(result.expect_err("denied").contains("`127.0.99.9:22` is operator-only"));
     // Under the VM's lock the run owns the guest: the plugin may pin its key.
     let report = call(&h, "owned", vec!["ssh:trust".into(), "cradle@127.0.10.5:22".into()], vec![guest("ssh:trust")]);
-    report.result.expect("an owned guest's key may be pinned");
+    let pinned = report.result.expect("an owned guest's key may be pinned");
+    assert!(pinned.to_string().contains("pinned a key for 127.0.10.5:22"), "{pinned}");
     assert!(std::fs::read_to_string(&known_hosts).expect("known_hosts").contains("127.0.10.5"));
 }
 
