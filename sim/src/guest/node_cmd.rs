@@ -242,7 +242,7 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
             if ok { Outcome::ok("") } else { Outcome::fail(1, "") }
         }
         "realpath" => {
-            let must_exist = args.iter().any(|a| *a == "-e");
+            let must_exist = args.contains(&"-e");
             let mut out = String::new();
             for p in args.iter().filter(|a| !a.starts_with('-')) {
                 if !node_path_ok(sim, &format!("{}/", p.trim_end_matches('/'))) {
