@@ -122,7 +122,7 @@ impl Fixture {
             caller: PLUGIN.into(),
             origin: format!("plugins.{PLUGIN}.grants"),
             grants: self.plugin.grants.clone(),
-            scope: Arc::new(RunScope { vms: vec![vm.clone()], nodes: Vec::new() }),
+            scope: Arc::new(RunScope { vms: vec![vm.clone()], ..RunScope::default() }),
             vm: Some(vm.name),
             run: self.run.clone(),
             services: self.services.clone(),

@@ -18,7 +18,7 @@ use crate::caps::context::{RunHandle, Services};
 use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{FsLockStore, LockStore};
-use crate::caps::policy::{RunScope, ScopedVm};
+use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::ssh::{SshClient, SshSettings};
 use crate::config::{Config, ConfigError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
@@ -367,7 +367,13 @@ impl Project {
             workflow_grants: Arc::new(self.config.workflow.grants.clone()),
             scope: Arc::new(RunScope {
                 vms: req.vms.clone(),
-                nodes: services.nodes.values().map(|n| n.host.clone()).collect(),
+                nodes: services
+                    .nodes
+                    .values()
+                    .map(|n| SshLogin { host: n.host.clone(), port: n.port, user: n.user.clone() })
+                    .collect(),
+                // The workflow's own calls; backend calls get a plugin scope.
+                operator: true,
             }),
             backend,
             environment: env_name,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rhai::{Dynamic, Map};
 use serde_json::Value;
 
-use crate::caps::policy::ScopedVm;
+use crate::caps::policy::{ScopedVm, SshLogin};
 use crate::inventory::{Inventory, InventoryError, VmPlan};
 use crate::project::{Loaded, Project, ProjectError, RunRequest};
 
@@ -151,7 +151,12 @@ pub async fn run_all(
                 vms: vec![ScopedVm {
                     name: plan.name.clone(),
                     vmid: plan.vmid.unwrap_or(0),
-                    ssh_host: Some(plan.ssh.host.clone()),
+                    ssh: Some(SshLogin {
+                        host: plan.ssh.host.clone(),
+                        port: plan.ssh.port,
+                        user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
+                    }),
+                    owned: false,
                 }],
             };
             let report = tokio::task::spawn_blocking(move || project.run(&loaded, req)).await;

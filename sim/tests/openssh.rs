@@ -107,3 +107,59 @@ async fn the_openssh_client_uploads_snippets_and_runs_guest_commands_with_pinned
     args.push("no-such-tool".into());
     assert_eq!(ssh(&args, b"").await.status.code(), Some(127));
 }
+
+/// A symlink planted among a node's directories is followed as the node would (inside
+/// the node: an absolute target is a node path), `realpath -e` prints the node's view,
+/// `install` + `mv -T` replace a symlink at the final name, and nothing ever reaches
+/// the simulator host's files outside the node's root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_symlinks_resolve_inside_the_node_and_never_reach_the_host() {
+    if std::process::Command::new("ssh").arg("-V").output().is_err() {
+        println!("SKIPPED: no system ssh client installed");
+        return;
+    }
+    let c = start(0.0, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = c.node_ssh_addr("pve1").unwrap();
+    let node_host_pub = std::fs::read_to_string(c.root().join("nodes/pve1/etc/ssh/ssh_host_ed25519_key.pub")).unwrap();
+    std::fs::write(dir.path().join("known_hosts"), format!("[{}]:{} {}", node.ip(), node.port(), node_host_pub))
+        .unwrap();
+    let key = c.node_ssh_key_path().to_path_buf();
+    let root = c.root().join("nodes/pve1");
+    let snippets = root.join("var/lib/vz/snippets");
+    std::fs::create_dir_all(&snippets).unwrap();
+    std::fs::create_dir_all(root.join("var/lib/vz/images")).unwrap();
+    // An absolute target: on the node, that is the node's /var/lib/vz/images.
+    std::os::unix::fs::symlink("/var/lib/vz/images", snippets.join("evil")).unwrap();
+    // A target on the simulator host, outside the node's root.
+    let host_dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(host_dir.path(), snippets.join("host")).unwrap();
+    let run = |command: &str, stdin: &'static [u8]| {
+        let mut args = base_args(dir.path(), &key, node, "root");
+        args.push(command.to_string());
+        async move { ssh(&args, stdin).await }
+    };
+    let out = run("realpath -e -- /var/lib/vz/snippets /var/lib/vz/snippets/evil", b"").await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/var/lib/vz/snippets\n/var/lib/vz/images\n");
+    let out = run("realpath -e -- /var/lib/vz/snippets/nope", b"").await;
+    assert_eq!(out.status.code(), Some(1), "a missing path fails realpath -e");
+    // Through the in-node symlink the write lands where the node would put it...
+    let out = run("install -m 600 /dev/stdin /var/lib/vz/snippets/evil/x.tmp && mv -fT /var/lib/vz/snippets/evil/x.tmp /var/lib/vz/snippets/evil/x", b"data").await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(root.join("var/lib/vz/images/x")).unwrap(), b"data");
+    // ...and a symlink to the simulator host's files resolves inside the node, where
+    // that path is outside the storage paths: denied, nothing written on the host.
+    let host_path = host_dir.path().display().to_string();
+    let out = run("tee /var/lib/vz/snippets/host/y > /dev/null", b"data").await;
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    assert_eq!(std::fs::read_dir(host_dir.path()).unwrap().count(), 0, "nothing reached {host_path}");
+    // A symlink at the final name is replaced by install + mv -T, not written through.
+    std::fs::write(root.join("var/lib/vz/images/victim"), b"original").unwrap();
+    std::os::unix::fs::symlink("/var/lib/vz/images/victim", snippets.join("vm-user.yaml")).unwrap();
+    let out = run("install -m 600 /dev/stdin /var/lib/vz/snippets/vm-user.yaml.tmp.1 && mv -fT /var/lib/vz/snippets/vm-user.yaml.tmp.1 /var/lib/vz/snippets/vm-user.yaml", b"new").await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(root.join("var/lib/vz/images/victim")).unwrap(), b"original");
+    assert!(!std::fs::symlink_metadata(snippets.join("vm-user.yaml")).unwrap().file_type().is_symlink());
+}

@@ -114,9 +114,11 @@ pub struct RunHandle {
     pub holder: Holder,
     /// The run's journal; `None` for calls outside a recorded run (inspection).
     pub journal: Option<JournalWriter>,
-    /// Lock keys this run holds, with how many nested acquisitions are open:
-    /// a nested step's release must not free the outer step's lock.
-    pub held_locks: Mutex<BTreeMap<String, u32>>,
+    /// Lock keys this run holds, with how many nested acquisitions each
+    /// caller (`workflow`, `plugins.NAME`) has open: a nested step's release
+    /// must not free the outer step's lock, and a plugin must not release the
+    /// workflow's.
+    pub held_locks: Mutex<BTreeMap<String, BTreeMap<String, u32>>>,
 }
 
 impl RunHandle {

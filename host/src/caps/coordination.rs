@@ -5,11 +5,18 @@
 //! call stays held across later calls of the same run (nested steps reuse it)
 //! and [`RunHandle::release_all`] frees whatever the run still holds when it
 //! ends, on every path.
+//!
+//! Within the run, each acquisition is counted per caller: the workflow, or
+//! the plugin by name. A plugin may release only keys it acquired itself in
+//! this run (anything else is `denied` and journaled, and nobody's count
+//! changes), so a backend cannot free the workflow's VM lock; the lock store
+//! is released when the last caller's last acquisition is released. The
+//! workflow (operator code) may release any key the run holds.
 
 use super::checkpoint::{CheckpointError, Finalization as StoredFinalization};
 use super::context::{CapCtx, CapError, ErrorKind, RunHandle};
 use super::lock::{Holder as StoredHolder, LockError};
-use super::policy::Call;
+use super::policy::{Call, LockOp};
 use crate::plugin::bindings::cradle::host::checkpoint::{self, Finalization};
 use crate::plugin::bindings::cradle::host::lock::{self, Holder};
 use crate::plugin::bindings::cradle::host::types::Error as WitError;
@@ -64,38 +71,71 @@ impl RunHandle {
     }
 }
 
+impl RunHandle {
+    /// Whether the run's workflow holds an acquisition of `key`.
+    pub fn workflow_holds(&self, key: &str) -> bool {
+        let held = self.held_locks.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(key).and_then(|by| by.get(WORKFLOW_CALLER)).is_some_and(|n| *n > 0)
+    }
+}
+
+/// The caller label of the workflow's own acquisitions in
+/// [`RunHandle::held_locks`]; plugins are `plugins.NAME`, so no plugin name
+/// can pass for the workflow.
+pub const WORKFLOW_CALLER: &str = "workflow";
+
 impl CapCtx {
+    /// Who this context's acquisitions belong to within the run.
+    fn lock_caller(&self) -> String {
+        if self.scope.operator { WORKFLOW_CALLER.to_string() } else { format!("plugins.{}", self.caller) }
+    }
+
     /// Take `key` for this run.
     pub fn lock_acquire(&self, key: &str) -> Result<Holder, CapError> {
-        self.guard("acquire", Call::Lock { key }, || {
+        self.guard("acquire", Call::Lock { key, op: LockOp::Acquire }, || {
             self.services.locks.acquire(key, &self.run.holder)?;
-            *self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_string()).or_insert(0) += 1;
+            let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
+            *held.entry(key.to_string()).or_default().entry(self.lock_caller()).or_insert(0) += 1;
             Ok(wit_holder(self.run.holder.clone()))
         })
     }
 
     /// Release `key` if this run holds it. A nested acquisition's release only
-    /// closes that nesting level; the lock is freed when the outermost releases.
+    /// closes that nesting level; the lock is freed when the outermost
+    /// acquisition of the last caller holding it is released. A plugin
+    /// releasing a key it did not acquire is denied (see the module docs).
     pub fn lock_release(&self, key: &str) -> Result<(), CapError> {
-        self.guard("release", Call::Lock { key }, || {
-            let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
-            match held.get_mut(key) {
-                Some(n) if *n > 1 => {
-                    *n -= 1;
-                    Ok(())
+        let caller = self.lock_caller();
+        let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
+        let acquired_by_caller = held.get(key).and_then(|by| by.get(&caller)).is_some_and(|n| *n > 0);
+        self.guard("release", Call::Lock { key, op: LockOp::Release { acquired_by_caller } }, || {
+            // Changes are committed only once the store agrees, so a failed
+            // release leaves the run's record as it was (release_all retries).
+            let mut by = held.get(key).cloned().unwrap_or_default();
+            match by.get_mut(&caller) {
+                Some(n) if *n > 1 => *n -= 1,
+                Some(_) => {
+                    by.remove(&caller);
                 }
-                _ => {
-                    self.services.locks.release(key, &self.run.run_id)?;
-                    held.remove(key);
-                    Ok(())
-                }
+                // Only the workflow gets here (the policy denies a plugin):
+                // operator code releasing the run's key frees it.
+                None => by.clear(),
             }
+            if by.is_empty() {
+                self.services.locks.release(key, &self.run.run_id)?;
+                held.remove(key);
+            } else {
+                held.insert(key.to_string(), by);
+            }
+            Ok(())
         })
     }
 
     /// Who holds `key`.
     pub fn lock_holder(&self, key: &str) -> Result<Option<Holder>, CapError> {
-        self.guard("current-holder", Call::Lock { key }, || Ok(self.services.locks.holder(key)?.map(wit_holder)))
+        self.guard("current-holder", Call::Lock { key, op: LockOp::Holder }, || {
+            Ok(self.services.locks.holder(key)?.map(wit_holder))
+        })
     }
 
     /// The checkpoint of `vm_name`.

@@ -17,8 +17,32 @@ use super::proxmox::config_scope::{ConfigScope, Touch, node_key};
 pub struct RunScope {
     /// The VMs in scope.
     pub vms: Vec<ScopedVm>,
-    /// SSH addresses of the cluster's nodes (for the `"nodes"` ssh grant).
-    pub nodes: Vec<String>,
+    /// SSH logins of the cluster's nodes (for the `"nodes"` ssh grant): the
+    /// configured node address, port and user.
+    pub nodes: Vec<SshLogin>,
+    /// The calls come from the operator's workflow (trusted code), not from a
+    /// plugin. Only the operator may pin or forget host keys of hosts that are
+    /// not guests its run owns (cluster nodes above all), and release a lock
+    /// that another caller of the run acquired. `false` (the default) is the
+    /// strict plugin scope.
+    pub operator: bool,
+}
+
+/// Where SSH reaches a host: address, port and login user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshLogin {
+    /// Address or host name.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+}
+
+impl std::fmt::Display for SshLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}:{}", self.user, self.host, self.port)
+    }
 }
 
 /// One VM in scope.
@@ -28,8 +52,38 @@ pub struct ScopedVm {
     pub name: String,
     /// VMID.
     pub vmid: u32,
-    /// The address SSH reaches it on, if known.
-    pub ssh_host: Option<String>,
+    /// How SSH reaches it (the inventory's `ansible_host`, `ansible_port`,
+    /// user), if known; `None` grants no SSH to it as a guest.
+    pub ssh: Option<SshLogin>,
+    /// This run's workflow holds the VM's lock: the run owns the VM, so a
+    /// plugin may pin (or forget) the host key of this guest.
+    pub owned: bool,
+}
+
+/// What an SSH call does, as far as the grant is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SshAction<'a> {
+    /// Connect and run a command (`exec`, `wait-for`).
+    Connect,
+    /// Write the remote file at this path.
+    Upload(&'a str),
+    /// Pin or forget the host key of `host:port` in cradle's known_hosts.
+    HostKey,
+}
+
+/// What a lock call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOp {
+    /// Take the key.
+    Acquire,
+    /// Release the key; `acquired_by_caller`: this caller (the workflow, or
+    /// this plugin) holds an acquisition of it in this run.
+    Release {
+        /// Whether the caller itself acquired the key in this run.
+        acquired_by_caller: bool,
+    },
+    /// Read who holds the key.
+    Holder,
 }
 
 /// The scope-relevant arguments of one host call.
@@ -37,12 +91,16 @@ pub struct ScopedVm {
 pub enum Call<'a> {
     /// A Proxmox API call.
     Proxmox(ProxmoxCall<'a>),
-    /// An SSH call; `upload` is the remote path for uploads.
+    /// An SSH call.
     Ssh {
         /// The host connected to.
         host: &'a str,
-        /// The remote file written, for uploads.
-        upload: Option<&'a str>,
+        /// The port.
+        port: u16,
+        /// The login user; `None` for host-key calls, which log in as nobody.
+        user: Option<&'a str>,
+        /// What the call does.
+        action: SshAction<'a>,
     },
     /// A DNS change.
     Dns {
@@ -55,6 +113,8 @@ pub enum Call<'a> {
     Lock {
         /// The key.
         key: &'a str,
+        /// What is done with it.
+        op: LockOp,
     },
     /// A checkpoint operation.
     Checkpoint {
@@ -151,28 +211,9 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
     match call {
         Call::Log => Ok(()),
         Call::Proxmox(p) => check_proxmox(grants, origin, scope, p).map_err(|scope| Denied { capability: cap, scope }),
-        Call::Ssh { host, upload } => {
+        Call::Ssh { host, port, user, action } => {
             let Some(g) = &grants.ssh else { return deny(String::new()) };
-            let host_ok = g.hosts.iter().any(|h| match h.as_str() {
-                "*" => true,
-                "guests" => scope.vms.iter().any(|vm| vm.ssh_host.as_deref() == Some(host)),
-                "nodes" => scope.nodes.iter().any(|n| n == host),
-                literal => literal == *host,
-            });
-            if !host_ok {
-                return deny(format!(
-                    "host `{host}` is not one of this call's guests or nodes, nor listed in {origin}.ssh.hosts"
-                ));
-            }
-            if let Some(path) = upload
-                && !inside_any(path, &g.upload_dirs)
-            {
-                return deny(format!(
-                    "upload to `{path}` is outside {origin}.ssh.upload_dirs ({})",
-                    g.upload_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            Ok(())
+            check_ssh(g, origin, scope, host, *port, *user, *action).map_err(|scope| Denied { capability: cap, scope })
         }
         Call::Dns { zone, name } => {
             let Some(g) = &grants.dns else { return deny(String::new()) };
@@ -186,10 +227,16 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
             }
             Ok(())
         }
-        Call::Lock { key } => {
+        Call::Lock { key, op } => {
             let Some(g) = &grants.lock else { return deny(String::new()) };
             if !g.prefixes.iter().any(|p| p == "*" || key.starts_with(p.as_str())) {
                 return deny(format!("key `{key}` does not start with a prefix in {origin}.lock.prefixes"));
+            }
+            if *op == (LockOp::Release { acquired_by_caller: false }) && !scope.operator {
+                return deny(format!(
+                    "release of `{key}`: this plugin did not acquire it in this run (a plugin may release only \
+                     locks it acquired; the workflow's lock belongs to the workflow)"
+                ));
             }
             Ok(())
         }
@@ -220,6 +267,133 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
             Ok(())
         }
     }
+}
+
+/// A `[user@]host[:port]` entry of `ssh.hosts`: a missing port is 22, a
+/// missing user matches any user.
+fn literal_allows(entry: &str, host: &str, port: u16, user: Option<&str>) -> bool {
+    let (want_user, rest) = match entry.split_once('@') {
+        Some((u, r)) => (Some(u), r),
+        None => (None, entry),
+    };
+    // `host:port`, unless the host is an IPv6 address (several colons; write
+    // `[addr]:port` for one with a port).
+    let (want_host, want_port) = if let Some(inner) = rest.strip_prefix('[') {
+        match inner.split_once(']') {
+            Some((h, p)) => (h, p.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()).unwrap_or(22)),
+            None => return false,
+        }
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => match p.parse::<u16>() {
+                Ok(p) => (h, p),
+                Err(_) => return false,
+            },
+            _ => (rest, 22),
+        }
+    };
+    want_host == host && want_port == port && (want_user.is_none() || user.is_none() || want_user == user)
+}
+
+/// Whether `login` is `host:port` (and `user`, when the call logs in).
+fn login_matches(login: &SshLogin, host: &str, port: u16, user: Option<&str>) -> bool {
+    login.host == host && login.port == port && user.is_none_or(|u| u == login.user)
+}
+
+fn check_ssh(
+    g: &super::grants::SshGrant,
+    origin: &str,
+    scope: &RunScope,
+    host: &str,
+    port: u16,
+    user: Option<&str>,
+    action: SshAction<'_>,
+) -> Result<(), String> {
+    let shown = match user {
+        Some(u) => format!("{u}@{host}:{port}"),
+        None => format!("{host}:{port}"),
+    };
+    if action == SshAction::HostKey && !scope.operator {
+        // Node keys are what every run of every environment trusts: only the
+        // operator (cradle.toml, the workflows) may change them. A plugin may
+        // pin only the key of a guest its run owns.
+        if scope.nodes.iter().any(|n| n.host == host) {
+            return Err(format!(
+                "host-key trust of `{host}` is operator-only: it is a cluster node (a plugin may pin only the keys \
+                 of guests its run owns)"
+            ));
+        }
+        let guest = scope.vms.iter().find(|vm| vm.ssh.as_ref().is_some_and(|l| login_matches(l, host, port, None)));
+        match guest {
+            Some(vm) if !vm.owned => {
+                return Err(format!(
+                    "host-key trust of `{shown}` (guest {}) is denied: this run does not hold the VM's lock, so it \
+                     does not own the guest",
+                    vm.name
+                ));
+            }
+            Some(_) if g.hosts.iter().any(|h| h == "guests" || h == "*") => return Ok(()),
+            _ => {
+                return Err(format!(
+                    "host-key trust of `{shown}` is operator-only: it is not a guest of this call in \
+                     {origin}.ssh.hosts (a plugin may pin only the keys of guests its run owns)"
+                ));
+            }
+        }
+    }
+    let allowed = g.hosts.iter().any(|h| match h.as_str() {
+        "*" => true,
+        "guests" => scope.vms.iter().any(|vm| vm.ssh.as_ref().is_some_and(|l| login_matches(l, host, port, user))),
+        "nodes" => scope.nodes.iter().any(|n| login_matches(n, host, port, user)),
+        literal => literal_allows(literal, host, port, user),
+    });
+    if !allowed {
+        // Name what the grant does allow for this address, if anything.
+        let same_host: Vec<String> = g
+            .hosts
+            .iter()
+            .flat_map(|h| match h.as_str() {
+                "guests" => scope
+                    .vms
+                    .iter()
+                    .filter_map(|vm| {
+                        vm.ssh.as_ref().filter(|l| l.host == host).map(|l| format!("guest {} as {l}", vm.name))
+                    })
+                    .collect::<Vec<_>>(),
+                "nodes" => scope.nodes.iter().filter(|n| n.host == host).map(|n| format!("node as {n}")).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        if !same_host.is_empty() {
+            return Err(format!(
+                "`{shown}` is not a granted login: {origin}.ssh.hosts allows {host} only as the {} (user and port \
+                 come from the inventory for guests and from the cluster's node_ssh for nodes)",
+                same_host.join(", ")
+            ));
+        }
+        return Err(format!(
+            "host `{shown}` is not one of this call's guests or nodes, nor listed in {origin}.ssh.hosts"
+        ));
+    }
+    if let SshAction::Upload(path) = action
+        && !inside_any(path, &g.upload_dirs)
+    {
+        return Err(format!(
+            "upload to `{path}` is outside {origin}.ssh.upload_dirs ({})",
+            g.upload_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The granted upload directory `path` lies in (the deepest, if several
+/// nest), for the on-node check that the directory really resolves there.
+pub fn upload_dir_of<'d>(path: &str, dirs: &'d [std::path::PathBuf]) -> Option<&'d Path> {
+    let p = Path::new(path);
+    dirs.iter()
+        .filter(|d| p.starts_with(d) && p != d.as_path())
+        .max_by_key(|d| d.components().count())
+        .map(|d| d.as_path())
 }
 
 fn check_proxmox(grants: &Grants, origin: &str, scope: &RunScope, p: &ProxmoxCall<'_>) -> Result<(), String> {
@@ -429,11 +603,37 @@ endpoints = ["netbox"]
         .expect("grants")
     }
 
+    fn login(user: &str, host: &str, port: u16) -> SshLogin {
+        SshLogin { host: host.into(), port, user: user.into() }
+    }
+
     fn scope() -> RunScope {
         RunScope {
-            vms: vec![ScopedVm { name: "test-0".into(), vmid: 150, ssh_host: Some("127.0.10.5".into()) }],
-            nodes: vec!["127.0.1.1".into()],
+            vms: vec![ScopedVm {
+                name: "test-0".into(),
+                vmid: 150,
+                ssh: Some(login("cradle", "127.0.10.5", 22)),
+                owned: true,
+            }],
+            nodes: vec![login("root", "127.0.1.1", 22)],
+            operator: false,
         }
+    }
+
+    fn ssh<'a>(user: &'a str, host: &'a str, port: u16) -> Call<'a> {
+        Call::Ssh { host, port, user: Some(user), action: SshAction::Connect }
+    }
+
+    fn upload<'a>(host: &'a str, path: &'a str) -> Call<'a> {
+        Call::Ssh { host, port: 22, user: Some("root"), action: SshAction::Upload(path) }
+    }
+
+    fn host_key(host: &str, port: u16) -> Call<'_> {
+        Call::Ssh { host, port, user: None, action: SshAction::HostKey }
+    }
+
+    fn release(key: &str, acquired_by_caller: bool) -> Call<'_> {
+        Call::Lock { key, op: LockOp::Release { acquired_by_caller } }
     }
 
     fn denied(call: Call<'_>) -> String {
@@ -446,9 +646,10 @@ endpoints = ["netbox"]
 
     #[test]
     fn an_ungranted_capability_is_denied_naming_the_section_to_add() {
-        let msg = check(&Grants::default(), "plugins.x.grants", &scope(), &Call::Lock { key: "k" })
-            .expect_err("denied")
-            .to_string();
+        let msg =
+            check(&Grants::default(), "plugins.x.grants", &scope(), &Call::Lock { key: "k", op: LockOp::Acquire })
+                .expect_err("denied")
+                .to_string();
         assert_eq!(msg, "lock: not granted (add [plugins.x.grants.lock] to cradle.toml)");
     }
 
@@ -633,20 +834,89 @@ endpoints = ["netbox"]
 
     #[test]
     fn ssh_to_a_host_outside_the_run_is_denied() {
-        assert!(denied(Call::Ssh { host: "10.9.9.9", upload: None }).contains("host `10.9.9.9`"));
-        allowed(Call::Ssh { host: "127.0.10.5", upload: None });
-        allowed(Call::Ssh { host: "127.0.1.1", upload: None });
+        assert!(denied(ssh("cradle", "10.9.9.9", 22)).contains("host `cradle@10.9.9.9:22`"));
+        allowed(ssh("cradle", "127.0.10.5", 22));
+        allowed(ssh("root", "127.0.1.1", 22));
+    }
+
+    #[test]
+    fn ssh_to_a_guest_as_another_user_is_denied_naming_the_granted_login() {
+        let m = denied(ssh("root", "127.0.10.5", 22));
+        assert!(m.contains("`root@127.0.10.5:22` is not a granted login"), "{m}");
+        assert!(
+            m.contains(
+                "plugins.direct.grants.ssh.hosts allows 127.0.10.5 only as the guest test-0 as cradle@127.0.10.5:22"
+            ),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn ssh_to_a_guest_on_another_port_is_denied() {
+        let m = denied(ssh("cradle", "127.0.10.5", 33599));
+        assert!(m.contains("`cradle@127.0.10.5:33599` is not a granted login"), "{m}");
+        assert!(m.contains("plugins.direct.grants.ssh.hosts"), "{m}");
+    }
+
+    #[test]
+    fn ssh_to_a_node_as_another_user_or_port_is_denied() {
+        assert!(denied(ssh("admin", "127.0.1.1", 22)).contains("only as the node as root@127.0.1.1:22"));
+        assert!(denied(ssh("root", "127.0.1.1", 2222)).contains("not a granted login"));
+    }
+
+    #[test]
+    fn ssh_literal_hosts_scope_user_and_port_when_written() {
+        let g: Grants = toml::from_str("[ssh]\nhosts = [\"backup@10.0.0.9:2222\", \"10.0.0.8\", \"[fd00::1]:2200\"]")
+            .expect("grants");
+        let check = |c: Call<'_>| super::check(&g, "p", &RunScope::default(), &c);
+        check(ssh("backup", "10.0.0.9", 2222)).expect("the written login");
+        assert!(check(ssh("root", "10.0.0.9", 2222)).is_err(), "another user");
+        assert!(check(ssh("backup", "10.0.0.9", 22)).is_err(), "another port");
+        check(ssh("anyone", "10.0.0.8", 22)).expect("no user written: any user, port 22");
+        assert!(check(ssh("anyone", "10.0.0.8", 2222)).is_err(), "no port written: 22 only");
+        check(ssh("u", "fd00::1", 2200)).expect("bracketed IPv6 with a port");
     }
 
     #[test]
     fn ssh_upload_outside_the_granted_dirs_is_denied_including_traversal() {
-        assert!(denied(Call::Ssh { host: "127.0.1.1", upload: Some("/etc/passwd") }).contains("outside"));
-        assert!(
-            denied(Call::Ssh { host: "127.0.1.1", upload: Some("/var/lib/vz/snippets/../../../etc/x") })
-                .contains("outside")
-        );
-        assert!(denied(Call::Ssh { host: "127.0.1.1", upload: Some("/var/lib/vz/snippets") }).contains("outside"));
-        allowed(Call::Ssh { host: "127.0.1.1", upload: Some("/var/lib/vz/snippets/test-0-user.yaml") });
+        assert!(denied(upload("127.0.1.1", "/etc/passwd")).contains("outside"));
+        assert!(denied(upload("127.0.1.1", "/var/lib/vz/snippets/../../../etc/x")).contains("outside"));
+        assert!(denied(upload("127.0.1.1", "/var/lib/vz/snippets")).contains("outside"));
+        allowed(upload("127.0.1.1", "/var/lib/vz/snippets/test-0-user.yaml"));
+    }
+
+    #[test]
+    fn a_plugin_pinning_a_node_host_key_is_denied() {
+        let m = denied(host_key("127.0.1.1", 22));
+        assert!(m.contains("host-key trust of `127.0.1.1` is operator-only: it is a cluster node"), "{m}");
+    }
+
+    #[test]
+    fn a_plugin_pinning_a_host_key_of_a_host_that_is_not_its_guest_is_denied() {
+        let m = denied(host_key("10.9.9.9", 22));
+        assert!(m.contains("host-key trust of `10.9.9.9:22` is operator-only"), "{m}");
+        let m = denied(host_key("127.0.10.5", 2222));
+        assert!(m.contains("`127.0.10.5:2222` is operator-only"), "another port of the guest: {m}");
+    }
+
+    #[test]
+    fn a_plugin_pinning_the_host_key_of_a_guest_its_run_does_not_own_is_denied() {
+        let mut s = scope();
+        s.vms[0].owned = false;
+        let m = check(&grants(), "plugins.direct.grants", &s, &host_key("127.0.10.5", 22)).expect_err("denied");
+        assert!(m.to_string().contains("does not hold the VM's lock"), "{m}");
+    }
+
+    #[test]
+    fn a_plugin_may_pin_the_host_key_of_a_guest_its_run_owns() {
+        allowed(host_key("127.0.10.5", 22));
+    }
+
+    #[test]
+    fn the_operator_workflow_may_pin_node_host_keys() {
+        let s = RunScope { operator: true, ..scope() };
+        check(&grants(), "workflow.grants", &s, &host_key("127.0.1.1", 22)).expect("operator");
+        assert!(check(&grants(), "workflow.grants", &s, &host_key("10.9.9.9", 22)).is_err(), "still inside the grant");
     }
 
     #[test]
@@ -658,8 +928,21 @@ endpoints = ["netbox"]
 
     #[test]
     fn lock_keys_outside_the_prefixes_are_denied() {
-        assert!(denied(Call::Lock { key: "other|x" }).contains("key `other|x`"));
-        allowed(Call::Lock { key: "https://pve:8006|test-0" });
+        assert!(denied(Call::Lock { key: "other|x", op: LockOp::Acquire }).contains("key `other|x`"));
+        allowed(Call::Lock { key: "https://pve:8006|test-0", op: LockOp::Acquire });
+    }
+
+    #[test]
+    fn a_plugin_releasing_a_lock_it_did_not_acquire_is_denied() {
+        let m = denied(release("https://pve:8006|test-0", false));
+        assert!(m.contains("release of `https://pve:8006|test-0`: this plugin did not acquire it in this run"), "{m}");
+        allowed(release("https://pve:8006|test-0", true));
+    }
+
+    #[test]
+    fn the_operator_workflow_may_release_a_lock_it_did_not_acquire() {
+        let s = RunScope { operator: true, ..scope() };
+        check(&grants(), "workflow.grants", &s, &release("https://pve:8006|test-0", false)).expect("operator");
     }
 
     #[test]

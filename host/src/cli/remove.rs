@@ -3,7 +3,10 @@
 //! Removal destroys VMs, so it needs an explicit confirmation: `--yes`, or
 //! typing `yes` at an interactive prompt. Without a terminal and without
 //! `--yes` it refuses. `unlock` removes a lock only once its holder is shown
-//! to be gone (invariant 1).
+//! to be gone (invariant 1); it exits 1 when there was nothing to unlock (the
+//! key it looked for is printed, so a wrong VM name or environment shows), so
+//! a script never mistakes "no such lock" for "unlocked". The key is built by
+//! [`crate::cluster::lock_key`], the one function workflows use too.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -91,14 +94,19 @@ pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
     let locks = FsLockStore::new(state.locks()?);
     match locks.holder(&key)? {
         None => {
-            outln!("{} is not locked", args.vm)?;
-            return Ok(ExitCode::SUCCESS);
+            eprintln!("error: nothing to unlock: {} is not locked (lock key `{key}`)", args.vm);
+            return Ok(ExitCode::FAILURE);
         }
         Some(h) => outln!("{} is locked by {h}", args.vm)?,
     }
     match locks.remove_stale(&key, &local_liveness)? {
-        Removal::NotLocked => outln!("{} is no longer locked", args.vm)?,
-        Removal::Removed { .. } => outln!("removed the stale lock of {}", args.vm)?,
+        Removal::NotLocked => {
+            eprintln!("error: nothing to unlock: {} was released meanwhile (lock key `{key}`)", args.vm);
+            Ok(ExitCode::FAILURE)
+        }
+        Removal::Removed { .. } => {
+            outln!("removed the stale lock of {}", args.vm)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -43,8 +43,15 @@ impl Backend for PluginBackend {
     fn call(&self, run: &RunContext, func: &str, args: Vec<Val>) -> Result<Option<Val>, anyhow::Error> {
         let name = &self.plugin.name;
         let data = run.data::<RunData>().ok_or_else(|| anyhow!("backend `{name}` was called outside a cradle run"))?;
-        let vm = args.first().and_then(vm_binding);
-        let scope = RunScope { vms: vm.iter().cloned().collect(), nodes: data.scope.nodes.clone() };
+        let vm = args.first().and_then(vm_binding).map(|mut vm| {
+            // SSH logins come from the run's scope (the inventory), never from
+            // the call's arguments; the run owns the VM when its workflow holds
+            // the VM's lock.
+            vm.ssh = data.scope.vms.iter().find(|v| v.name == vm.name).and_then(|v| v.ssh.clone());
+            vm.owned = data.run.workflow_holds(&crate::cluster::lock_key(&data.services.cluster_id, &vm.name));
+            vm
+        });
+        let scope = RunScope { vms: vm.iter().cloned().collect(), nodes: data.scope.nodes.clone(), operator: false };
         let caps = CapCtx {
             caller: name.clone(),
             origin: format!("plugins.{name}.grants"),
@@ -60,24 +67,11 @@ impl Backend for PluginBackend {
 }
 
 /// The VM a call is about: a record argument with `name` and `vmid` fields
-/// (a `vm-spec`), and the address of its first NIC for SSH.
+/// (a `vm-spec`). Its SSH login and ownership are filled in from the run.
 pub fn vm_binding(arg: &Val) -> Option<ScopedVm> {
     let Val::Record(fields) = arg else { return None };
     let field = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v);
     let Some(Val::String(name)) = field("name") else { return None };
     let Some(Val::U32(vmid)) = field("vmid") else { return None };
-    let ssh_host = match field("nics") {
-        Some(Val::List(nics)) => nics.first().and_then(|nic| match nic {
-            Val::Record(nf) => nf.iter().find(|(k, _)| k == "address").and_then(|(_, v)| match v {
-                Val::Option(Some(addr)) => match addr.as_ref() {
-                    Val::String(a) => Some(a.split('/').next().unwrap_or(a).to_string()),
-                    _ => None,
-                },
-                _ => None,
-            }),
-            _ => None,
-        }),
-        _ => None,
-    };
-    Some(ScopedVm { name: name.clone(), vmid: *vmid, ssh_host })
+    Some(ScopedVm { name: name.clone(), vmid: *vmid, ssh: None, owned: false })
 }

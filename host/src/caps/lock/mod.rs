@@ -1,7 +1,8 @@
 //! Workflow locks (invariant 1: one workflow per VM).
 //!
 //! Contract:
-//! - A lock is keyed by a string, normally `<API endpoint>|<canonical VM name>`,
+//! - A lock is keyed by a string, normally `<cluster identity>|<canonical VM name>`
+//!   (`crate::cluster::lock_key`: the API endpoint, or `sim://NAME`),
 //!   and held by a run ([`Holder`]: host, pid, start time, run id, and the pid's
 //!   start ticks to detect pid reuse).
 //! - [`LockStore::acquire`] takes it at once or fails at once: held by another run

@@ -63,14 +63,13 @@ fn cradle_module() -> Module {
     FuncRegistration::new("environment").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.environment.as_str().into())
     });
-    // The per-VM lock key: (API endpoint, canonical VM name), invariant 1.
+    // The per-VM lock key: (cluster identity, canonical VM name), invariant 1.
+    // The identity is the stable one `cradle unlock` uses too (`sim://NAME`
+    // for a simulator, whose API port changes per process).
     FuncRegistration::new("lock_key").set_into_module(
         &mut m,
         |ctx: NativeCallContext, vm_name: ImmutableString| -> Res<ImmutableString> {
-            let endpoint = with_run(&ctx, |d| d.services.proxmox.as_ref().map(|p| p.endpoint().to_string()))?;
-            let endpoint =
-                endpoint.ok_or_else(|| throw(CapError::failed("this environment has no Proxmox cluster")))?;
-            Ok(format!("{endpoint}|{vm_name}").into())
+            with_run(&ctx, |d| crate::cluster::lock_key(&d.services.cluster_id, &vm_name).into())
         },
     );
     // The cluster's node names (those cradle can reach over SSH).

@@ -1,13 +1,18 @@
 //! The `ssh` capability's WIT adapter: every call is checked against the grant
-//! (the host must be one of the call's guests or nodes, an upload must land in
-//! a granted directory), journaled, and only then run through the environment's
-//! [`SshClient`]. Output streams reach the plugin as lossy UTF-8.
+//! (the login — user, host and port — must be one of the call's guests or
+//! nodes or a listed host, an upload must land in a granted directory, a
+//! plugin may pin or forget only the host keys of guests its run owns),
+//! journaled, and only then run through the environment's [`SshClient`]. An
+//! upload is also confined on the remote side: the directory must resolve
+//! (symlinks followed by the remote `realpath`) inside the granted directory
+//! the path is in, else the call is `denied` (see [`SshClient::upload`]).
+//! Output streams reach the plugin as lossy UTF-8.
 
 use std::sync::Arc;
 
 use super::{SshClient, Target};
 use crate::caps::context::{CapCtx, CapError};
-use crate::caps::policy::Call;
+use crate::caps::policy::{Call, SshAction, upload_dir_of};
 use crate::plugin::bindings::cradle::host::ssh;
 use crate::plugin::bindings::cradle::host::types::Error as WitError;
 
@@ -22,6 +27,10 @@ fn target(t: &ssh::Target) -> Target {
     Target { host: t.host.clone(), port: t.port, user: t.user.clone() }
 }
 
+fn login<'a>(t: &'a ssh::Target, action: SshAction<'a>) -> Call<'a> {
+    Call::Ssh { host: &t.host, port: t.port, user: Some(&t.user), action }
+}
+
 impl ssh::Host for CapCtx {
     fn exec(
         &mut self,
@@ -30,7 +39,7 @@ impl ssh::Host for CapCtx {
         stdin: Option<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<ssh::ExecOutput, WitError> {
-        self.guard("exec", Call::Ssh { host: &t.host, upload: None }, || {
+        self.guard("exec", login(&t, SshAction::Connect), || {
             let client = self.ssh_client()?;
             let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshExec);
             let out = self.block_on(client.exec(&target(&t), &command, stdin.as_deref(), timeout))?;
@@ -51,15 +60,21 @@ impl ssh::Host for CapCtx {
         mode: u32,
         sudo: bool,
     ) -> Result<(), WitError> {
-        self.guard("upload", Call::Ssh { host: &t.host, upload: Some(&remote_path) }, || {
+        self.guard("upload", login(&t, SshAction::Upload(&remote_path)), || {
             let client = self.ssh_client()?;
-            self.block_on(client.upload(&target(&t), &remote_path, &content, mode, sudo))
+            // The policy passed, so the path is inside a granted directory.
+            let dirs = self.grants.ssh.as_ref().map(|g| g.upload_dirs.as_slice()).unwrap_or_default();
+            let within = upload_dir_of(&remote_path, dirs).map(|d| super::Confine {
+                dir: d.display().to_string(),
+                key: format!("{}.ssh.upload_dirs", self.origin),
+            });
+            self.block_on(client.upload_within(&target(&t), &remote_path, &content, mode, sudo, within.as_ref()))
         })
         .map_err(Into::into)
     }
 
     fn wait_for(&mut self, t: ssh::Target, timeout_ms: u64) -> Result<(), WitError> {
-        self.guard("wait-for", Call::Ssh { host: &t.host, upload: None }, || {
+        self.guard("wait-for", login(&t, SshAction::Connect), || {
             let client = self.ssh_client()?;
             let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshWaitFor);
             self.block_on(client.wait_for(&target(&t), timeout))
@@ -68,16 +83,14 @@ impl ssh::Host for CapCtx {
     }
 
     fn trust_host_key(&mut self, host: String, port: u16, public_key: String) -> Result<(), WitError> {
-        self.guard("trust-host-key", Call::Ssh { host: &host, upload: None }, || {
-            self.ssh_client()?.trust_host_key(&host, port, &public_key).map(|_| ())
-        })
-        .map_err(Into::into)
+        let call = Call::Ssh { host: &host, port, user: None, action: SshAction::HostKey };
+        self.guard("trust-host-key", call, || self.ssh_client()?.trust_host_key(&host, port, &public_key).map(|_| ()))
+            .map_err(Into::into)
     }
 
     fn forget_host_key(&mut self, host: String, port: u16) -> Result<(), WitError> {
-        self.guard("forget-host-key", Call::Ssh { host: &host, upload: None }, || {
-            self.ssh_client()?.forget_host_key(&host, port).map(|_| ())
-        })
-        .map_err(Into::into)
+        let call = Call::Ssh { host: &host, port, user: None, action: SshAction::HostKey };
+        self.guard("forget-host-key", call, || self.ssh_client()?.forget_host_key(&host, port).map(|_| ()))
+            .map_err(Into::into)
     }
 }

@@ -13,9 +13,10 @@ use crate::caps::policy::RunScope;
 use crate::plugin::bindings::cradle::host::ssh::{Host, Target};
 use crate::plugin::bindings::cradle::host::types::Error as WitError;
 
-fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, client: Option<super::SshClient>) -> CapCtx {
+/// A workflow's context (operator scope) granted `127.0.0.1:port`.
+fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, port: u16, client: Option<super::SshClient>) -> CapCtx {
     let grants: Grants =
-        toml::from_str(&format!("[ssh]\nhosts = [\"127.0.0.1\"]\nupload_dirs = [\"{}\"]\n", dir.display()))
+        toml::from_str(&format!("[ssh]\nhosts = [\"127.0.0.1:{port}\"]\nupload_dirs = [\"{}\"]\n", dir.display()))
             .expect("grants");
     let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(dir.join("locks")));
     let services = Services {
@@ -34,7 +35,7 @@ fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, client: Option<super
         caller: "workflow".into(),
         origin: "workflows.grants".into(),
         grants: Arc::new(grants),
-        scope: Arc::new(RunScope::default()),
+        scope: Arc::new(RunScope { operator: true, ..RunScope::default() }),
         vm: None,
         run: Arc::new(RunHandle::new("ssh-test".into(), None)),
         services: Arc::new(services),
@@ -50,7 +51,7 @@ fn the_adapter_checks_scope_first_then_runs_through_the_client() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let s = rt.block_on(Sshd::start());
     let dir = s.dir.path().to_path_buf();
-    let mut c = ctx(&rt, &dir, Some(s.client("kh")));
+    let mut c = ctx(&rt, &dir, s.port, Some(s.client("kh")));
     let t = Target { host: "127.0.0.1".into(), port: s.port, user: s.user.clone() };
     c.trust_host_key("127.0.0.1".into(), s.port, s.host_key.public.clone()).expect("pin");
     let out = c.exec(t.clone(), "cat".into(), Some(b"hi".to_vec()), 20_000).expect("exec");
@@ -62,13 +63,15 @@ fn the_adapter_checks_scope_first_then_runs_through_the_client() {
 
     let elsewhere = Target { host: "10.9.9.9".into(), ..t.clone() };
     assert!(matches!(c.exec(elsewhere, "true".into(), None, 1000), Err(WitError::Denied(_))));
+    let other_port = Target { port: s.port.wrapping_add(1).max(1), ..t.clone() };
+    assert!(matches!(c.exec(other_port, "true".into(), None, 1000), Err(WitError::Denied(_))), "port is scoped");
     let r = c.upload(t.clone(), "/etc/cradle-test".into(), b"x".to_vec(), 0o600, false);
     assert!(matches!(r, Err(WitError::Denied(_))), "{r:?}");
     assert!(!std::path::Path::new("/etc/cradle-test").exists());
     assert!(matches!(c.trust_host_key("10.9.9.9".into(), 22, s.host_key.public.clone()), Err(WitError::Denied(_))));
     assert!(matches!(c.forget_host_key("127.0.0.1".into(), s.port), Ok(())));
 
-    let mut none = ctx(&rt, &dir, None);
+    let mut none = ctx(&rt, &dir, s.port, None);
     match none.wait_for(t, 1000) {
         Err(WitError::Failed(m)) => assert!(m.contains("no SSH client"), "{m}"),
         other => panic!("expected failed, got {other:?}"),

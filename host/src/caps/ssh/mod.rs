@@ -103,6 +103,16 @@ impl fmt::Display for Target {
     }
 }
 
+/// Where an upload must land on the remote side: the granted directory the
+/// path is in, and the config key that grants it (for the denial message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confine {
+    /// The granted directory, as written in the grant.
+    pub dir: String,
+    /// The config key (`plugins.direct.grants.ssh.upload_dirs`).
+    pub key: String,
+}
+
 /// The outcome of a remote command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecOutput {

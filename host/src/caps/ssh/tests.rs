@@ -584,3 +584,59 @@ async fn uploaded_secrets_do_not_appear_in_errors() {
         .expect_err("no dir");
     assert!(!e.message.contains(&body), "{e}");
 }
+
+fn confine(dir: &Path) -> Confine {
+    Confine { dir: dir.display().to_string(), key: "plugins.p.grants.ssh.upload_dirs".into() }
+}
+
+#[tokio::test]
+async fn an_upload_through_a_symlinked_directory_inside_the_granted_dir_is_denied() {
+    if !available("upload-symlink-dir") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let granted = s.dir.path().join("snippets");
+    let outside = s.dir.path().join("outside");
+    fs::create_dir(&granted).unwrap();
+    fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, granted.join("evil")).unwrap();
+    let path = granted.join("evil/x.yaml");
+    let e = c
+        .upload_within(&s.target(), path.to_str().unwrap(), b"pwned", 0o600, false, Some(&confine(&granted)))
+        .await
+        .expect_err("the directory resolves outside the grant");
+    assert_eq!(e.kind, ErrorKind::Denied, "{e}");
+    assert!(e.message.contains(&format!("resolves to {} on the remote host", outside.display())), "{e}");
+    assert!(e.message.contains("plugins.p.grants.ssh.upload_dirs"), "{e}");
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "nothing was written outside the granted dir");
+    // A real subdirectory is fine, and is written in place.
+    fs::create_dir(granted.join("sub")).unwrap();
+    let ok = granted.join("sub/y.yaml");
+    c.upload_within(&s.target(), ok.to_str().unwrap(), b"fine", 0o600, false, Some(&confine(&granted)))
+        .await
+        .expect("a subdirectory that resolves inside");
+    assert_eq!(fs::read(&ok).unwrap(), b"fine");
+}
+
+#[tokio::test]
+async fn an_upload_onto_a_planted_symlink_replaces_it_instead_of_writing_through_it() {
+    if !available("upload-symlink-file") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let granted = s.dir.path().join("snippets");
+    let outside = s.dir.path().join("outside");
+    fs::create_dir(&granted).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("victim"), b"original").unwrap();
+    let file = granted.join("vm-user.yaml");
+    std::os::unix::fs::symlink(outside.join("victim"), &file).unwrap();
+    c.upload_within(&s.target(), file.to_str().unwrap(), b"new", 0o600, false, Some(&confine(&granted)))
+        .await
+        .expect("upload");
+    assert_eq!(fs::read(outside.join("victim")).unwrap(), b"original", "the symlink's target is untouched");
+    assert!(!fs::symlink_metadata(&file).unwrap().file_type().is_symlink(), "the symlink was replaced");
+    assert_eq!(fs::read(&file).unwrap(), b"new");
+}

@@ -7,14 +7,29 @@
 //! never a partial one. The path travels single-quoted; paths that are not
 //! absolute, contain NUL/newline/`.`/`..` components, or name a directory are
 //! refused. Nothing is ever passed on the command line but the path and mode.
+//!
+//! Confinement ([`SshClient::upload_within`]): the grant names directories,
+//! but a path's text says nothing about symlinks on the remote side. When the
+//! file's directory is below the granted one, the remote `realpath -e` of both
+//! is read first and the upload goes ahead only if the directory resolves to
+//! the granted directory or inside it — then into the resolved directory, so
+//! no symlink is followed afterwards; otherwise it is `denied` naming the
+//! grant key. What follows symlinks and what does not: `install` unlinks a
+//! symlink at its destination (the temp name) instead of writing through it,
+//! and `mv -T` (rename) replaces a symlink at the final name, so a symlink
+//! planted at the file's own name is replaced, never followed; a symlink
+//! among the directories is the one case the check exists for. The granted
+//! directory itself is the operator's to place (it may be a symlink).
+//! Residual race: something already writing inside the granted directory on
+//! the node could swap a checked subdirectory between the check and the write.
 
 use std::path::{Component, Path};
 use std::time::Duration;
 
 use super::client::excerpt;
 use super::keys::random_hex;
-use super::{SshClient, Target, check_target, shell_quote};
-use crate::caps::context::CapError;
+use super::{Confine, SshClient, Target, check_target, shell_quote};
+use crate::caps::context::{CapError, ErrorKind};
 
 /// How long one upload may take.
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -55,9 +70,59 @@ pub(crate) fn temp_path(path: &str, suffix: &str) -> String {
     format!("{path}.tmp.{suffix}")
 }
 
+/// Checks the remote `realpath -e` output of (granted dir, file dir): the
+/// file dir must be the granted dir or inside it. Returns the resolved file dir.
+pub(crate) fn check_resolved<'o>(stdout: &'o str, dir: &str, c: &Confine) -> Result<&'o str, String> {
+    let mut lines = stdout.lines();
+    let (Some(granted), Some(real), None) = (lines.next(), lines.next(), lines.next()) else {
+        return Err(format!("realpath printed {:?}, not two paths", excerpt(stdout)));
+    };
+    let inside = Path::new(real).starts_with(granted) && real.starts_with('/');
+    if !inside {
+        return Err(format!(
+            "{dir} resolves to {real} on the remote host, outside the granted directory {} ({granted}) of {}; a \
+             symlink inside it points elsewhere: remove it",
+            c.dir, c.key
+        ));
+    }
+    Ok(real)
+}
+
 impl SshClient {
+    /// The path to write `remote_path` at: itself when its directory is the
+    /// granted one, else the file name inside the directory's remote
+    /// `realpath`, after checking it resolves inside the granted directory.
+    async fn confined_path(&self, t: &Target, remote_path: &str, sudo: bool, c: &Confine) -> Result<String, CapError> {
+        let path = Path::new(remote_path);
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(CapError::invalid(format!("ssh {t}: upload path `{remote_path}` names no file")));
+        };
+        if dir == Path::new(&c.dir) {
+            return Ok(remote_path.to_string());
+        }
+        let dir = dir.display().to_string();
+        let s = if sudo { "sudo -n " } else { "" };
+        let command = format!("{s}realpath -e -- {} {}", shell_quote(&c.dir), shell_quote(&dir));
+        let out = self.exec(t, &command, None, UPLOAD_TIMEOUT).await?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if out.exit_code != Some(0) {
+            return Err(CapError::failed(format!(
+                "ssh {t}: upload to {remote_path}: cannot resolve {dir} inside {} on the remote host (realpath exit \
+                 {}): check that the directory exists ({})",
+                c.dir,
+                out.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "by signal".into()),
+                excerpt(&String::from_utf8_lossy(&out.stderr))
+            )));
+        }
+        match check_resolved(&stdout, &dir, c) {
+            Ok(real) => Ok(format!("{}/{}", real.trim_end_matches('/'), name.to_string_lossy())),
+            Err(why) => Err(CapError::new(ErrorKind::Denied, format!("ssh: upload to `{remote_path}` on {t}: {why}"))),
+        }
+    }
+
     /// Writes `content` to `remote_path` on `t` with permission bits `mode`
-    /// (≤ 0o7777), as the login user or through `sudo -n`.
+    /// (≤ 0o7777), as the login user or through `sudo -n`, with no
+    /// confinement (see [`SshClient::upload_within`]).
     pub async fn upload(
         &self,
         t: &Target,
@@ -66,11 +131,33 @@ impl SshClient {
         mode: u32,
         sudo: bool,
     ) -> Result<(), CapError> {
+        self.upload_within(t, remote_path, content, mode, sudo, None).await
+    }
+
+    /// [`SshClient::upload`], confined to `within` on the remote side (module
+    /// docs): a directory that resolves outside it is `denied`.
+    pub async fn upload_within(
+        &self,
+        t: &Target,
+        remote_path: &str,
+        content: &[u8],
+        mode: u32,
+        sudo: bool,
+        within: Option<&Confine>,
+    ) -> Result<(), CapError> {
         check_target(t)?;
         check_remote_path(t, remote_path)?;
         if mode > 0o7777 {
             return Err(CapError::invalid(format!("ssh {t}: mode {mode:o} is not a permission mode (at most 7777)")));
         }
+        let resolved;
+        let remote_path = match within {
+            Some(c) => {
+                resolved = self.confined_path(t, remote_path, sudo, c).await?;
+                resolved.as_str()
+            }
+            None => remote_path,
+        };
         let suffix = random_hex();
         let command = upload_command(remote_path, mode, sudo, &suffix);
         let out = self.exec(t, &command, Some(content), UPLOAD_TIMEOUT).await?;
