@@ -324,3 +324,57 @@ fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() 
     );
     assert_converged(&p, &vm, "call:clone-vm");
 }
+
+/// Whether a run journal of `vm` shows the reboot's `power` call accepted:
+/// a `proxmox.power` capability call after the `reboot` step started.
+fn reboot_requested(p: &Project, vm: &str) -> bool {
+    let Ok(rd) = std::fs::read_dir(p.state().join("runs")) else { return false };
+    rd.filter_map(Result::ok).any(|f| {
+        let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+        let mut in_reboot = false;
+        text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|ev| {
+            if ev["event"] == "step_started" && ev["vm"] == vm {
+                in_reboot = ev["step"] == "reboot";
+            }
+            in_reboot && ev["event"] == "capability_call" && ev["function"] == "power"
+        })
+    })
+}
+
+/// Killed inside the reboot (item 16): at time scale 1 the reboot task ends
+/// after 5 s with the VM stopped, and PVE's own start of the VM runs for 2 s
+/// more. A rerun whose `start` step read `stopped` then and started the VM
+/// again failed with "VM N already running"; it must wait for the VM's running
+/// tasks first. The kill is driven from here (5.3 s after the reboot call
+/// was journaled), since `CRADLE_CRASH_AT` knows only step and call edges.
+#[test]
+fn kill_9_inside_the_reboot_then_the_rerun_waits_for_the_vms_own_start_and_converges() {
+    let p = Project::new(6, 1, "1");
+    let vm = name(0);
+    let inv = p.dir.path().join("inventory").display().to_string();
+    let mut child = Command::new(cradle_bin())
+        .arg("--config")
+        .arg(p.dir.path().join("cradle.toml"))
+        .args(["--output", "json", "provision", "-i", &inv, "--limit", &vm])
+        .env_remove("CRADLE_CRASH_AT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cradle provision");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while !reboot_requested(&p, &vm) {
+        assert!(std::time::Instant::now() < deadline, "the run never reached the reboot");
+        assert!(child.try_wait().expect("try_wait").is_none(), "cradle ended before the reboot");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(5300));
+    child.kill().expect("kill -9");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(9), "cradle was killed inside the reboot");
+    let unlock = p.cradle(&["unlock", &vm], None);
+    assert!(unlock.status.success(), "unlock after the kill: {}", show(&unlock));
+    let rerun = p.provision(&vm, None);
+    assert!(rerun.status.success(), "the rerun converges: {}", show(&rerun));
+    assert_converged(&p, &vm, "inside the reboot");
+}
