@@ -76,7 +76,9 @@ impl Range {
 
     fn items(&self) -> Vec<String> {
         match *self {
-            Range::Letters { begin, end, step } => LETTERS[begin..=end].chars().step_by(step).map(String::from).collect(),
+            Range::Letters { begin, end, step } => {
+                LETTERS[begin..=end].chars().step_by(step).map(String::from).collect()
+            }
             Range::Numbers { begin, end, step, width } => {
                 let mut out = Vec::new();
                 let mut n = begin;

@@ -127,7 +127,11 @@ fn a_bad_snippet_storage_is_refused_before_any_side_effect() {
 
 #[test]
 fn a_malformed_dns_record_is_refused_before_any_side_effect() {
-    refused_before_any_side_effect(6, "vms_dns_record: { zone: lab., name: vm-0, kind: a, valu: 1.2.3.4 }\n", "vms_dns_record");
+    refused_before_any_side_effect(
+        6,
+        "vms_dns_record: { zone: lab., name: vm-0, kind: a, valu: 1.2.3.4 }\n",
+        "vms_dns_record",
+    );
 }
 
 #[test]

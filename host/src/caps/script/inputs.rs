@@ -67,7 +67,8 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
 
     let login = vm.get("ssh").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default();
-    let target = super::ssh::target(&login, "ssh").map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
+    let wit = super::ssh::target(&login, "ssh").map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
+    let target = crate::caps::ssh::Target { host: wit.host, port: wit.port, user: wit.user };
     crate::caps::ssh::check_host(&target.host).map_err(|e| bad(&name, "ansible_host", e.message))?;
     crate::caps::ssh::check_target(&target).map_err(|e| bad(&name, "ansible_user/ansible_port", e.message))?;
 
