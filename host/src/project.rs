@@ -171,12 +171,29 @@ pub struct RunReport {
     pub unreleased_locks: Vec<String>,
 }
 
+/// `path` made absolute against the current directory (lexically: no
+/// symlink is resolved and the path need not exist yet). An empty path is
+/// the current directory. Should the current directory be unreadable, the
+/// path is kept as given and the failure shows where it is used.
+fn absolute(path: &Path) -> PathBuf {
+    let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 impl Project {
     /// Read `config_path` and open the state directory (`state_dir` overrides the config's).
+    ///
+    /// Both paths are made absolute here, once, against the current directory:
+    /// everything derived from them (the workflow directory the watcher
+    /// watches, the SSH control directory, plugin paths) must stay valid
+    /// whatever directory a later call runs in, and OpenSSH needs an absolute
+    /// control path. `cradle.toml` alone (the default `--config`) has the
+    /// parent `""`, which would otherwise leave every derived path relative.
     pub fn open(config_path: &Path, state_dir: Option<&Path>) -> Result<Project, ProjectError> {
+        let config_path = &absolute(config_path);
+        let state_dir = state_dir.map(absolute);
         let config = Config::load(config_path)?;
-        let explicit =
-            state_dir.map(Path::to_path_buf).or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
+        let explicit = state_dir.or_else(|| config.state_dir.as_ref().map(|p| absolute(&config.resolve(p))));
         let state = StateDir::resolve(explicit.as_deref())?;
         let host =
             PluginHost::new(&state.cache()?.join("components")).map_err(|e| ProjectError::Engine(format!("{e:#}")))?;

@@ -324,3 +324,104 @@ fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() 
     );
     assert_converged(&p, &vm, "call:clone-vm");
 }
+
+/// Whether a run journal of `vm` shows the reboot's `power` call accepted:
+/// a `proxmox.power` capability call after the `reboot` step started.
+fn reboot_requested(p: &Project, vm: &str) -> bool {
+    journal_events(p).values().any(|run| {
+        let mut in_reboot = false;
+        run.iter().any(|ev| {
+            if ev["event"] == "step_started" && ev["vm"] == vm {
+                in_reboot = ev["step"] == "reboot";
+            }
+            in_reboot && ev["event"] == "capability_call" && ev["function"] == "power"
+        })
+    })
+}
+
+/// The events of every run journal, by journal file name.
+fn journal_events(p: &Project) -> std::collections::BTreeMap<String, Vec<Value>> {
+    let Ok(rd) = std::fs::read_dir(p.state().join("runs")) else { return Default::default() };
+    rd.filter_map(Result::ok)
+        .map(|f| {
+            let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+            let events = text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+            (f.file_name().to_string_lossy().into_owned(), events)
+        })
+        .collect()
+}
+
+/// The simulator's persisted power state of `vm` (`running`, `stopped`).
+fn power_of(p: &RemoteSim, vm: &str) -> Option<String> {
+    let text = std::fs::read_to_string(p.state.join("state.json")).ok()?;
+    let doc: Value = serde_json::from_str(&text).ok()?;
+    let vms = doc["vms"].as_object()?;
+    let found = vms.values().find(|v| v["config"]["name"] == vm)?;
+    found["power"].as_str().map(str::to_string)
+}
+
+/// Killed inside the reboot (item 16). PVE's `qmreboot` task ends once the VM
+/// has stopped, then PVE starts the VM with a `qmstart` task of its own
+/// (time scale 1: 5 s of shutdown, then 2 s of start; the rerun reaches its
+/// `start` step about 0.1 s after the kill). A rerun whose `start`
+/// step read `stopped` in that gap started the VM a second time, and that
+/// start failed with "VM N already running"; the step must wait for the VM's
+/// running tasks first. The kill is driven from here at the moment the
+/// simulator has persisted the VM as stopped (the reboot task's end, the
+/// start of the gap), since `CRADLE_CRASH_AT` knows only step and call edges
+/// and the reboot step's own task poll may return seconds later. The rerun
+/// must have met the running start (its `start` step waited for a task):
+/// otherwise the test missed the gap and says so.
+#[test]
+fn kill_9_inside_the_reboot_then_the_rerun_waits_for_the_vms_own_start_and_converges() {
+    let p = Project::new(6, 1, "1");
+    let vm = name(0);
+    let inv = p.dir.path().join("inventory").display().to_string();
+    let mut child = Command::new(cradle_bin())
+        .arg("--config")
+        .arg(p.dir.path().join("cradle.toml"))
+        .args(["--output", "json", "provision", "-i", &inv, "--limit", &vm])
+        .env_remove("CRADLE_CRASH_AT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cradle provision");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut requested = false;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "the run never reached the end of the reboot task");
+        assert!(child.try_wait().expect("try_wait").is_none(), "cradle ended before the reboot task ended");
+        requested = requested || reboot_requested(&p, &vm);
+        if requested && power_of(&p.sim, &vm).as_deref() == Some("stopped") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("kill -9");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(9), "cradle was killed inside the reboot");
+    let runs_before = journal_events(&p);
+    let unlock = p.cradle(&["unlock", &vm], None);
+    assert!(unlock.status.success(), "unlock after the kill: {}", show(&unlock));
+    let rerun = p.provision(&vm, None);
+    assert!(rerun.status.success(), "the rerun converges: {}", show(&rerun));
+    // The rerun's `start` step found PVE's own start running and waited for
+    // it, and then had no start of its own to issue.
+    let waited = journal_events(&p).iter().filter(|(f, _)| !runs_before.contains_key(*f)).any(|(_, run)| {
+        let mut in_start = false;
+        let calls: Vec<&Value> = run
+            .iter()
+            .filter(|ev| {
+                if ev["event"] == "step_started" && ev["vm"] == vm.as_str() {
+                    in_start = ev["step"] == "start";
+                }
+                in_start && ev["event"] == "capability_call"
+            })
+            .map(|ev| &ev["function"])
+            .collect();
+        calls.contains(&&Value::from("wait-task")) && !calls.contains(&&Value::from("power"))
+    });
+    assert_converged(&p, &vm, "inside the reboot");
+    assert!(waited, "the rerun's start step met PVE's own start of the VM (else the kill missed the gap)");
+}

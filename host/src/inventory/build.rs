@@ -13,6 +13,9 @@ use serde_json::Value;
 
 use super::{ALL, Group, Host, Inventory, InventoryError, Layer, UNGROUPED};
 
+/// The most hosts one inventory (all its files) may hold.
+pub(crate) const MAX_HOSTS: usize = 100_000;
+
 impl Inventory {
     pub(crate) fn empty(source: &Path) -> Inventory {
         let mut inv = Inventory {
@@ -46,6 +49,20 @@ impl Inventory {
         });
         self.group_ix.insert(name.to_string(), self.groups.len() - 1);
         self.groups.len() - 1
+    }
+
+    /// Whether the hosts of `names` not yet known fit under [`MAX_HOSTS`]
+    /// (checked before they are added, so an inventory of many mid-sized ranges
+    /// is refused before it fills memory).
+    pub(crate) fn room_for(&self, names: &[String]) -> Result<(), String> {
+        let new = names.iter().filter(|n| !self.host_ix.contains_key(n.as_str())).count();
+        if self.hosts.len().saturating_add(new) > MAX_HOSTS {
+            return Err(format!(
+                "the inventory would hold more than {MAX_HOSTS} hosts (it has {}, this entry adds {new}); split it into several inventories",
+                self.hosts.len()
+            ));
+        }
+        Ok(())
     }
 
     /// Add host `name` to group `g` (creating the host), with its inventory vars.

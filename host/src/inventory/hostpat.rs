@@ -2,8 +2,16 @@
 //! `web[01:03]` (zero-padded), `db[a:c]` (letters), `node[0:10:2]` (step), several
 //! ranges in one name. Mirrors `expand_hostname_range`.
 //!
-//! Failure mode: a malformed range (`[3:1]`, `[01:3]`, a missing end) is an error
-//! message that the caller turns into a `Parse` error with file and line.
+//! Failure mode: a malformed range (`[3:1]`, `[01:3]`, a missing end) or one
+//! that names more than [`MAX_RANGE_HOSTS`] hosts is an error message that the
+//! caller turns into a `Parse` error with file and line (INI) or group (YAML).
+//! The size is computed before anything is expanded, so a range bomb costs no
+//! memory; it is refused even under `--limit` (ranges are not expanded lazily:
+//! a refused inventory is the same whatever the limit, and `--limit` never has
+//! to interpret ranges).
+
+/// The most hosts one host entry (`vm-[0:9999]`) may expand to.
+pub(crate) const MAX_RANGE_HOSTS: u64 = 10_000;
 
 /// Split `entry` into the expanded host names and an optional port.
 pub(crate) fn expand(entry: &str) -> Result<(Vec<String>, Option<u16>), String> {
@@ -48,9 +56,49 @@ fn range_at(name: &str) -> Option<(usize, usize)> {
     name[open..close].contains(':').then_some((open, close))
 }
 
-fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
+/// One `[begin:end:step]` range, not expanded.
+enum Range {
+    /// Python's `string.ascii_letters` positions (a..z then A..Z).
+    Letters { begin: usize, end: usize, step: usize },
+    /// Numbers, zero-padded to `width` (0: no padding).
+    Numbers { begin: u64, end: u64, step: u64, width: usize },
+}
+
+const LETTERS: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+impl Range {
+    fn len(&self) -> u64 {
+        match *self {
+            Range::Letters { begin, end, step } => ((end - begin) / step + 1) as u64,
+            Range::Numbers { begin, end, step, .. } => (end - begin) / step + 1,
+        }
+    }
+
+    fn items(&self) -> Vec<String> {
+        match *self {
+            Range::Letters { begin, end, step } => {
+                LETTERS[begin..=end].chars().step_by(step).map(String::from).collect()
+            }
+            Range::Numbers { begin, end, step, width } => {
+                let mut out = Vec::new();
+                let mut n = begin;
+                while n <= end {
+                    out.push(format!("{n:0width$}"));
+                    n = match n.checked_add(step) {
+                        Some(next) => next,
+                        None => break,
+                    };
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The first range of `name` as (head, range, tail), or `None` without one.
+fn first_range(name: &str) -> Result<Option<(&str, Range, &str)>, String> {
     let Some((open, close)) = range_at(name) else {
-        return Ok(vec![name.to_string()]);
+        return Ok(None);
     };
     let (head, spec, tail) = (&name[..open], &name[open + 1..close], &name[close + 1..]);
     let bounds: Vec<&str> = spec.split(':').collect();
@@ -64,19 +112,14 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
     if end.is_empty() {
         return Err(bad("the end is missing"));
     }
-    let step: usize = step.parse().ok().filter(|s| *s > 0).ok_or_else(|| bad("the step must be a positive number"))?;
-    let items: Vec<String> = if beg.len() == 1
-        && end.len() == 1
-        && beg.chars().all(|c| c.is_ascii_alphabetic())
-        && end.chars().all(|c| c.is_ascii_alphabetic())
-    {
-        // Python's string.ascii_letters order: a..z then A..Z.
-        const LETTERS: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let step: u64 = step.parse().ok().filter(|s| *s > 0).ok_or_else(|| bad("the step must be a positive number"))?;
+    let letter = |s: &str| s.len() == 1 && s.chars().all(|c| c.is_ascii_alphabetic());
+    let range = if letter(beg) && letter(end) {
         let (b, e) = (LETTERS.find(beg).unwrap_or(0), LETTERS.find(end).unwrap_or(0));
         if b > e {
             return Err(bad("the begin is after the end"));
         }
-        LETTERS[b..=e].chars().step_by(step).map(String::from).collect()
+        Range::Letters { begin: b, end: e, step: usize::try_from(step).unwrap_or(usize::MAX) }
     } else {
         let b: u64 = beg.parse().map_err(|_| bad("begin and end must both be numbers or both single letters"))?;
         let e: u64 = end.parse().map_err(|_| bad("begin and end must both be numbers or both single letters"))?;
@@ -91,10 +134,33 @@ fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
         } else {
             0
         };
-        (b..=e).step_by(step).map(|n| format!("{n:0width$}")).collect()
+        Range::Numbers { begin: b, end: e, step, width }
+    };
+    Ok(Some((head, range, tail)))
+}
+
+/// How many names `name` expands to, counted without expanding (saturating).
+fn count(name: &str) -> Result<u64, String> {
+    match first_range(name)? {
+        None => Ok(1),
+        Some((_, range, tail)) => Ok(range.len().saturating_mul(count(tail)?)),
+    }
+}
+
+fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
+    // Counted first: `vm-[0:99999999]` must be refused, not allocated, even
+    // when --limit selects one host (see MAX_RANGE_HOSTS).
+    let n = count(name)?;
+    if n > MAX_RANGE_HOSTS {
+        return Err(format!(
+            "host range `{name}` expands to {n} hosts, more than the {MAX_RANGE_HOSTS} one entry may name; split it into smaller ranges or list the hosts you manage"
+        ));
+    }
+    let Some((head, range, tail)) = first_range(name)? else {
+        return Ok(vec![name.to_string()]);
     };
     let mut out = Vec::new();
-    for item in items {
+    for item in range.items() {
         out.extend(expand_ranges(&format!("{head}{item}{tail}"))?);
     }
     Ok(out)
@@ -122,5 +188,16 @@ mod tests {
         assert!(expand("web[01:3]").unwrap_err().contains("equal length"));
         assert!(expand("web[1:]").unwrap_err().contains("end is missing"));
         assert!(expand("web:abc").unwrap_err().contains("not a port"));
+    }
+
+    #[test]
+    fn a_range_over_the_cap_is_refused_before_it_is_expanded() {
+        let err = expand("vm-[0:99999999]").unwrap_err();
+        assert!(err.contains("expands to 100000000 hosts") && err.contains("10000"), "{err}");
+        // Two ranges multiply: 200 × 100 > 10,000, though each is small.
+        let err = expand("r[0:199]-[0:99]").unwrap_err();
+        assert!(err.contains("expands to 20000 hosts"), "{err}");
+        assert_eq!(expand("vm-[1:10000]").expect("at the cap").0.len(), 10_000);
+        assert_eq!(expand("n[0:18446744073709551615:9223372036854775808]").expect("no overflow").0.len(), 2);
     }
 }

@@ -31,6 +31,7 @@ mod hostpat;
 mod ini;
 mod limit;
 mod literal;
+mod nesting;
 mod nic;
 mod resolve;
 mod template;

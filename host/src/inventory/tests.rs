@@ -213,3 +213,43 @@ fn unknown_hosts_and_groups_name_close_candidates() {
     assert!(err.contains("did you mean") && err.contains("test-0"), "{err}");
     assert!(inv.group_hosts("prodd").expect_err("unknown").to_string().contains("prod"));
 }
+
+#[test]
+fn a_range_bomb_is_refused_by_the_cap_with_file_and_line_whatever_the_limit() {
+    let err = Inventory::from_ini("[lab]\nvm-[0:99999999]\n", Path::new("hosts.ini")).expect_err("range bomb");
+    let msg = err.to_string();
+    assert!(msg.starts_with("hosts.ini:2:"), "{msg}");
+    assert!(msg.contains("100000000 hosts") && msg.contains("10000"), "{msg}");
+    let yaml = "all:\n  children:\n    lab:\n      hosts:\n        vm-[0:99999999]:\n";
+    let msg = Inventory::from_yaml(yaml, Path::new("hosts.yml")).expect_err("range bomb").to_string();
+    assert!(msg.contains("hosts.yml") && msg.contains("group `lab`") && msg.contains("10000"), "{msg}");
+}
+
+#[test]
+fn an_inventory_of_more_than_100000_hosts_is_refused() {
+    let mut ini = String::from("[lab]\n");
+    for i in 0..11 {
+        ini.push_str(&format!("r{i}-[1:10000]\n"));
+    }
+    let msg = Inventory::from_ini(&ini, Path::new("hosts.ini")).expect_err("too many hosts").to_string();
+    assert!(msg.starts_with("hosts.ini:12:") && msg.contains("100000 hosts"), "{msg}");
+}
+
+#[test]
+fn a_200_kb_nested_yaml_inventory_is_refused_with_the_nesting_cap() {
+    // Flow nesting: the shape libyaml scans in quadratic time.
+    let depth = 100_000;
+    let flow = format!("all:\n  vars:\n    x: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+    assert!(flow.len() >= 200_000);
+    let msg = Inventory::from_yaml(&flow, Path::new("deep.yml")).expect_err("too deep").to_string();
+    assert!(msg.starts_with("deep.yml:3:") && msg.contains("at most 64 levels"), "{msg}");
+    // Block nesting of groups, padded to 200 KB.
+    let mut block = String::from("all:\n");
+    let mut d = 1;
+    while block.len() < 200_000 {
+        block.push_str(&format!("{}children:\n{}g{d}:\n", "  ".repeat(2 * d - 1), "  ".repeat(2 * d)));
+        d += 1;
+    }
+    let msg = Inventory::from_yaml(&block, Path::new("groups.yml")).expect_err("too deep").to_string();
+    assert!(msg.contains("groups.yml:") && msg.contains("at most 64 levels"), "{msg}");
+}

@@ -16,7 +16,8 @@
 //! `<<` merge keys are applied; `!unsafe` values are plain strings; `!vault` values
 //! are kept as an opaque marker that fails only if cradle reads that variable.
 //!
-//! Failure modes: YAML syntax errors (with line and column), a group that is not a
+//! Failure modes: nesting deeper than 64 levels (refused before parsing, with
+//! the line; see `nesting.rs`), YAML syntax errors (with line and column), a group that is not a
 //! mapping, an unknown key in a group (Ansible warns and skips it; cradle refuses,
 //! since a typo like `host:` would otherwise drop hosts silently), any other tag.
 
@@ -25,7 +26,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use serde_yaml_ng::Value as Y;
 
-use super::{Inventory, InventoryError, hostpat};
+use super::{Inventory, InventoryError, hostpat, nesting};
 
 /// The key an inline `!vault` value is stored under (see `values.rs`).
 pub(crate) const VAULT_MARKER: &str = "__cradle_ansible_vault__";
@@ -103,6 +104,7 @@ fn group(inv: &mut Inventory, name: &str, data: &Y, path: &Path, file: &str) -> 
                 for (entry, hvars) in entries {
                     let (names, port) =
                         hostpat::expand(&entry).map_err(|e| perr(path, format!("group `{name}`: {e}")))?;
+                    inv.room_for(&names).map_err(|e| perr(path, format!("group `{name}`: {e}")))?;
                     let mut vars: Vec<(String, Value)> = match convert(hvars).map_err(|m| perr(path, m))? {
                         Value::Null => Vec::new(),
                         Value::Object(m) => m.into_iter().collect(),
@@ -162,6 +164,15 @@ fn json_kind(v: &Value) -> &'static str {
 }
 
 fn load(text: &str, path: &Path) -> Result<Y, InventoryError> {
+    // Before the parser: libyaml is quadratic in the nesting depth (nesting.rs).
+    nesting::check(text).map_err(|(line, depth)| InventoryError::Parse {
+        path: path.to_path_buf(),
+        line: Some(line),
+        message: format!(
+            "nesting {depth} levels deep; at most {} levels of groups and variable values are accepted (flatten the groups or the value)",
+            nesting::MAX_DEPTH
+        ),
+    })?;
     let mut y: Y = serde_yaml_ng::from_str(text).map_err(|e| InventoryError::Parse {
         path: path.to_path_buf(),
         line: e.location().map(|l| l.line()),

@@ -37,7 +37,9 @@ vmids = "100-199"
 [plugins.hostile.grants.lock]
 prefixes = ["vm/"]
 [plugins.hostile.grants.ssh]
-hosts = ["guests"]
+# The wait-for attack's login (the guest address, a port nothing listens on),
+# granted literally: this file tests budgets, not the ssh scope.
+hosts = ["guests", "root@127.0.10.5:9"]
 [plugins.hostile.grants.dns]
 zones = []
 [plugins.hostile.grants.checkpoint]

@@ -45,13 +45,13 @@ use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
 use crate::plugin::bindings::cradle::host::{proxmox, ssh};
 
-const DEFAULT_SNIPPET_STORAGE: &str = "local";
+pub(super) const DEFAULT_SNIPPET_STORAGE: &str = "local";
 
 fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
     throw(CapError::invalid(msg))
 }
 
-fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
+pub(super) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
     map.get(key)
         .ok_or_else(|| invalid(format!("{what}: missing `{key}`")))?
         .clone()
@@ -59,7 +59,7 @@ fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
         .map_err(|t| invalid(format!("{what}: `{key}` must be a string, got {t}")))
 }
 
-fn opt_str(map: &Map, key: &str) -> Option<String> {
+pub(super) fn opt_str(map: &Map, key: &str) -> Option<String> {
     map.get(key).and_then(|v| v.clone().into_string().ok())
 }
 
@@ -230,12 +230,10 @@ pub(super) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     Ok(out)
 }
 
-fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
-    let name = str_of(vm, "name", "cloudinit::upload_snippets")?;
-    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
-    let mut c = caps(ctx)?;
-    let dir = snippet_dir(&mut c, &storage)?;
-    let node_ssh = node_target(ctx, node)?;
+/// The user-data inputs of `vm`: one builder for the upload and for the
+/// preflight check of the inventory's values (`cradle::check_inputs`), so
+/// the check accepts exactly what the upload renders.
+pub(super) fn user_data(ctx: &NativeCallContext, vm: &Map, name: &str, host_key: Option<HostKey>) -> Res<UserData> {
     let login = vm
         .get("ssh")
         .and_then(|s| s.clone().try_cast::<Map>())
@@ -243,21 +241,29 @@ fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
     let user_name = str_of(&login, "user", &format!("{name}: ssh"))?;
     let mut keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
     keys.extend(strings(vm, "authorized_keys"));
-    let record = begin(ctx, &mut c, vm, &name, node)?;
-    let user = UserData {
-        vm_name: name.clone(),
-        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.clone()),
+    Ok(UserData {
+        vm_name: name.to_string(),
+        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.to_string()),
         fqdn: opt_str(vm, "fqdn"),
         user: ManagementUser::new(user_name, keys),
         keep_default_user: false,
         packages: strings(vm, "packages"),
         package_update: false,
         timezone: opt_str(vm, "timezone"),
-        host_key: Some(HostKey {
-            ed25519_private: record.private_key(),
-            ed25519_public: record.host_key_public.clone(),
-        }),
-    };
+        host_key,
+    })
+}
+
+fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
+    let name = str_of(vm, "name", "cloudinit::upload_snippets")?;
+    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let mut c = caps(ctx)?;
+    let dir = snippet_dir(&mut c, &storage)?;
+    let node_ssh = node_target(ctx, node)?;
+    let mut user = user_data(ctx, vm, &name, None)?;
+    let record = begin(ctx, &mut c, vm, &name, node)?;
+    user.host_key =
+        Some(HostKey { ed25519_private: record.private_key(), ed25519_public: record.host_key_public.clone() });
     let network = NetworkData { vm_name: name.clone(), interfaces: interfaces(vm, &name)? };
     let rendered = render_all(&user, &network).map_err(|e| invalid(e.to_string()))?;
     let sudo = node_ssh.user != "root";

@@ -34,7 +34,7 @@ fn string_field(rec: &Map, key: &str) -> Res<String> {
         .map_err(|t| throw(CapError::invalid(format!("dns::upsert: `{key}` must be a string, got {t}"))))
 }
 
-fn record(rec: &Map) -> Res<DnsRecord> {
+pub(super) fn record(rec: &Map) -> Res<DnsRecord> {
     if let Some(unknown) = rec.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(throw(CapError::invalid(format!(
             "dns::upsert: unknown field `{unknown}` (expected {})",

@@ -20,6 +20,7 @@ use crate::workflow::run_context;
 mod cloudinit;
 mod dns;
 mod guestnet;
+mod inputs;
 mod proxmox;
 mod ssh;
 
@@ -51,7 +52,8 @@ fn caps(ctx: &NativeCallContext) -> Res<CapCtx> {
     with_run(ctx, |data| data.workflow_caps(None))
 }
 
-/// `cradle::backend()`, `cradle::environment()`, `cradle::run_id()`.
+/// `cradle::backend()`, `cradle::environment()`, `cradle::run_id()`,
+/// `cradle::check_inputs(vm)`.
 fn cradle_module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("backend").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Dynamic> {
@@ -76,6 +78,10 @@ fn cradle_module() -> Module {
     FuncRegistration::new("nodes").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> {
         with_run(&ctx, |d| d.services.nodes.keys().map(|n| Dynamic::from(n.clone())).collect())
     });
+    // Every inventory value a later step passes on, checked before any side
+    // effect (inputs.rs).
+    FuncRegistration::new("check_inputs")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<()> { inputs::check_inputs(&ctx, &vm) });
     FuncRegistration::new("run_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });

@@ -1,12 +1,14 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
-//! (status, power, tasks, config and pending changes, migration, storage).
+//! (status, power, tasks and a VM's task list, config and pending changes, migration, storage).
 //! Each goes through the same adapter as a plugin's call, so it is checked
 //! against `[workflow.grants.proxmox]` and journaled.
 
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::{Res, caps, int_arg, wit_throw};
-use crate::plugin::bindings::cradle::host::proxmox::{Host, PendingEntry, PowerAction, TaskStatus, VmResource};
+use crate::plugin::bindings::cradle::host::proxmox::{
+    Host, PendingEntry, PowerAction, TaskStatus, TaskSummary, VmResource,
+};
 use crate::plugin::bindings::cradle::host::types::Entry;
 
 fn vm_resource(v: VmResource) -> Dynamic {
@@ -28,6 +30,17 @@ fn task_status(t: TaskStatus) -> Dynamic {
     m.insert("status".into(), t.status.into());
     m.insert("exitstatus".into(), t.exitstatus.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
     m.insert("ok".into(), t.ok.into());
+    m.into()
+}
+
+fn task_summary(t: TaskSummary) -> Dynamic {
+    let mut m = Map::new();
+    m.insert("upid".into(), t.upid.into());
+    m.insert("kind".into(), t.kind.into());
+    m.insert("id".into(), t.id.into());
+    m.insert("starttime".into(), i64::try_from(t.starttime).unwrap_or(i64::MAX).into());
+    // `()` while the task runs: that is what a caller waiting for it tests.
+    m.insert("status".into(), t.status.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
     m.into()
 }
 
@@ -98,6 +111,17 @@ pub fn module() -> Module {
             let t =
                 Host::wait_task(&mut caps(&ctx)?, node.to_string(), upid.to_string(), timeout).map_err(wit_throw)?;
             Ok(task_status(t))
+        },
+    );
+    // The VM's tasks on `node` (`GET /nodes/{node}/tasks?vmid=`), so a step can
+    // wait for the ones still running (a reboot's own start, a clone) before
+    // it decides anything from the VM's status.
+    FuncRegistration::new("list_tasks").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Array> {
+            let tasks = Host::list_tasks(&mut caps(&ctx)?, node.to_string(), Some(int_arg(vmid, "vmid")?), None)
+                .map_err(wit_throw)?;
+            Ok(tasks.into_iter().map(task_summary).collect())
         },
     );
     FuncRegistration::new("get_config").set_into_module(

@@ -1,0 +1,102 @@
+//! `cradle::check_inputs(vm)`: every inventory value of `vm` that a later step
+//! hands to SSH, cloud-init, the snippet store or DNS, checked by the same
+//! code those steps use, before the run has any side effect (invariant 9).
+//!
+//! Contract: no cluster call, no file written, no lock taken; it throws
+//! `#{kind: "invalid", message}` whose message names the host and the
+//! inventory variable (`ansible_host`, `ansible_user`, `vms_config.nic0`,
+//! `vms_fqdn`, ...) and says what is wrong. The workflow calls it as its first
+//! step, so a bad value never leaves a clone, a snippet, a creation record or
+//! a DNS record behind.
+//!
+//! What is checked, and by whom:
+//! - SSH target: `caps::ssh::check_target` (the host must not look like an
+//!   option: `-oProxyCommand=...`; the user name; the port);
+//! - user-data and meta-data: rendered in memory (`cloudinit::render_all`)
+//!   from the inputs `cloudinit::upload_snippets` renders, without a host key;
+//!   this covers the VM name used in the snippet names, hostname, FQDN, the
+//!   management user (`ansible_user`) and its keys, packages, timezone;
+//! - network-data: each NIC rendered alone (so an error names its `nicN`),
+//!   then all together (names used twice): addresses, gateway inside the
+//!   subnet, nameservers, search domains, interface names;
+//! - the snippet storage ID (`vms_snippet_storage`) as `cicustom` takes it;
+//! - `vms_dns_record`: each record's shape, as `dns::upsert` reads it.
+
+use rhai::{Map, NativeCallContext};
+
+use super::cloudinit::{DEFAULT_SNIPPET_STORAGE, interfaces, opt_str, str_of, user_data};
+use super::{Res, throw};
+use crate::caps::context::CapError;
+use crate::cloudinit::{CloudInitError, NetworkData, cicustom, render_all, render_network_data, snippet_names};
+
+fn bad(name: &str, variable: &str, problem: impl std::fmt::Display) -> Box<rhai::EvalAltResult> {
+    throw(CapError::invalid(format!("host {name}: inventory value {variable} is not usable: {problem}")))
+}
+
+/// The message of a script error (`#{kind, message}` or any other value).
+fn message(e: &rhai::EvalAltResult) -> String {
+    match e {
+        rhai::EvalAltResult::ErrorRuntime(v, _) => v
+            .clone()
+            .try_cast::<Map>()
+            .and_then(|m| m.get("message").map(ToString::to_string))
+            .unwrap_or_else(|| v.to_string()),
+        other => other.to_string(),
+    }
+}
+
+/// The inventory variable a user-data field comes from (field names of
+/// `cloudinit::user_data`).
+fn user_variable(e: &CloudInitError) -> &'static str {
+    let field = match e {
+        CloudInitError::Invalid { field, .. } | CloudInitError::InvalidSecret { field, .. } => field.as_str(),
+        _ => "",
+    };
+    match field {
+        "fqdn" => "vms_fqdn",
+        "package" => "vms_packages",
+        "timezone" => "vms_timezone",
+        "management user name" | "management user shell" | "management user group" => "ansible_user",
+        "management user" | "ssh_authorized_keys entry" => "vms_ssh_authorized_keys (or [ssh] authorized_keys)",
+        _ => "vms_name",
+    }
+}
+
+pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
+    let name = str_of(vm, "name", "cradle::check_inputs")?;
+    snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
+
+    let login = vm.get("ssh").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default();
+    let wit = super::ssh::target(&login, "ssh").map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
+    let target = crate::caps::ssh::Target { host: wit.host, port: wit.port, user: wit.user };
+    crate::caps::ssh::check_host(&target.host).map_err(|e| bad(&name, "ansible_host", e.message))?;
+    crate::caps::ssh::check_target(&target).map_err(|e| bad(&name, "ansible_user/ansible_port", e.message))?;
+
+    let user = user_data(ctx, vm, &name, None)?;
+    let nics = interfaces(vm, &name).map_err(|e| bad(&name, "vms_config.nicN", message(&e)))?;
+    for (i, nic) in nics.iter().enumerate() {
+        let one = NetworkData { vm_name: name.clone(), interfaces: vec![nic.clone()] };
+        render_network_data(&one).map_err(|e| bad(&name, &format!("vms_config.nic{i}"), e))?;
+    }
+    let network = NetworkData { vm_name: name.clone(), interfaces: nics };
+    render_network_data(&network).map_err(|e| bad(&name, "vms_config (NICs)", e))?;
+    render_all(&user, &network).map_err(|e| bad(&name, user_variable(&e), e))?;
+
+    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let names = snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
+    cicustom(&storage, &names).map_err(|e| bad(&name, "vms_snippet_storage", e))?;
+
+    let records = match vm.get("dns") {
+        None => Vec::new(),
+        Some(v) if v.is_unit() => Vec::new(),
+        Some(v) if v.is_array() => v.clone().into_array().unwrap_or_default(),
+        Some(v) => vec![v.clone()],
+    };
+    for (i, r) in records.into_iter().enumerate() {
+        let map = r
+            .try_cast::<Map>()
+            .ok_or_else(|| bad(&name, &format!("vms_dns_record[{i}]"), "must be a map {zone, name, kind, value}"))?;
+        super::dns::record(&map).map_err(|e| bad(&name, &format!("vms_dns_record[{i}]"), message(&e)))?;
+    }
+    Ok(())
+}
