@@ -1,6 +1,7 @@
 //! The capabilities as Rhai modules for workflow scripts: `log`, `lock`,
-//! `checkpoint`, `proxmox` and `cradle` (`lock::acquire(key)`,
-//! `checkpoint::read(vm)`, `proxmox::vm_status(node, vmid)`, ...).
+//! `checkpoint`, `cradle` (run helpers: `cradle::backend()`, `cradle::lock_key`,
+//! `cradle::check_inputs`), `proxmox`, `ssh`, `cloudinit` (snippets and creation
+//! records), `dns` and `guestnet` (the guest's network, verified on the guest).
 //!
 //! Scripts are trusted operator code, but they go through the same
 //! [`CapCtx::guard`] as plugins, under `[workflow.grants]`, and are journaled

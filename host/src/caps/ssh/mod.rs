@@ -1,7 +1,8 @@
 //! The `ssh` capability's provider: cradle's SSH client, its own known_hosts,
 //! and guest host-key generation. It drives the operator's OpenSSH client
-//! binaries (`ssh`, `ssh-keygen`) instead of an SSH library: operators already
-//! trust OpenSSH, and it checks host keys exactly as they expect.
+//! (`ssh`) instead of an SSH library: operators already trust OpenSSH, and it
+//! checks host keys exactly as they expect. Guest host keys are generated
+//! in-process (`keys.rs`), not by `ssh-keygen`.
 //!
 //! Contract:
 //! - Every connection runs `ssh -F /dev/null -o BatchMode=yes
