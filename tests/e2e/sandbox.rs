@@ -2,7 +2,7 @@
 //! attempt fails with its documented error while the host keeps serving.
 
 use cradle::project::{Project, RunReport, RunRequest};
-use cradle_tests::{Fixture, Harness, VM_SPEC_RHAI};
+use cradle_tests::{Fixture, Harness, PROBE_RHAI, VM_SPEC_RHAI};
 
 const CONFIG: &str = r#"
 default_environment = "test"
@@ -37,13 +37,8 @@ endpoints = []
 path = "@SAMPLE@"
 "#;
 
+/// What the test script adds to [`PROBE_RHAI`].
 const SCRIPT: &str = r#"
-import "lib/vm" as spec;
-fn probe(name, extra) {
-    let vm = spec::vm(name);
-    vm.template = extra;
-    cradle::backend().discover(vm)
-}
 fn plan_lines(name) {
     cradle::backend().plan(spec::vm(name)).summary.len()
 }
@@ -52,7 +47,7 @@ fn plan_lines(name) {
 type Env = Harness;
 
 fn env_with(config: &str) -> Env {
-    Harness::new(config, &[("sandbox.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)])
+    Harness::new(config, &[("sandbox.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)])
 }
 
 fn env() -> Env {
@@ -186,7 +181,8 @@ fn a_panicking_plugin_reports_its_panic_message() {
 #[test]
 fn a_plugin_importing_an_ungranted_interface_is_refused_before_instantiation() {
     let config = CONFIG.replace("[plugins.hostile.grants.proxmox]\nnodes = [\"pve1\"]\nvmids = \"100-199\"\n", "");
-    let fixture = Fixture::new(&config, &[("sandbox.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)]);
+    let fixture =
+        Fixture::new(&config, &[("sandbox.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)]);
     let project = Project::open(&fixture.config(), None).expect("open");
     let err = project.load().expect_err("refused").to_string();
     assert!(

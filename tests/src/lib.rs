@@ -108,6 +108,26 @@ impl Fixture {
 }
 
 /// A minimal VM spec map for scripts, as JSON text.
+/// The function every hostile-plugin test script starts with (it needs
+/// `lib/vm` = [`VM_SPEC_RHAI`]): `probe(name, extra)` calls the backend's
+/// `discover` with the spec named `name` and `extra` as its `template`, which
+/// the hostile plugin reads as the attack's argument.
+pub const PROBE_RHAI: &str = r#"
+import "lib/vm" as spec;
+fn probe(name, extra) {
+    let vm = spec::vm(name);
+    vm.template = extra;
+    cradle::backend().discover(vm)
+}
+"#;
+
+/// Every event of the run journal at `path`, parsed (a test failure if it is
+/// missing or a line is not JSON).
+pub fn journal_events(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("journal {}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("journal line {l:?}: {e}"))).collect()
+}
+
 pub const VM_SPEC_RHAI: &str = r#"
 fn vm(name) {
     #{ name: name, vmid: 150, node: "pve1", template: "debian-12", storage: "local-lvm",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use cradle::project::RunRequest;
 use cradle_tests::fixture::held_locks;
-use cradle_tests::{Fixture, Harness, Out, VM_SPEC_RHAI, cradle_bin};
+use cradle_tests::{Fixture, Harness, Out, PROBE_RHAI, VM_SPEC_RHAI, cradle_bin};
 
 const CONFIG: &str = r#"
 default_environment = "test"
@@ -48,13 +48,8 @@ endpoints = @ENDPOINTS@
 @ENDPOINT_TABLE@
 "#;
 
+/// What the test script adds to [`PROBE_RHAI`].
 const SCRIPT: &str = r#"
-import "lib/vm" as spec;
-fn probe(name, extra) {
-    let vm = spec::vm(name);
-    vm.template = extra;
-    cradle::backend().discover(vm)
-}
 "#;
 
 fn config(limits: &str, endpoints: &str, endpoint_table: &str) -> String {
@@ -62,7 +57,10 @@ fn config(limits: &str, endpoints: &str, endpoint_table: &str) -> String {
 }
 
 fn env(limits: &str) -> Harness {
-    Harness::new(&config(limits, "[]", ""), &[("probe.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)])
+    Harness::new(
+        &config(limits, "[]", ""),
+        &[("probe.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)],
+    )
 }
 
 /// Run `probe(name, extra)`; the error text and the journal. Gives up (and
@@ -222,8 +220,10 @@ fn http_env() -> (Harness, Server, Server) {
         "[endpoints.api]\nurl = \"http://127.0.0.1:{}/base\"\nauth = \"api-key\"\ntoken = {{ command = [\"printf\", \"sekrit-api-key-42\"] }}\n",
         endpoint.port
     );
-    let harness =
-        Harness::new(&config("", "[\"api\"]", &table), &[("probe.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)]);
+    let harness = Harness::new(
+        &config("", "[\"api\"]", &table),
+        &[("probe.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)],
+    );
     (harness, endpoint, other)
 }
 
@@ -306,7 +306,10 @@ fn assert_escaped(what: &str, text: &str) {
 
 #[test]
 fn a_hostile_plugin_error_is_printed_escaped_by_run_and_runs_show() {
-    let fx = Fixture::new(&config("", "[]", ""), &[("probe.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)]);
+    let fx = Fixture::new(
+        &config("", "[]", ""),
+        &[("probe.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)],
+    );
     let out = cradle(&fx, &["run", "probe", "--fn", "probe", "budget:terminal-error", "x"]);
     assert_eq!(out.code, 1, "{out:#?}");
     assert_escaped("cradle run", &out.stderr);

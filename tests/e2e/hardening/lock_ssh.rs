@@ -12,8 +12,7 @@ use std::process::{Command, Output};
 use cradle::caps::policy::{ScopedVm, SshLogin};
 use cradle::project::{RunReport, RunRequest};
 use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, SimCluster, Wait};
-use cradle_tests::{Harness, VM_SPEC_RHAI, cradle_bin};
-use serde_json::Value;
+use cradle_tests::{Harness, PROBE_RHAI, VM_SPEC_RHAI, cradle_bin};
 
 const CONFIG: &str = r#"
 default_environment = "test"
@@ -51,13 +50,8 @@ zones = []
 endpoints = []
 "#;
 
+/// What the test script adds to [`PROBE_RHAI`].
 const SCRIPT: &str = r#"
-import "lib/vm" as spec;
-fn probe(name, extra) {
-    let vm = spec::vm(name);
-    vm.template = extra;
-    cradle::backend().discover(vm)
-}
 // Hold the VM lock as provision.rhai does, let the plugin attack it with the
 // key, then report what the attack got, whether the lock was still held after
 // it, and whether the workflow's one release then freed it (its nesting count
@@ -80,7 +74,7 @@ fn owned(name, extra) {
 "#;
 
 fn harness() -> Harness {
-    Harness::new(CONFIG, &[("attack.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)])
+    Harness::new(CONFIG, &[("attack.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)])
 }
 
 fn call(h: &Harness, func: &str, args: Vec<rhai::Dynamic>, vms: Vec<ScopedVm>) -> RunReport {
@@ -115,12 +109,11 @@ fn probe(h: &Harness, attack: &str, extra: &str, vms: Vec<ScopedVm>) -> (Result<
 
 /// The journal's denial of `function`, checked to name the plugin and `capability`.
 fn journaled_denial(report: &RunReport, capability: &str, function: &str) -> String {
-    let journal = std::fs::read_to_string(&report.journal).expect("journal");
-    let denial = journal
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("json line"))
+    let events = cradle_tests::journal_events(&report.journal);
+    let denial = events
+        .iter()
         .find(|e| e["event"] == "capability_call" && e["outcome"]["result"] == "denied" && e["function"] == function)
-        .unwrap_or_else(|| panic!("no denial of {function} in the journal:\n{journal}"));
+        .unwrap_or_else(|| panic!("no denial of {function} in the journal: {events:#?}"));
     assert_eq!(denial["caller"], "hostile", "{denial}");
     assert_eq!(denial["capability"], capability, "{denial}");
     denial["outcome"]["scope"].as_str().unwrap_or_default().to_string()

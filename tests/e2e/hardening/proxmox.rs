@@ -7,7 +7,7 @@
 
 use cradle::caps::policy::ScopedVm;
 use cradle::project::{RunReport, RunRequest};
-use cradle_tests::{Harness, VM_SPEC_RHAI};
+use cradle_tests::{Harness, PROBE_RHAI, VM_SPEC_RHAI};
 use serde_json::Value;
 
 const CONFIG: &str = r#"
@@ -62,20 +62,15 @@ zones = []
 endpoints = []
 "#;
 
+/// What the test script adds to [`PROBE_RHAI`].
 const SCRIPT: &str = r#"
-import "lib/vm" as spec;
-fn probe(name, extra) {
-    let vm = spec::vm(name);
-    vm.template = extra;
-    cradle::backend().discover(vm)
-}
 fn creation_of(name) {
     cloudinit::creation(#{ name: name })
 }
 "#;
 
 fn harness() -> Harness {
-    Harness::new(CONFIG, &[("hardening.rhai", SCRIPT), ("lib/vm.rhai", VM_SPEC_RHAI)])
+    Harness::new(CONFIG, &[("hardening.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)])
 }
 
 fn probe(h: &Harness, env: &str, attack: &str, arg: &str) -> RunReport {
@@ -96,8 +91,7 @@ fn setup(h: &Harness, vmids: &str) {
 }
 
 fn journal(report: &RunReport) -> Vec<Value> {
-    let text = std::fs::read_to_string(&report.journal).expect("journal");
-    text.lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+    cradle_tests::journal_events(&report.journal)
 }
 
 fn calls<'a>(events: &'a [Value], function: &str) -> Vec<&'a Value> {
