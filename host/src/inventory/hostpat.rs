@@ -70,7 +70,7 @@ impl Range {
     fn len(&self) -> u64 {
         match *self {
             Range::Letters { begin, end, step } => ((end - begin) / step + 1) as u64,
-            Range::Numbers { begin, end, step, .. } => (end - begin) / step + 1,
+            Range::Numbers { begin, end, step, .. } => ((end - begin) / step).saturating_add(1),
         }
     }
 
@@ -199,5 +199,8 @@ mod tests {
         assert!(err.contains("expands to 20000 hosts"), "{err}");
         assert_eq!(expand("vm-[1:10000]").expect("at the cap").0.len(), 10_000);
         assert_eq!(expand("n[0:18446744073709551615:9223372036854775808]").expect("no overflow").0.len(), 2);
+        // The whole u64 range counts as more than the cap, not as zero hosts.
+        let err = expand("vm-[0:18446744073709551615]").unwrap_err();
+        assert!(err.contains("10000"), "{err}");
     }
 }

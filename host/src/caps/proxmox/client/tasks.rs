@@ -140,7 +140,10 @@ impl ProxmoxClient {
     /// Polls the task until it stops or `timeout` passes; on timeout returns the
     /// last (running) status rather than an error.
     pub async fn wait_task(&self, node: &str, upid: &str, timeout: Duration) -> Result<TaskStatus, ProxmoxError> {
-        let deadline = Instant::now() + timeout;
+        // A workflow may pass any timeout (plugin timeouts are clamped); one past
+        // what an `Instant` can hold means "no deadline", never a panic.
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(10 * 365 * 24 * 3600));
         let mut pause: Option<Duration> = None;
         loop {
             let asked = Instant::now();

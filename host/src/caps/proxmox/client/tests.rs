@@ -132,6 +132,14 @@ async fn set_config_refuses_skiplock_and_duplicate_keys_without_sending() {
         client.set_config("pve1", 100, &skip, &[], None).await.expect_err("reserved").kind(),
         ErrorKind::Invalid
     );
+    // `force` would make a permitted detach free the volume for good.
+    for reserved in ["force", "background_delay"] {
+        let set = [Entry { key: reserved.into(), value: "1".into() }];
+        assert_eq!(
+            client.set_config("pve1", 100, &set, &[], None).await.expect_err(reserved).kind(),
+            ErrorKind::Invalid
+        );
+    }
     let twice = [Entry { key: "ide2".into(), value: "none".into() }];
     assert_eq!(
         client.set_config("pve1", 100, &twice, &["ide2".into()], None).await.expect_err("dup").kind(),

@@ -20,7 +20,7 @@ use crate::plugin::bindings::cradle::host::types::Entry;
 
 /// Config keys `set_config` refuses: they are request parameters, not config, and
 /// `skiplock` would bypass the VM lock that keeps concurrent changes apart.
-const RESERVED_KEYS: &[&str] = &["delete", "digest", "revert", "skiplock", "node", "vmid"];
+const RESERVED_KEYS: &[&str] = &["delete", "digest", "revert", "skiplock", "force", "background_delay", "node", "vmid"];
 
 /// The UPID a task-starting call returns.
 pub(crate) fn upid_from(data: &Value) -> Result<String, String> {
