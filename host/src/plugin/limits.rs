@@ -110,7 +110,10 @@ pub struct Limits {
 
 /// A timeout argument a plugin passes to a host call. Each is clamped to
 /// [`TimeoutArg::max`] (documented in docs/PLUGINS.md) and to the time left on
-/// the plugin call, so no host call outlives the call's wall-clock limit.
+/// the plugin call, so no wait a plugin asks for outlives the call's wall-clock
+/// limit. Host calls without a timeout argument (a clone, an upload) are bounded
+/// by their own client timeouts and can end after the limit; the next host call
+/// then fails on the exhausted budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeoutArg {
     /// `proxmox.wait-task` `timeout-ms`.

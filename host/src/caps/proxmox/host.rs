@@ -4,7 +4,11 @@
 //!
 //! Reading the cluster inventory (`list-vms`, `list-ha-resources`,
 //! `list-ha-rules`) is not scoped: discovery must see name and VMID collisions
-//! outside the grant. Everything that names a VM, a node or a storage is.
+//! outside the grant. Every call's node and VMID argument is scoped, and so are
+//! the storages and volumes `clone-vm` and `set-config` name. Not scoped beyond
+//! the node: `list-tasks`'s VMID filter (it only narrows a read), the VM inside
+//! a `wait-task` UPID, and the storage of the disk `resize-disk` grows (the
+//! disk's storage was checked when it was attached).
 //! What the adapter reads to describe a call (a template's name, the HA rule
 //! being rewritten, the config a deletion changes) is read through the same
 //! guard and journaled. `set-config` values are described by
