@@ -589,6 +589,15 @@ fn confine(dir: &Path) -> Confine {
     Confine { dir: dir.display().to_string(), key: "plugins.p.grants.ssh.upload_dirs".into() }
 }
 
+/// A granted upload dir (`snippets`) and a directory outside it, on the sshd's host.
+fn granted_and_outside(s: &Sshd) -> (std::path::PathBuf, std::path::PathBuf) {
+    let granted = s.dir.path().join("snippets");
+    let outside = s.dir.path().join("outside");
+    fs::create_dir(&granted).unwrap();
+    fs::create_dir(&outside).unwrap();
+    (granted, outside)
+}
+
 #[tokio::test]
 async fn an_upload_through_a_symlinked_directory_inside_the_granted_dir_is_denied() {
     if !available("upload-symlink-dir") {
@@ -596,10 +605,7 @@ async fn an_upload_through_a_symlinked_directory_inside_the_granted_dir_is_denie
     }
     let s = Sshd::start().await;
     let c = s.pinned_client("kh");
-    let granted = s.dir.path().join("snippets");
-    let outside = s.dir.path().join("outside");
-    fs::create_dir(&granted).unwrap();
-    fs::create_dir(&outside).unwrap();
+    let (granted, outside) = granted_and_outside(&s);
     std::os::unix::fs::symlink(&outside, granted.join("evil")).unwrap();
     let path = granted.join("evil/x.yaml");
     let e = c
@@ -626,10 +632,7 @@ async fn an_upload_onto_a_planted_symlink_replaces_it_instead_of_writing_through
     }
     let s = Sshd::start().await;
     let c = s.pinned_client("kh");
-    let granted = s.dir.path().join("snippets");
-    let outside = s.dir.path().join("outside");
-    fs::create_dir(&granted).unwrap();
-    fs::create_dir(&outside).unwrap();
+    let (granted, outside) = granted_and_outside(&s);
     fs::write(outside.join("victim"), b"original").unwrap();
     let file = granted.join("vm-user.yaml");
     std::os::unix::fs::symlink(outside.join("victim"), &file).unwrap();
