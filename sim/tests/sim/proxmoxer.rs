@@ -4,7 +4,7 @@
 //! Skips (with the reason printed) only when python3 cannot import proxmoxer; CI
 //! installs it (`pip install proxmoxer requests`).
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 

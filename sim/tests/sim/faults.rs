@@ -1,7 +1,7 @@
 //! Fault injection by spec and seed: what each fault does to a client, and that the
 //! same seed gives the same faults.
 
-mod common;
+use crate::common;
 
 use common::{Api, client_key, start};
 use cradle_sim::FaultSpec;

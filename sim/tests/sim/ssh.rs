@@ -1,7 +1,7 @@
 //! Guests and nodes over real SSH: snippet upload to a node, a guest configured from
 //! its snippets (address, users, host key), cloud-init status, boot IDs, reboots.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! Shared helpers for the simulator's integration tests: a pinned HTTPS client, task
 //! polling, and a small russh client.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

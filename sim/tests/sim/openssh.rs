@@ -1,7 +1,7 @@
 //! Interop with the system OpenSSH client (when installed): a pinned known_hosts entry,
 //! key auth, a command on a guest and a snippet upload to a node through stdin.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;

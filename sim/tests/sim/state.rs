@@ -1,7 +1,7 @@
 //! A state dir keeps VMs, tasks, the token and the certificate across restarts, in
 //! owner-only files.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 

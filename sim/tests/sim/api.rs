@@ -2,7 +2,7 @@
 //! nextid, config formatting and validation, pending changes, power, destroy, HA,
 //! migrate, resize, counters.
 
-mod common;
+use crate::common;
 
 use common::{Api, start, urlencode};
 use rustls::pki_types::pem::PemObject;

@@ -1,0 +1,12 @@
+//! The simulator's own tests, one test binary: its API against the Proxmox VE
+//! reference, its faults, its guests' SSH (with the real OpenSSH client), the
+//! Python client proxmoxer against it, and its state on disk.
+
+mod common;
+
+mod api;
+mod faults;
+mod openssh;
+mod proxmoxer;
+mod ssh;
+mod state;

@@ -1,0 +1,18 @@
+//! cradle's end-to-end tests, one test binary: the real `cradle` binary or its
+//! library against the simulated cluster and real services (OpenSSH, BIND,
+//! cloud-init's schema check). One module per area; each module's docs say
+//! what it proves. One binary links cradle (and wasmtime) once, not once per
+//! area; nextest still runs every test in its own process.
+
+mod builtin;
+mod cli;
+mod crash;
+mod hardening;
+mod progress_pty;
+mod provision;
+mod provision_dns;
+mod proxmox_client;
+mod reload;
+mod sandbox;
+mod sim_cli;
+mod workflows;
