@@ -288,8 +288,32 @@ impl CapCtx {
         clamped
     }
 
-    /// Run a future to completion from the blocking thread a host call runs on.
-    pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
-        self.services.rt.block_on(fut)
+    /// Run a host call's future to completion from the blocking thread it
+    /// runs on. In a plugin call the future is cut off when the call's
+    /// wall-clock limit runs out, whatever timeouts of its own it has (the
+    /// Proxmox client's per-request timeout and retries, an upload's, a
+    /// connection's): the call fails with the budget's message and the budget
+    /// is exhausted, so the plugin's next host call is refused and the epoch
+    /// callback traps it. Dropping the future kills any `ssh` child it started
+    /// (`kill_on_drop`); a request already sent may still take effect on the
+    /// far side, exactly as if the plugin had been killed, and the next run's
+    /// checks (inventory, checkpoints) see it.
+    pub fn block_on<T, E: Into<CapError>>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, CapError> {
+        let Some(clock) = &self.clock else {
+            return self.services.rt.block_on(fut).map_err(Into::into);
+        };
+        let left = clock.left();
+        // The timer is made inside the runtime: this thread may not be one of its.
+        match self.services.rt.block_on(async move { tokio::time::timeout(left, fut).await }) {
+            Ok(result) => result.map_err(Into::into),
+            Err(_elapsed) => Err(match clock.check_deadline() {
+                Err(e) => CapError::failed(e.message),
+                // Unreachable in practice: the timeout was the time left.
+                Ok(()) => CapError::failed("budget: the plugin call's wall-clock limit ran out during a host call"),
+            }),
+        }
     }
 }

@@ -145,11 +145,22 @@ impl Endpoints {
             .iter()
             .map(|(k, v)| Entry { key: k.to_string(), value: String::from_utf8_lossy(v.as_bytes()).into_owned() })
             .collect();
-        let body = resp.bytes().await.map_err(|e| transport_error(&req.endpoint, &e))?;
-        if body.len() > MAX_BODY {
-            return Err(CapError::failed(format!("endpoint `{}`: response body over {MAX_BODY} bytes", req.endpoint)));
+        let too_big = || CapError::failed(format!("endpoint `{}`: response body over {MAX_BODY} bytes", req.endpoint));
+        // Refuse before reading when the server says it is too big, and stop
+        // reading at the cap when it does not: the host never buffers more
+        // than MAX_BODY (plus one chunk) of a hostile or broken server.
+        if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+            return Err(too_big());
         }
-        Ok(Response { status, headers, body: body.to_vec() })
+        let mut resp = resp;
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(&req.endpoint, &e))? {
+            if body.len() + chunk.len() > MAX_BODY {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Response { status, headers, body })
     }
 }
 
@@ -260,6 +271,64 @@ mod tests {
         assert!(!within("http://127.0.0.1:8081/base/x"), "another port is another origin");
         assert!(!within("https://127.0.0.1:8080/base/x"));
         assert!(!within("http://localhost:8080/base/x"));
+    }
+
+    /// Serve one connection with `head`, then `body_len` bytes of `x` in
+    /// 64 KiB chunks; returns the endpoints and how many body bytes the
+    /// server managed to write before the client hung up.
+    async fn serve_once(head: String, body_len: usize) -> (Endpoints, tokio::task::JoinHandle<usize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.expect("accept");
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return 0;
+            }
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut sent = 0;
+            while sent < body_len {
+                if sock.write_all(&chunk).await.is_err() {
+                    break;
+                }
+                sent += chunk.len();
+            }
+            sent
+        });
+        let cfg = EndpointConfig { url, token: None, auth: EndpointAuth::Bearer };
+        (Endpoints::new(&BTreeMap::from([("big".to_string(), cfg)])), server)
+    }
+
+    fn get() -> Request {
+        Request {
+            endpoint: "big".into(),
+            method: Method::Get,
+            path: "/".into(),
+            query: vec![],
+            headers: vec![],
+            body: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_announced_over_the_cap_is_refused_before_it_is_read() {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", 1u64 << 40);
+        let (eps, server) = serve_once(head, 0).await;
+        let err = eps.send(get(), Duration::from_secs(10)).await.expect_err("too big");
+        assert!(err.message.contains("response body over"), "{}", err.message);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn an_unannounced_body_stops_being_read_at_the_cap() {
+        let head = "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n".to_string();
+        let (eps, server) = serve_once(head, 64 * MAX_BODY).await;
+        let err = eps.send(get(), Duration::from_secs(60)).await.expect_err("too big");
+        assert!(err.message.contains("response body over"), "{}", err.message);
+        let sent = server.await.expect("server");
+        assert!(sent < 4 * MAX_BODY, "the host kept reading: {sent} bytes sent");
     }
 
     #[test]

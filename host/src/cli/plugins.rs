@@ -52,21 +52,20 @@ pub fn run(cli: &Cli, cmd: &PluginsCmd) -> anyhow::Result<ExitCode> {
             match cli.output {
                 Output::Json => print_json(&json!({ "plugins": rows, "builtin_unused": available }))?,
                 Output::Text => {
+                    // The version, description and load error come from the
+                    // plugin file: escape them for the terminal.
+                    let s = |v: &serde_json::Value| crate::text::printable(v.as_str().unwrap_or("")).into_owned();
                     for r in &rows {
                         match r["status"].as_str() {
                             Some("ok") => outln!(
                                 "{:<12} {:<8} {}  {:<40} {}",
-                                r["name"].as_str().unwrap_or(""),
-                                r["version"].as_str().unwrap_or(""),
-                                &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
+                                s(&r["name"]),
+                                s(&r["version"]),
+                                s(&r["hash"]).chars().take(12).collect::<String>(),
                                 source_label(r),
-                                r["description"].as_str().unwrap_or("")
+                                s(&r["description"])
                             )?,
-                            _ => outln!(
-                                "{:<12} ERROR    {}",
-                                r["name"].as_str().unwrap_or(""),
-                                r["error"].as_str().unwrap_or("")
-                            )?,
+                            _ => outln!("{:<12} ERROR    {}", s(&r["name"]), s(&r["error"]))?,
                         }
                     }
                     if !available.is_empty() {
@@ -176,7 +175,7 @@ fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
     }
     match doc["refusal"].as_str() {
         None => outln!("admitted    yes")?,
-        Some(r) => outln!("admitted    NO: {r}")?,
+        Some(r) => outln!("admitted    NO: {}", crate::text::printable(r))?,
     }
     Ok(())
 }

@@ -10,6 +10,10 @@
 //! is an error naming the command, never a panic). [`check`] compares them with the
 //! VM's [`Interface`]s: every static address on its interface (with its prefix),
 //! a default route via each gateway on that interface, every nameserver in effect.
+//! The first NIC with a gateway of a family is the VM's primary one for that
+//! family: its route must be the one in effect (the lowest metric, the earlier
+//! listed on a tie, as the kernel picks), so a default route another interface
+//! got (a DHCP lease on a second NIC, a leftover) cannot carry the traffic.
 //! DHCP interfaces are not checked (their address is the DHCP server's to give).
 //! A mismatch is [`NetVerifyError::Mismatch`], naming the VM, each missing piece
 //! and the likely cause.
@@ -76,6 +80,31 @@ pub struct Route {
     pub dst: String,
     pub gateway: Option<IpAddr>,
     pub dev: Option<String>,
+    /// iproute2 omits it for metric 0.
+    #[serde(default)]
+    pub metric: Option<u32>,
+}
+
+impl Route {
+    fn describe(&self) -> String {
+        let mut s = format!("via {}", self.gateway.map(|g| g.to_string()).unwrap_or_default());
+        if let Some(d) = &self.dev {
+            let _ = write!(s, " dev {d}");
+        }
+        if let Some(m) = self.metric.filter(|m| *m > 0) {
+            let _ = write!(s, " metric {m}");
+        }
+        s
+    }
+}
+
+/// The default route of `gw`'s family the kernel uses: the lowest metric, the
+/// first listed among equals.
+fn route_in_effect(routes: &[Route], gw: IpAddr) -> Option<&Route> {
+    routes
+        .iter()
+        .filter(|r| r.dst == "default" && r.gateway.is_none_or(|g| g.is_ipv4() == gw.is_ipv4()))
+        .min_by_key(|r| r.metric.unwrap_or(0))
 }
 
 /// Where the nameservers in effect were read.
@@ -164,6 +193,8 @@ pub fn expects_ipv6_route(nics: &[Interface]) -> bool {
 /// Compare what the guest reports with the VM's NICs; see the module docs.
 pub fn check(vm: &str, nics: &[Interface], seen: &Observed) -> Result<(), NetVerifyError> {
     let mut problems = Vec::new();
+    // The families (is IPv4) whose primary gateway was seen.
+    let mut primaries: Vec<bool> = Vec::new();
     for nic in nics {
         let ifname = guest_ifname(nic);
         let link = seen.links.iter().find(|l| l.ifname == ifname);
@@ -186,19 +217,28 @@ pub fn check(vm: &str, nics: &[Interface], seen: &Observed) -> Result<(), NetVer
             }
         }
         if let Some(gw) = nic.gateway {
-            let ok = seen
-                .routes
-                .iter()
-                .any(|r| r.dst == "default" && r.gateway == Some(gw) && r.dev.as_deref() == Some(ifname.as_str()));
+            let ours =
+                |r: &Route| r.dst == "default" && r.gateway == Some(gw) && r.dev.as_deref() == Some(ifname.as_str());
+            let ok = seen.routes.iter().any(ours);
+            let primary = !primaries.contains(&gw.is_ipv4());
+            primaries.push(gw.is_ipv4());
+            if ok
+                && primary
+                && let Some(effective) = route_in_effect(&seen.routes, gw).filter(|r| !ours(r))
+            {
+                problems.push(format!(
+                    "the default route in effect is {}, not the one via {gw} on {ifname} (the VM's first gateway); \
+                         another interface got a default route with a lower or equal metric (a DHCP lease, a leftover \
+                         configuration): inspect `ip route show default` on the guest",
+                    effective.describe()
+                ));
+            }
             if !ok {
                 let found = list(
-                    seen.routes.iter().filter(|r| r.gateway.is_some_and(|g| g.is_ipv4() == gw.is_ipv4())).map(|r| {
-                        let mut s = format!("via {}", r.gateway.map(|g| g.to_string()).unwrap_or_default());
-                        if let Some(d) = &r.dev {
-                            let _ = write!(s, " dev {d}");
-                        }
-                        s
-                    }),
+                    seen.routes
+                        .iter()
+                        .filter(|r| r.gateway.is_some_and(|g| g.is_ipv4() == gw.is_ipv4()))
+                        .map(Route::describe),
                 );
                 problems.push(format!(
                     "the guest has no default route via {gw} on {ifname} (its default routes: {found}); the image may lack \
@@ -288,6 +328,32 @@ mod tests {
         let msg = check("test-0", &[nic()], &observed(other, "nameserver 10.0.0.53\n")).unwrap_err().to_string();
         assert!(msg.contains("via 10.0.0.254 dev ens18"), "{msg}");
         assert!(parse_routes("test-0", COMMANDS.routes4, "").unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_first_gateways_route_must_be_the_one_in_effect() {
+        // A second default route with a lower metric (a DHCP lease on ens19) wins.
+        let lower = r#"[{"dst":"default","gateway":"10.0.0.1","dev":"ens18","metric":100},{"dst":"default","gateway":"192.168.1.1","dev":"ens19","metric":50}]"#;
+        let msg = check("test-0", &[nic()], &observed(lower, "nameserver 10.0.0.53\n")).unwrap_err().to_string();
+        assert!(
+            msg.contains(
+                "the default route in effect is via 192.168.1.1 dev ens19 metric 50, not the one via 10.0.0.1 on ens18"
+            ),
+            "{msg}"
+        );
+        // Equal metrics: the first listed is in effect.
+        let first = r#"[{"dst":"default","gateway":"192.168.1.1","dev":"ens19"},{"dst":"default","gateway":"10.0.0.1","dev":"ens18"}]"#;
+        assert!(check("test-0", &[nic()], &observed(first, "nameserver 10.0.0.53\n")).is_err());
+        // Ours first, or with the lowest metric: in effect.
+        let ours = r#"[{"dst":"default","gateway":"10.0.0.1","dev":"ens18"},{"dst":"default","gateway":"192.168.1.1","dev":"ens19","metric":200}]"#;
+        check("test-0", &[nic()], &observed(ours, "nameserver 10.0.0.53\n")).unwrap();
+        // A second NIC's gateway needs its route, not the lowest metric.
+        let mut second = nic();
+        second.name = "ens19".into();
+        second.address = None;
+        second.nameservers = vec![];
+        second.gateway = Some("192.168.1.1".parse().unwrap());
+        check("test-0", &[nic(), second], &observed(ours, "nameserver 10.0.0.53\n")).unwrap();
     }
 
     #[test]

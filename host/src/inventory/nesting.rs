@@ -18,7 +18,8 @@
 //! and its mapping are one level here, two for YAML, so serde_yaml_ng's own
 //! limit still applies beyond); flow nesting, the costly case, is counted
 //! exactly. A `[` inside a plain scalar such as the host range `web[01:03]`
-//! opens no level: only a `[` that starts a node does.
+//! opens no level: only a `[` that starts a node does, including one after a
+//! node's tag or anchor (`x: !!seq [`, `x: &a [`).
 
 /// The deepest nesting of groups (`children:`) and variable values accepted.
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -54,6 +55,9 @@ pub(crate) fn check(text: &str) -> Result<(), (usize, usize)> {
         }
         let chars: Vec<char> = body.chars().collect();
         let mut at_node_start = true;
+        // Inside a node property (a `!tag` or an `&anchor`): the node itself
+        // starts after it, so `x: !!seq [[[` counts its brackets.
+        let mut in_property = false;
         // Compact block entries after the first on this line (`- - - x`):
         // each opens a sequence one level deeper without a new line.
         let mut compact = 0usize;
@@ -87,7 +91,7 @@ pub(crate) fn check(text: &str) -> Result<(), (usize, usize)> {
                     }
                     first_entry = false;
                 }
-                '[' | '{' if at_node_start || flow > 0 => {
+                '[' | '{' if at_node_start || in_property || flow > 0 => {
                     flow += 1;
                     if indents.len() + compact + flow > MAX_DEPTH {
                         return Err((line_no, indents.len() + compact + flow));
@@ -102,8 +106,16 @@ pub(crate) fn check(text: &str) -> Result<(), (usize, usize)> {
             }
             // A node starts after indentation, `- `, `: `, `? ` and, in flow
             // context, after `,` or an opening bracket.
+            let property_ends = in_property && matches!(c, ' ' | '\t' | '[' | '{' | ',');
+            in_property = match c {
+                '!' | '&' if at_node_start => true,
+                _ => in_property && !property_ends,
+            };
             at_node_start = match c {
-                ' ' | '\t' => at_node_start || (j > 0 && matches!(chars[j - 1], ':' | '-' | '?' | ',')),
+                ' ' | '\t' => {
+                    at_node_start || property_ends || (j > 0 && matches!(chars[j - 1], ':' | '-' | '?' | ','))
+                }
+                '!' | '&' if in_property => false,
                 '-' | '?' if flow == 0 && chars.get(j + 1).is_none_or(|n| n.is_whitespace()) => at_node_start,
                 '[' | '{' | ',' => flow > 0,
                 _ => false,
@@ -142,6 +154,19 @@ mod tests {
             text.push_str(&format!("{}children:\n{}g{d}:\n", "  ".repeat(2 * d - 1), "  ".repeat(2 * d)));
         }
         assert!(check(&text).is_err());
+    }
+
+    #[test]
+    fn a_tag_or_anchor_before_a_flow_collection_still_counts_its_brackets() {
+        for prop in ["!!seq", "&a", "!local", "&a !!seq"] {
+            let text = format!("all:\n  vars:\n    x: {prop} {}{}\n", "[".repeat(70), "]".repeat(70));
+            let (line, depth) = check(&text).expect_err(prop);
+            assert_eq!(line, 3, "{prop}");
+            assert!(depth > MAX_DEPTH, "{prop}");
+            let inner = format!("all:\n  vars:\n    x: [{prop} {}{}]\n", "[".repeat(70), "]".repeat(70));
+            assert!(check(&inner).is_err(), "{prop} inside a flow collection");
+        }
+        assert_eq!(check("all:\n  vars:\n    x: !!seq [a, &b [c], *b]\n    y: web!a[01:03]\n"), Ok(()));
     }
 
     #[test]

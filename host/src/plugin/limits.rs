@@ -7,7 +7,9 @@
 //!   `call_timeout_ms` of wall-clock time, `max_host_calls` host calls and
 //!   `max_journal_bytes` of journal lines. Every timeout argument a plugin
 //!   passes is clamped to its documented maximum ([`TimeoutArg::max`]) and to
-//!   the time left on the call ([`crate::caps::context::CapCtx::clamp_timeout`]).
+//!   the time left on the call ([`crate::caps::context::CapCtx::clamp_timeout`]),
+//!   and every host call's work is cut off when the call's time runs out
+//!   ([`crate::caps::context::CapCtx::block_on`]).
 //!
 //! A plugin that exceeds a limit traps; the trap fails that one call with a
 //! message naming the limit and the `cradle.toml` key that raises it, the run
@@ -111,9 +113,9 @@ pub struct Limits {
 /// A timeout argument a plugin passes to a host call. Each is clamped to
 /// [`TimeoutArg::max`] (documented in docs/PLUGINS.md) and to the time left on
 /// the plugin call, so no wait a plugin asks for outlives the call's wall-clock
-/// limit. Host calls without a timeout argument (a clone, an upload) are bounded
-/// by their own client timeouts and can end after the limit; the next host call
-/// then fails on the exhausted budget.
+/// limit. Host calls without a timeout argument (a clone, an upload, a
+/// trusted key) are cut off at the limit too, by
+/// [`crate::caps::context::CapCtx::block_on`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeoutArg {
     /// `proxmox.wait-task` `timeout-ms`.

@@ -341,3 +341,26 @@ fn a_hostile_plugin_error_is_printed_escaped_in_the_provision_summary() {
     assert_escaped("cradle provision", &out.stdout);
     assert!(!out.stderr.chars().any(|c| c.is_control() && c != '\n'), "raw control on stderr: {:?}", out.stderr);
 }
+
+#[test]
+fn a_plugin_load_error_is_printed_escaped_by_plugins_list() {
+    // The error names the plugin file; its name carries the terminal attack.
+    let evil = "[plugins.evil]\npath = \"gone-boom\\u001b[2J\\u001b]0;pwned-title\\u0007\\rerror: forged line\\nerror: second forged line.wasm\"\n";
+    let fx = Fixture::new(
+        &format!("{}{evil}", config("", "[]", "")),
+        &[("probe.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)],
+    );
+    let out = cradle(&fx, &["plugins", "list"]);
+    assert_eq!(out.code, 1, "a plugin that does not load fails the listing: {out:#?}");
+    assert!(out.stdout.contains("evil") && out.stdout.contains("ERROR"), "{out:#?}");
+    assert!(
+        !out.stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "plugins list printed a raw control character:\n{:?}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.lines().any(|l| l.starts_with("error: forged") || l.starts_with("error: second")),
+        "{}",
+        out.stdout
+    );
+}

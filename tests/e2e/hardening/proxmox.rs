@@ -194,6 +194,36 @@ fn rewriting_an_ha_rule_that_holds_a_vm_outside_the_grant_is_denied_with_one_jou
 }
 
 #[test]
+fn an_ha_rule_is_replaced_only_at_the_digest_its_members_were_checked_at() {
+    let h = harness();
+    setup(&h, "150");
+    // A digest other than the one the adapter read: refused by cradle before
+    // the write, so what is replaced is always what was checked.
+    let r = probe(&h, "test", "pve:rewrite-ha-rule-at", "0123456789abcdef0123456789abcdef01234567");
+    let err = r.result.as_ref().map(|_| ()).expect_err("a stale digest is refused").to_string();
+    assert!(err.contains("HA rule `prod-rule` changed since it was read (digest 0123456789abcdef"), "{err}");
+    let events = journal(&r);
+    let puts = calls(&events, "put-ha-rule");
+    assert_eq!(puts.len(), 1, "{events:#?}");
+    assert_eq!(puts[0]["outcome"]["kind"], "conflict", "{:#?}", puts[0]);
+    // With the digest it read, the plugin's own rule is rewritten.
+    let digest = current_rules_digest(&h);
+    let ok = probe(&h, "test", "pve:rewrite-ha-rule-at", &digest);
+    let done = ok.result.expect("the digest the check read").to_string();
+    assert!(done.contains("prod-rule rewritten"), "{done}");
+}
+
+/// The digest `GET /cluster/ha/rules` gives now (the same for every rule).
+fn current_rules_digest(h: &Harness) -> String {
+    let r = probe(h, "admin", "pve:ha-rules-digest", "");
+    let out = r.result.map(|v| v.to_string()).expect("digest");
+    let after = out.split_once("digest=").map(|(_, d)| d).unwrap_or_default();
+    let digest: String = after.chars().take_while(char::is_ascii_hexdigit).collect();
+    assert!(!digest.is_empty(), "no digest in {out}");
+    digest
+}
+
+#[test]
 fn a_template_name_lookup_goes_through_the_guard_and_the_journal() {
     let h = harness();
     let r = probe(&h, "test", "pve:clone", "");

@@ -19,7 +19,8 @@
 //!   reads it): a drive holding a disk image is a [`Touch::DeletesDisk`]; an
 //!   empty CD drive, an ISO or the cloud-init drive is not (finalization
 //!   deletes the cloud-init drive without a destructive grant). `unusedN`
-//!   always holds a disk, and deleting it destroys the image.
+//!   always holds a disk, and deleting it destroys the image; so does
+//!   `vmstate` (qemu-server frees the saved-state volume it names).
 //!
 //! Volume names follow pve-storage: `vm-N-disk-M`, `base-N-disk-M` (a
 //! template's disk), `base-N-disk-M/vm-K-disk-J` (VM K's linked clone of it),
@@ -129,7 +130,8 @@ pub fn node_key(key: &str) -> Option<&'static str> {
 
 /// Whether deleting `delete` needs the VM's current config to be described.
 pub fn deletion_needs_config(delete: &[String]) -> bool {
-    delete.iter().any(|k| is_drive_key(k))
+    // Unused disks and vmstate only to name the volume in a refusal.
+    delete.iter().any(|k| is_drive_key(k) || is_unused_key(k) || k == "vmstate")
 }
 
 /// Describe a call that sets `set` and deletes `delete`; `current` is the
@@ -296,11 +298,12 @@ fn describe_cicustom(key: &str, value: &str, out: &mut Vec<Touch>) {
 }
 
 fn describe_deletion(key: &str, current: Option<&[Entry]>, out: &mut Vec<Touch>) {
-    if is_unused_key(key) {
+    if is_unused_key(key) || key == "vmstate" {
+        let fallback = if key == "vmstate" { "a saved VM state" } else { "an unused disk" };
         let holds = current
             .and_then(|c| c.iter().find(|e| e.key == key))
             .map(|e| e.value.clone())
-            .unwrap_or_else(|| "an unused disk".into());
+            .unwrap_or_else(|| fallback.into());
         out.push(Touch::DeletesDisk { key: key.into(), holds });
         return;
     }
@@ -440,6 +443,11 @@ mod tests {
         );
         assert!(del(&["ide2", "ide0", "onboot"]).is_empty());
         assert!(matches!(&del(&["unused0"])[0], Touch::DeletesDisk { .. }));
+        assert_eq!(
+            del(&["vmstate"]),
+            [Touch::DeletesDisk { key: "vmstate".into(), holds: "a saved VM state".into() }],
+            "deleting vmstate frees the state volume"
+        );
         assert!(matches!(&del(&["sata3"])[0], Touch::DeletesDisk { .. }), "an unknown drive fails closed");
     }
 }

@@ -22,7 +22,7 @@ use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
 use super::config_scope;
 use super::errors::ProxmoxError;
 use super::tls::TlsVerify;
-use crate::caps::context::{CapCtx, CapError};
+use crate::caps::context::{CapCtx, CapError, ErrorKind};
 use crate::caps::policy::{Call, HaRuleScope, ProxmoxCall};
 use crate::config::{ClusterConfig, ClusterKind, Config};
 use crate::plugin::bindings::cradle::host::proxmox::{
@@ -76,7 +76,7 @@ impl CapCtx {
     {
         self.guard(function, Call::Proxmox(call), || {
             let client = self.pve_client()?;
-            self.block_on(work(client)).map_err(CapError::from)
+            self.block_on(work(client))
         })
         .map_err(Into::into)
     }
@@ -273,7 +273,25 @@ impl Host for CapCtx {
     fn put_ha_rule(&mut self, rule: HaRule) -> Result<(), WitError> {
         let new_members = ha_members(&rule.rule, &rule.resources)?;
         let current = self.list_ha_rules()?;
-        let current_members = match current.iter().find(|r| r.rule == rule.rule) {
+        let existing = current.iter().find(|r| r.rule == rule.rule);
+        // A replacement is written with a digest, and PVE refuses it unless the
+        // rules file still has that digest. Requiring it to be the digest of
+        // the read checked here makes check and write one step: the rule
+        // replaced is exactly the one whose members were checked.
+        let stale = match (existing, &rule.digest) {
+            (Some(existing), Some(theirs)) if existing.digest.as_deref() != Some(theirs.as_str()) => {
+                Some(CapError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "HA rule `{}` changed since it was read (digest {theirs}, now {}): read it again and rewrite it",
+                        rule.rule,
+                        existing.digest.as_deref().unwrap_or("none")
+                    ),
+                ))
+            }
+            _ => None,
+        };
+        let current_members = match existing {
             Some(existing) => ha_members(&existing.rule, &existing.resources)?,
             None => Vec::new(),
         };
@@ -288,8 +306,15 @@ impl Host for CapCtx {
             ha_rule: Some(HaRuleScope { rule: &rule.rule, new_members, current_members, nodes }),
             ..Default::default()
         };
-        let rule = &rule;
-        self.pve("put-ha-rule", call, |c| async move { c.put_ha_rule(rule).await })
+        // Checked (and journaled) inside the guard, after the scope.
+        self.guard("put-ha-rule", Call::Proxmox(call), || {
+            if let Some(stale) = stale {
+                return Err(stale);
+            }
+            let client = self.pve_client()?;
+            self.block_on(client.put_ha_rule(&rule))
+        })
+        .map_err(Into::into)
     }
 
     fn agent_ping(&mut self, node: String, vmid: u32) -> Result<(), WitError> {

@@ -4,10 +4,11 @@
 //! gateway, the nameservers in effect — and throw `failed` naming what is missing
 //! ([`crate::cloudinit::verify`] holds the rules and the messages).
 //!
-//! It runs [`COMMANDS`] over the VM's existing SSH target (`vm.ssh`), each with
-//! `timeout_ms`, through the `ssh` adapter (checked against `[workflow.grants.ssh]`
-//! and journaled). A command that fails (e.g. `ip` missing) throws with its
-//! stderr. Returns `#{addresses, routes, nameservers}` (what was checked, as text)
+//! It runs [`COMMANDS`] over the VM's existing SSH target (`vm.ssh`) as one
+//! `&&` chain (one round trip; `resolvectl` in a second one only when
+//! resolv.conf points at systemd-resolved's stub), with `timeout_ms`, through
+//! the `ssh` adapter (checked against `[workflow.grants.ssh]` and journaled). A
+//! command that fails (e.g. `ip` missing) throws naming it, with its stderr. Returns `#{addresses, routes, nameservers}` (what was checked, as text)
 //! on success.
 
 use rhai::{FuncRegistration, Map, Module, NativeCallContext};
@@ -21,16 +22,44 @@ use crate::cloudinit::verify::{
 };
 use crate::plugin::bindings::cradle::host::ssh;
 
-fn run(ctx: &NativeCallContext, t: &ssh::Target, vm: &str, command: &str, timeout: u64) -> Res<String> {
-    let out = ssh::Host::exec(&mut caps(ctx)?, t.clone(), command.to_string(), None, timeout).map_err(wit_throw)?;
+/// Printed between the outputs of the commands of one chain.
+const MARK: &str = "@@cradle-net@@";
+
+/// Run `commands` as one `&&` chain with [`MARK`] between their outputs: one
+/// SSH round trip, not one per command.
+fn run(
+    ctx: &NativeCallContext,
+    t: &ssh::Target,
+    vm: &str,
+    commands: &[&'static str],
+    timeout: u64,
+) -> Res<Vec<String>> {
+    let line = commands.join(&format!(" && echo {MARK} && "));
+    let out = ssh::Host::exec(&mut caps(ctx)?, t.clone(), line, None, timeout).map_err(wit_throw)?;
+    split_outputs(vm, commands, &out).map_err(|m| throw(CapError::failed(m)))
+}
+
+/// Each command's output of a chain [`run`] ran. On a failure, the markers
+/// printed before it say which command failed.
+fn split_outputs(vm: &str, commands: &[&'static str], out: &ssh::ExecOutput) -> Result<Vec<String>, String> {
+    let parts: Vec<String> = out.stdout.split(MARK).map(|p| p.strip_prefix('\n').unwrap_or(p).to_string()).collect();
     if out.exit_code != Some(0) {
+        let failed = commands.get(parts.len().saturating_sub(1)).or(commands.last()).copied().unwrap_or_default();
         let code = out.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-        return Err(throw(CapError::failed(format!(
-            "{vm}: `{command}` failed on the guest (exit {code}): {}; the network check needs iproute2's `ip` and a readable /etc/resolv.conf",
+        return Err(format!(
+            "{vm}: `{failed}` failed on the guest (exit {code}): {}; the network check needs iproute2's `ip` and a readable /etc/resolv.conf",
             out.stderr.trim()
-        ))));
+        ));
     }
-    Ok(out.stdout)
+    if parts.len() != commands.len() {
+        return Err(format!(
+            "{vm}: could not read the output of `{}` on the guest: {} parts instead of {}",
+            commands.join(" && "),
+            parts.len(),
+            commands.len()
+        ));
+    }
+    Ok(parts)
 }
 
 fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
@@ -48,26 +77,35 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let nics = super::cloudinit::interfaces(vm, &name)?;
     let bad = |e: crate::cloudinit::verify::NetVerifyError| throw(CapError::failed(e.to_string()));
 
-    let links = parse_links(&name, &run(ctx, &t, &name, COMMANDS.addresses, timeout)?).map_err(bad)?;
-    let mut routes =
-        parse_routes(&name, COMMANDS.routes4, &run(ctx, &t, &name, COMMANDS.routes4, timeout)?).map_err(bad)?;
+    let mut commands = vec![COMMANDS.addresses, COMMANDS.routes4];
     if expects_ipv6_route(&nics) {
-        let v6 = run(ctx, &t, &name, COMMANDS.routes6, timeout)?;
-        routes.extend(parse_routes(&name, COMMANDS.routes6, &v6).map_err(bad)?);
+        commands.push(COMMANDS.routes6);
     }
-    let nameservers = if expects_nameservers(&nics) {
-        let servers = parse_resolv_conf(&run(ctx, &t, &name, COMMANDS.resolv_conf, timeout)?);
-        let all_listed = nics.iter().flat_map(|n| n.nameservers.iter()).all(|ns| servers.contains(ns));
-        // Only a stub that does not already list what was asked sends us to resolved
-        // (an inventory may name 127.0.0.53 itself).
-        if !all_listed && uses_resolved_stub(&servers) {
-            let dns = run(ctx, &t, &name, COMMANDS.resolvectl, timeout)?;
-            Some((ResolverSource::Resolved, parse_resolvectl_dns(&dns)))
-        } else {
-            Some((ResolverSource::ResolvConf, servers))
+    if expects_nameservers(&nics) {
+        commands.push(COMMANDS.resolv_conf);
+    }
+    let outputs = run(ctx, &t, &name, &commands, timeout)?;
+    let output = |command: &str| commands.iter().position(|c| *c == command).map(|i| outputs[i].as_str());
+    let links = parse_links(&name, output(COMMANDS.addresses).unwrap_or_default()).map_err(bad)?;
+    let mut routes =
+        parse_routes(&name, COMMANDS.routes4, output(COMMANDS.routes4).unwrap_or_default()).map_err(bad)?;
+    if let Some(v6) = output(COMMANDS.routes6) {
+        routes.extend(parse_routes(&name, COMMANDS.routes6, v6).map_err(bad)?);
+    }
+    let nameservers = match output(COMMANDS.resolv_conf) {
+        Some(text) => {
+            let servers = parse_resolv_conf(text);
+            let all_listed = nics.iter().flat_map(|n| n.nameservers.iter()).all(|ns| servers.contains(ns));
+            // Only a stub that does not already list what was asked sends us to resolved
+            // (an inventory may name 127.0.0.53 itself).
+            if !all_listed && uses_resolved_stub(&servers) {
+                let dns = run(ctx, &t, &name, &[COMMANDS.resolvectl], timeout)?;
+                Some((ResolverSource::Resolved, parse_resolvectl_dns(&dns[0])))
+            } else {
+                Some((ResolverSource::ResolvConf, servers))
+            }
         }
-    } else {
-        None
+        None => None,
     };
     let seen = Observed { links, routes, nameservers };
     check(&name, &nics, &seen).map_err(bad)?;
@@ -90,4 +128,34 @@ pub fn module() -> Module {
             verify(&ctx, &vm, timeout_ms)
         });
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(stdout: &str, code: i32, stderr: &str) -> ssh::ExecOutput {
+        ssh::ExecOutput { exit_code: Some(code), stdout: stdout.into(), stderr: stderr.into() }
+    }
+
+    #[test]
+    fn a_chains_outputs_are_split_at_the_markers() {
+        let cmds = [COMMANDS.addresses, COMMANDS.routes4, COMMANDS.resolv_conf];
+        let stdout = format!("[{{}}]\n{MARK}\n[]{MARK}\nnameserver 10.0.0.53\n");
+        let parts = split_outputs("test-0", &cmds, &out(&stdout, 0, "")).expect("parts");
+        assert_eq!(parts, ["[{}]\n", "[]", "nameserver 10.0.0.53\n"]);
+        let short = split_outputs("test-0", &cmds, &out("[]\n", 0, "")).expect_err("one part of three");
+        assert!(short.contains("1 parts instead of 3"), "{short}");
+    }
+
+    #[test]
+    fn the_failed_command_of_a_chain_is_named() {
+        let cmds = [COMMANDS.addresses, COMMANDS.routes4, COMMANDS.resolv_conf];
+        let e = split_outputs("test-0", &cmds, &out("", 127, "sh: 1: ip: not found")).expect_err("failed");
+        assert!(e.starts_with("test-0: `ip -j addr show` failed on the guest (exit 127): sh: 1: ip: not found"), "{e}");
+        let stdout = format!("[]\n{MARK}\n[]\n{MARK}\n");
+        let e = split_outputs("test-0", &cmds, &out(&stdout, 1, "cat: /etc/resolv.conf: Permission denied"))
+            .expect_err("failed");
+        assert!(e.contains("`cat /etc/resolv.conf` failed on the guest (exit 1)"), "{e}");
+    }
 }

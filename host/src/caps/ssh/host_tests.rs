@@ -77,3 +77,40 @@ fn the_adapter_checks_scope_first_then_runs_through_the_client() {
         other => panic!("expected failed, got {other:?}"),
     }
 }
+
+#[test]
+fn a_host_call_without_a_timeout_argument_ends_when_the_plugin_calls_time_does() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().expect("dir");
+    // Accepts and never sends a banner: `ssh` alone would wait out its
+    // ConnectTimeout (60 s here); an upload has no timeout argument to clamp.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let client = super::SshClient::new(super::SshSettings {
+        known_hosts: dir.path().join("kh"),
+        identity: None,
+        connect_timeout: std::time::Duration::from_secs(60),
+        control_dir: None,
+    })
+    .expect("client");
+    let mut c = ctx(&rt, dir.path(), port, Some(client));
+    let key = rt.block_on(super::generate_host_key("silent")).expect("key");
+    c.trust_host_key("127.0.0.1".into(), port, key.public).expect("pin");
+    let limits = crate::plugin::limits::Limits {
+        call_timeout: std::time::Duration::from_millis(1500),
+        ..crate::plugin::limits::Limits::default()
+    };
+    let clock = crate::plugin::store::GuestClock::start("hostile", &limits);
+    c.clock = Some(clock.clone());
+    let t = Target { host: "127.0.0.1".into(), port, user: "root".into() };
+    let file = dir.path().join("snippet.yaml").display().to_string();
+    match c.upload(t, file, b"x".to_vec(), 0o600, false) {
+        Err(WitError::Failed(m)) => assert!(m.contains("call_timeout_ms in [plugins.hostile]"), "{m}"),
+        other => panic!("expected the call's budget to end the upload, got {other:?}"),
+    }
+    assert!(clock.exhausted().is_some(), "the budget is exhausted, so the plugin's next host call is refused");
+}

@@ -7,6 +7,9 @@
 //! - `pve:set-config`: one `set-config` on VM 150 on pve1; the argument is
 //!   lines `key=value` (set) and `-key` (delete).
 //! - `pve:rewrite-ha-rule`: rewrites rule `prod-rule` to hold `vm:150`.
+//! - `pve:rewrite-ha-rule-at`: rewrites rule `prod-rule` (keeping its
+//!   members) with the argument as the digest it claims to have read.
+//! - `pve:ha-rules-digest` (not an attack): the digest the rules list has now.
 //! - `pve:clone`: clones template 9000 to VMID 150 (a template-name lookup).
 
 use super::achieved;
@@ -27,9 +30,24 @@ pub fn run(attack: &str, vm: &VmSpec) -> Option<Result<Option<VmState>, Error>> 
             digest: None,
         })
         .and_then(|()| achieved("prod-rule now holds vm:150", vm)),
+        "ha-rules-digest" => rules_digest().and_then(|d| achieved(format!("digest={d}"), vm)),
+        "rewrite-ha-rule-at" => rewrite_at(&vm.template).and_then(|()| achieved("prod-rule rewritten", vm)),
         "clone" => clone(150, "hostile-clone").and_then(|()| achieved("cloned", vm)),
         _ => return None,
     })
+}
+
+fn rules_digest() -> Result<String, Error> {
+    let rules = proxmox::list_ha_rules()?;
+    Ok(rules.into_iter().find_map(|r| r.digest).unwrap_or_default())
+}
+
+fn rewrite_at(digest: &str) -> Result<(), Error> {
+    let rule = proxmox::list_ha_rules()?
+        .into_iter()
+        .find(|r| r.rule == "prod-rule")
+        .ok_or_else(|| Error::NotFound("HA rule prod-rule".into()))?;
+    proxmox::put_ha_rule(&HaRule { digest: Some(digest.to_string()), ..rule })
 }
 
 fn clone(newid: u32, name: &str) -> Result<(), Error> {
