@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cradle::caps::budget::GuestClock;
 use cradle::caps::checkpoint::CheckpointStore;
 use cradle::caps::context::{CapCtx, RunHandle, Services};
 use cradle::caps::grants::Grants;
@@ -26,7 +27,7 @@ use cradle::caps::policy::RunScope;
 use cradle::plugin::backend::{PluginBackend, vm_binding};
 use cradle::plugin::cache::CacheOutcome;
 use cradle::plugin::limits::Limits;
-use cradle::plugin::store::{GuestClock, new_store};
+use cradle::plugin::store::new_store;
 use cradle::plugin::{LoadedPlugin, PluginHost};
 use cradle::run::RunData;
 use cradle::workflow::{
@@ -211,7 +212,7 @@ fn call(c: &mut Criterion, fx: &Fixture) {
                 PLUGIN,
                 caps.clone(),
                 fx.plugin.limits,
-                GuestClock::start(PLUGIN, &fx.plugin.limits),
+                GuestClock::start(PLUGIN, fx.plugin.limits.budget()),
             )
         });
     });

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig};
 
@@ -17,18 +18,7 @@ use crate::caps::proxmox::tls::TlsVerify;
 use crate::config::{ClusterConfig, ClusterKind, Config};
 use crate::state::StateDir;
 
-/// How to reach one node over SSH.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeSsh {
-    /// Address.
-    pub host: String,
-    /// Port.
-    pub port: u16,
-    /// Login user.
-    pub user: String,
-    /// The node's SSH host key, pinned before the first connection, when known.
-    pub host_key: Option<String>,
-}
+pub use crate::caps::ssh::NodeSsh;
 
 /// A connected cluster.
 #[derive(Debug, Clone)]
@@ -114,6 +104,35 @@ pub fn lock_key(cluster_id: &str, vm_name: &str) -> String {
     format!("{cluster_id}|{vm_name}")
 }
 
+/// Connect to cluster `name` as configured: resolve the token, choose how the
+/// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
+/// simulator provides when it starts.
+fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, String> {
+    if cluster.kind == ClusterKind::Sim {
+        return Ok(None);
+    }
+    let endpoint = cluster.endpoint.clone().ok_or_else(|| format!("clusters.{name}.endpoint is missing"))?;
+    let token = cluster
+        .token
+        .as_ref()
+        .ok_or_else(|| format!("clusters.{name}.token is missing"))?
+        .resolve()
+        .map_err(|e| format!("clusters.{name}.token: {e}"))?;
+    let verify = match (&cluster.fingerprint, &cluster.ca_file) {
+        (Some(fp), _) => TlsVerify::Fingerprint(fp.clone()),
+        (None, Some(ca)) => TlsVerify::CaFile(config.resolve(ca)),
+        (None, None) => TlsVerify::Insecure,
+    };
+    let settings = ClientSettings {
+        endpoint,
+        token: token.expose().to_string(),
+        verify,
+        timeout: Duration::from_secs(30),
+        retry: RetryPolicy::default(),
+    };
+    ProxmoxClient::new(settings).map(Some).map_err(|e| format!("clusters.{name}: {e}"))
+}
+
 /// Connect to cluster `name` as configured.
 pub fn connect(
     name: &str,
@@ -125,7 +144,7 @@ pub fn connect(
 ) -> Result<ClusterAccess, String> {
     match cluster.kind {
         ClusterKind::Proxmox => {
-            let proxmox = crate::caps::proxmox::connect(name, cluster, config)?
+            let proxmox = connect_api(name, cluster, config)?
                 .ok_or_else(|| format!("clusters.{name}: no API connection configured"))?;
             let mut nodes = BTreeMap::new();
             for (node, target) in &cluster.node_ssh {

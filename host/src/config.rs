@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::builtin::BuiltinPlugin;
 pub use crate::caps::dns::DnsProviderConfig;
 use crate::caps::grants::Grants;
+pub use crate::caps::http::{EndpointAuth, EndpointConfig};
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
 
@@ -329,33 +330,6 @@ impl From<RawPluginConfig> for PluginConfig {
             implicit: false,
         }
     }
-}
-
-/// `[endpoints.NAME]`: a named HTTP endpoint; the host attaches its credentials.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointConfig {
-    /// The base URL; requests append their path to it.
-    pub url: String,
-    /// The credential, by reference.
-    #[serde(default)]
-    pub token: Option<SecretRef>,
-    /// How the credential is sent.
-    #[serde(default)]
-    pub auth: EndpointAuth,
-}
-
-/// How an endpoint's credential is attached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EndpointAuth {
-    /// `Authorization: Bearer <token>`.
-    #[default]
-    Bearer,
-    /// `Authorization: Token <token>` (NetBox).
-    Token,
-    /// `X-API-KEY: <token>` (UniFi).
-    ApiKey,
 }
 
 /// Why `cradle.toml` could not be used.

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod cloudinit;
 pub mod cluster;
 pub mod config;
+pub mod contract;
 pub mod inventory;
 pub mod journal;
 pub mod plugin;

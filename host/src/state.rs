@@ -178,7 +178,7 @@ pub fn create_private_dir(path: &Path) -> Result<(), StateError> {
 /// The effective uid of this process.
 fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    #[allow(unsafe_code)]
+    #[allow(unsafe_code, reason = "a libc call without preconditions")]
     unsafe {
         libc::geteuid()
     }

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use cradle::caps::context::ErrorKind;
 use cradle::caps::proxmox::client::{ClientSettings, ProxmoxClient, RetryPolicy};
 use cradle::caps::proxmox::errors::ProxmoxError;
 use cradle::caps::proxmox::tls::TlsVerify;
-use cradle::plugin::bindings::cradle::host::proxmox::{CloneRequest, PowerAction};
-use cradle::plugin::bindings::cradle::host::types::Entry;
+use cradle::contract::ErrorKind;
+use cradle::contract::bindings::cradle::host::proxmox::{CloneRequest, PowerAction};
+use cradle::contract::bindings::cradle::host::types::Entry;
 use cradle_sim::{Cluster, RunningCluster, SimConfig};
 
 /// Generous: only reached if the simulator hangs, never part of what is asserted.

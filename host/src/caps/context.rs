@@ -23,86 +23,10 @@ use super::checkpoint::CheckpointStore;
 use super::grants::Grants;
 use super::lock::{Holder, LockStore};
 use super::policy::{self, Call, RunScope};
+use crate::caps::budget::Exhausted;
+use crate::caps::budget::TimeoutArg;
+use crate::contract::{CapError, ErrorKind};
 use crate::journal::{CallOutcome, JournalWriter};
-use crate::plugin::limits::TimeoutArg;
-use crate::plugin::store::Exhausted;
-
-/// The kinds of the WIT `error` variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// Outside the grant.
-    Denied,
-    /// Does not exist.
-    NotFound,
-    /// The world is in the way (lock held, VM locked, ...).
-    Conflict,
-    /// Bad arguments.
-    Invalid,
-    /// May pass; only idempotent calls may be retried.
-    Transient,
-    /// Anything else.
-    Failed,
-}
-
-impl ErrorKind {
-    /// The WIT case name (`not-found`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Denied => "denied",
-            ErrorKind::NotFound => "not-found",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::Invalid => "invalid",
-            ErrorKind::Transient => "transient",
-            ErrorKind::Failed => "failed",
-        }
-    }
-}
-
-/// A failed capability call: the WIT `error` variant on the host side.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct CapError {
-    /// The case.
-    pub kind: ErrorKind,
-    /// What happened, naming the thing concerned.
-    pub message: String,
-}
-
-impl CapError {
-    /// Build an error of `kind`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> CapError {
-        CapError { kind, message: message.into() }
-    }
-    /// A `failed` error.
-    pub fn failed(message: impl Into<String>) -> CapError {
-        CapError::new(ErrorKind::Failed, message)
-    }
-    /// An `invalid` error.
-    pub fn invalid(message: impl Into<String>) -> CapError {
-        CapError::new(ErrorKind::Invalid, message)
-    }
-}
-
-impl CapError {
-    /// The host-side form of a WIT error.
-    pub fn from_wit(e: crate::plugin::bindings::cradle::host::types::Error) -> CapError {
-        use crate::plugin::bindings::cradle::host::types::Error as W;
-        match e {
-            W::Denied(m) => CapError::new(ErrorKind::Denied, m),
-            W::NotFound(m) => CapError::new(ErrorKind::NotFound, m),
-            W::Conflict(m) => CapError::new(ErrorKind::Conflict, m),
-            W::Invalid(m) => CapError::new(ErrorKind::Invalid, m),
-            W::Transient(m) => CapError::new(ErrorKind::Transient, m),
-            W::Failed(m) => CapError::new(ErrorKind::Failed, m),
-        }
-    }
-}
-
-impl From<policy::Denied> for CapError {
-    fn from(d: policy::Denied) -> CapError {
-        CapError::new(ErrorKind::Denied, d.to_string())
-    }
-}
 
 /// One run: its identity, journal and the locks it holds. Shared by every store
 /// the run creates; the locks still held are released when the run ends.
@@ -151,7 +75,7 @@ pub struct Services {
     /// port changes from process to process).
     pub cluster_id: String,
     /// SSH access to the cluster's nodes (for snippet uploads), by node name.
-    pub nodes: std::collections::BTreeMap<String, crate::cluster::NodeSsh>,
+    pub nodes: std::collections::BTreeMap<String, crate::caps::ssh::NodeSsh>,
     /// Public keys to authorize for the guests' management user.
     pub guest_keys: Vec<String>,
 }
@@ -182,7 +106,7 @@ pub struct CapCtx {
     /// For plugin calls: the guest's deadline clock, touched when a host call
     /// returns so time spent in the host does not count against the plugin,
     /// and the call's budget (wall clock, host calls, journal bytes).
-    pub clock: Option<Arc<crate::plugin::store::GuestClock>>,
+    pub clock: Option<Arc<crate::caps::budget::GuestClock>>,
 }
 
 impl CapCtx {

@@ -14,12 +14,13 @@
 //! workflow (operator code) may release any key the run holds.
 
 use super::checkpoint::{CheckpointError, Finalization as StoredFinalization};
-use super::context::{CapCtx, CapError, ErrorKind, RunHandle};
+use super::context::{CapCtx, RunHandle};
 use super::lock::{Holder as StoredHolder, LockError};
 use super::policy::{Call, LockOp};
-use crate::plugin::bindings::cradle::host::checkpoint::{self, Finalization};
-use crate::plugin::bindings::cradle::host::lock::{self, Holder};
-use crate::plugin::bindings::cradle::host::types::Error as WitError;
+use crate::contract::bindings::cradle::host::checkpoint::{self, Finalization};
+use crate::contract::bindings::cradle::host::lock::{self, Holder};
+use crate::contract::bindings::cradle::host::types::Error as WitError;
+use crate::contract::{CapError, ErrorKind};
 
 impl From<LockError> for CapError {
     fn from(e: LockError) -> CapError {

@@ -2,9 +2,9 @@
 //! workflows, written to the run journal and to tracing. Always granted.
 
 use super::context::CapCtx;
+use crate::contract::bindings::cradle::host::log::{Host, Level};
+use crate::contract::bindings::cradle::host::types::Entry;
 use crate::journal::LogLevel;
-use crate::plugin::bindings::cradle::host::log::{Host, Level};
-use crate::plugin::bindings::cradle::host::types::Entry;
 
 /// Longest message kept; a plugin cannot flood the journal with one call.
 const MAX_MESSAGE: usize = 8 * 1024;

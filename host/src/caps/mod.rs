@@ -5,6 +5,7 @@
 //! A capability never trusts its caller: plugins and workflows reach the same
 //! functions, and every call is checked and journaled before it does anything.
 
+pub mod budget;
 pub mod checkpoint;
 pub mod context;
 mod coordination;
@@ -19,7 +20,6 @@ pub mod proxmox;
 pub mod script;
 pub mod ssh;
 mod unavailable;
-mod wit_error;
 
 use std::fmt;
 

@@ -11,6 +11,7 @@ use std::path::{Component, Path};
 use super::Capability;
 use super::grants::{Grants, ProxmoxGrant, TemplateRef, list_allows};
 use super::proxmox::config_scope::{ConfigScope, Touch, node_key};
+use crate::contract::{CapError, ErrorKind};
 
 /// The VMs and nodes one call (or one workflow run) is bound to.
 #[derive(Debug, Clone, Default)]
@@ -182,6 +183,12 @@ pub struct Denied {
     pub capability: Capability,
     /// What was outside the grant, and which config key governs it.
     pub scope: String,
+}
+
+impl From<Denied> for CapError {
+    fn from(d: Denied) -> CapError {
+        CapError::new(ErrorKind::Denied, d.to_string())
+    }
 }
 
 impl Call<'_> {
@@ -693,7 +700,7 @@ endpoints = ["netbox"]
     }
 
     fn set_config(set: &[(&str, &str)], delete: &[&str], current: &[(&str, &str)]) -> ConfigScope {
-        use crate::plugin::bindings::cradle::host::types::Entry;
+        use crate::contract::bindings::cradle::host::types::Entry;
         let e = |(k, v): &(&str, &str)| Entry { key: k.to_string(), value: v.to_string() };
         let set: Vec<Entry> = set.iter().map(e).collect();
         let current: Vec<Entry> = current.iter().map(e).collect();

@@ -5,10 +5,11 @@
 //! scope check fails with `failed` saying the provider is missing, never with
 //! a made-up result.
 
-use super::context::{CapCtx, CapError};
+use super::context::CapCtx;
 use super::policy::Call;
-use crate::plugin::bindings::cradle::host::terraform;
-use crate::plugin::bindings::cradle::host::types::{Entry, Error as WitError};
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::terraform;
+use crate::contract::bindings::cradle::host::types::{Entry, Error as WitError};
 
 fn missing(cap: &str) -> CapError {
     CapError::failed(format!(
@@ -46,4 +47,4 @@ impl terraform::Host for CapCtx {
     }
 }
 
-impl crate::plugin::bindings::cradle::host::types::Host for CapCtx {}
+impl crate::contract::bindings::cradle::host::types::Host for CapCtx {}

@@ -141,7 +141,7 @@ fn verify<'a>(bytes: &'a [u8], expected: &[u8; 32]) -> Result<&'a [u8], String> 
     Ok(payload)
 }
 
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "Component::deserialize of a verified, owner-only cache entry")]
 fn deserialize(engine: &Engine, payload: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `Component::deserialize` trusts its input to be compiled code that
     // wasmtime produced. The payload comes from an owner-only file that cradle

@@ -6,9 +6,9 @@
 //! - The call budget bounds the whole call, host time included:
 //!   `call_timeout_ms` of wall-clock time, `max_host_calls` host calls and
 //!   `max_journal_bytes` of journal lines. Every timeout argument a plugin
-//!   passes is clamped to its documented maximum ([`TimeoutArg::max`]) and to
-//!   the time left on the call ([`crate::caps::context::CapCtx::clamp_timeout`]),
-//!   and every host call's work is cut off when the call's time runs out
+//!   passes is clamped to its documented maximum
+//!   ([`crate::caps::budget::TimeoutArg::max`]) and to the time left on the call
+//!   ([`crate::caps::context::CapCtx::clamp_timeout`]), and every host call's work is cut off when the call's time runs out
 //!   ([`crate::caps::context::CapCtx::block_on`]).
 //!
 //! A plugin that exceeds a limit traps; the trap fails that one call with a
@@ -18,6 +18,8 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::caps::budget::Budget;
 
 /// Default memory limit per instance.
 pub const DEFAULT_MEMORY_MIB: u64 = 64;
@@ -110,55 +112,6 @@ pub struct Limits {
     pub max_journal_bytes: u64,
 }
 
-/// A timeout argument a plugin passes to a host call. Each is clamped to
-/// [`TimeoutArg::max`] (documented in docs/PLUGINS.md) and to the time left on
-/// the plugin call, so no wait a plugin asks for outlives the call's wall-clock
-/// limit. Host calls without a timeout argument (a clone, an upload, a
-/// trusted key) are cut off at the limit too, by
-/// [`crate::caps::context::CapCtx::block_on`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeoutArg {
-    /// `proxmox.wait-task` `timeout-ms`.
-    WaitTask,
-    /// `ssh.exec` `timeout-ms`.
-    SshExec,
-    /// `ssh.wait-for` `timeout-ms`.
-    SshWaitFor,
-    /// An `http.send` request (the host's own per-request timeout).
-    Http,
-}
-
-impl TimeoutArg {
-    /// The largest timeout a plugin may ask for.
-    pub fn max(self) -> Duration {
-        match self {
-            TimeoutArg::WaitTask | TimeoutArg::SshExec => Duration::from_secs(30 * 60),
-            TimeoutArg::SshWaitFor => Duration::from_secs(15 * 60),
-            TimeoutArg::Http => Duration::from_secs(60),
-        }
-    }
-
-    /// `requested_ms` clamped to [`TimeoutArg::max`] and to `left` on the call
-    /// (`None` outside a plugin call: no clamp).
-    pub fn clamp(self, requested_ms: u64, left: Option<Duration>) -> Duration {
-        let requested = Duration::from_millis(requested_ms);
-        match left {
-            None => requested,
-            Some(left) => requested.min(self.max()).min(left),
-        }
-    }
-
-    /// The WIT function (for messages).
-    pub fn name(self) -> &'static str {
-        match self {
-            TimeoutArg::WaitTask => "proxmox.wait-task",
-            TimeoutArg::SshExec => "ssh.exec",
-            TimeoutArg::SshWaitFor => "ssh.wait-for",
-            TimeoutArg::Http => "http.send",
-        }
-    }
-}
-
 impl Default for Limits {
     fn default() -> Self {
         LimitsConfig::default().resolve()
@@ -166,6 +119,15 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// The call budget part of the limits.
+    pub fn budget(&self) -> Budget {
+        Budget {
+            call_timeout: self.call_timeout,
+            max_host_calls: self.max_host_calls,
+            max_journal_bytes: self.max_journal_bytes,
+        }
+    }
+
     /// The deadline in epoch ticks (at least one).
     pub fn ticks(&self) -> u64 {
         (self.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
@@ -201,25 +163,6 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_endless_timeout_argument_is_clamped_to_its_maximum() {
-        let far = Some(Duration::from_secs(24 * 3600));
-        assert_eq!(TimeoutArg::SshWaitFor.clamp(u64::MAX, far), Duration::from_secs(15 * 60));
-        assert_eq!(TimeoutArg::WaitTask.clamp(u64::MAX, far), Duration::from_secs(30 * 60));
-        assert_eq!(TimeoutArg::Http.clamp(u64::MAX, far), Duration::from_secs(60));
-    }
-
-    #[test]
-    fn a_timeout_argument_is_clamped_to_the_time_left_on_the_call() {
-        assert_eq!(TimeoutArg::SshExec.clamp(60_000, Some(Duration::from_millis(1500))), Duration::from_millis(1500));
-        assert_eq!(TimeoutArg::SshExec.clamp(500, Some(Duration::from_secs(10))), Duration::from_millis(500));
-    }
-
-    #[test]
-    fn workflow_timeouts_are_not_clamped() {
-        assert_eq!(TimeoutArg::WaitTask.clamp(u64::MAX, None), Duration::from_millis(u64::MAX));
-    }
 
     #[test]
     fn budget_keys_default_and_reject_zero() {

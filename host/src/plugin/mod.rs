@@ -17,7 +17,6 @@
 
 pub mod admission;
 pub mod backend;
-pub mod bindings;
 pub mod cache;
 pub mod limits;
 pub mod manifest;
@@ -38,7 +37,8 @@ use self::admission::{AdmissionError, Admitted};
 use self::cache::{CacheOutcome, ComponentCache};
 use self::limits::{EPOCH_TICK, Limits};
 use self::manifest::{Manifest, ManifestError};
-use self::store::{Caps, GuestClock, StoreState, new_store};
+use self::store::{Caps, StoreState, new_store};
+use crate::caps::budget::GuestClock;
 use crate::caps::context::CapCtx;
 use crate::caps::grants::Grants;
 
@@ -234,7 +234,7 @@ impl PluginHost {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<StoreState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-        bindings::Backend::add_to_linker::<StoreState, Caps>(&mut linker, |s| &mut s.caps)?;
+        crate::contract::bindings::Backend::add_to_linker::<StoreState, Caps>(&mut linker, |s| &mut s.caps)?;
         let ticker = EpochTicker::start(&engine);
         Ok(PluginHost { engine, linker, cache: ComponentCache::new(cache_dir), _ticker: ticker })
     }
@@ -348,7 +348,7 @@ impl LoadedPlugin {
             func: func.to_string(),
             available: self.admitted.exports.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
         })?;
-        let clock = GuestClock::start(&self.name, &self.limits);
+        let clock = GuestClock::start(&self.name, self.limits.budget());
         let caps = CapCtx { clock: Some(clock.clone()), caller: self.name.clone(), ..caps };
         let mut store = new_store(&self.engine, &self.name, caps, self.limits, clock);
         let trap = |store: &wasmtime::Store<StoreState>, e: wasmtime::Error| PluginError::Trap {

@@ -20,6 +20,8 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, ImmutableString, NativeCallContext};
 
+use super::errors::STEP_FRAME;
+
 /// Receives the progress of one workflow run (the journal and the progress display).
 /// Called from the run's blocking thread; implementations must not block for long.
 pub trait RunObserver: Send + Sync {
@@ -116,10 +118,6 @@ fn log_to_current(level: tracing::Level, message: &str) {
         }
     });
 }
-
-/// The prefix of the error frame `step` adds; script function names cannot contain
-/// a quote, so it never collides with a real function's frame.
-pub(crate) const STEP_FRAME: &str = "step '";
 
 /// Registers `step(name, f)`, `step(vm, name, f)` and routes `print`/`debug` to
 /// tracing and the current run's observer instead of stdout.

@@ -68,7 +68,7 @@ pub(crate) fn at(edge: Edge, vm: Option<&str>, step: &str) {
     }
 }
 
-#[allow(unsafe_code)] // kill(2) on our own pid: no memory is touched
+#[allow(unsafe_code, reason = "kill(2) on our own pid: no memory is touched")]
 fn kill_self() {
     // SAFETY: getpid and kill have no preconditions; SIGKILL does not return.
     unsafe {

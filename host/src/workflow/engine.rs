@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::backend::{self, Backend};
 use super::context::{self, CurrentRun, RunContext};
-use super::errors::{WorkflowError, compile_error, script_error};
+use super::errors::{WorkflowError, load_error, script_error};
 use super::limits::WorkflowLimits;
 use super::resolver::{LoadResolver, Sources, collect_modules, read, rhai_files};
 
@@ -388,19 +388,6 @@ fn list_or_none(items: Vec<String>) -> String {
 
 fn info(name: &str, file: &str, text: &str) -> ScriptInfo {
     ScriptInfo { name: name.to_string(), file: file.to_string(), hash: hex::encode(Sha256::digest(text.as_bytes())) }
-}
-
-/// An error while compiling `file` or resolving its imports, as a compile error.
-pub(crate) fn load_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimits) -> WorkflowError {
-    if let EvalAltResult::ErrorParsing(kind, pos) = err {
-        return compile_error(file, kind, *pos);
-    }
-    match script_error(file, err, limits) {
-        WorkflowError::Script { file, line, column, message, .. } => {
-            WorkflowError::Compile { file, line, column, message }
-        }
-        other => other,
-    }
 }
 
 /// A script function with the name and arity of a backend export would be

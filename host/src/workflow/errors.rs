@@ -10,7 +10,11 @@ use std::path::PathBuf;
 
 use rhai::{Dynamic, EvalAltResult, ParseErrorType, Position};
 
-use super::context::STEP_FRAME;
+/// The prefix of the error frame `step` adds ([`super::context`]); script
+/// function names cannot contain a quote, so it never collides with a real
+/// function's frame.
+pub(crate) const STEP_FRAME: &str = "step '";
+
 use super::limits::WorkflowLimits;
 
 /// Why loading or running workflows failed. Every variant names the file (and line
@@ -157,4 +161,17 @@ fn thrown_message(value: &Dynamic) -> String {
 fn thrown_field(value: &Dynamic, field: &str) -> Option<String> {
     let map = value.as_map_ref().ok()?;
     map.get(field)?.clone().into_string().ok()
+}
+
+/// An error while compiling `file` or resolving its imports, as a compile error.
+pub(crate) fn load_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimits) -> WorkflowError {
+    if let EvalAltResult::ErrorParsing(kind, pos) = err {
+        return compile_error(file, kind, *pos);
+    }
+    match script_error(file, err, limits) {
+        WorkflowError::Script { file, line, column, message, .. } => {
+            WorkflowError::Compile { file, line, column, message }
+        }
+        other => other,
+    }
 }

@@ -13,8 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rhai::{Engine, EvalAltResult, Module, Position, Scope, Shared};
 
-use super::engine::load_error;
-use super::errors::{WorkflowError, compile_error};
+use super::errors::{WorkflowError, compile_error, load_error};
 use super::limits::WorkflowLimits;
 
 /// `import path` → (displayed file, source text).

@@ -16,7 +16,7 @@ mod config;
 mod create;
 mod find;
 
-#[allow(unsafe_code)] // generated ABI glue
+#[allow(unsafe_code, reason = "generated ABI glue")]
 mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",

@@ -44,7 +44,7 @@ macro_rules! manifest {
             "description = \"", $desc, "\"\n",
             "needs = [", $("\"", $need, "\", ",)* "]\n",
         );
-        #[allow(unsafe_code)]
+        #[allow(unsafe_code, reason = "link_section is an unsafe attribute")]
         #[used]
         #[unsafe(link_section = "cradle-manifest")]
         static _CRADLE_MANIFEST: [u8; _CRADLE_MANIFEST_TEXT.len()] =

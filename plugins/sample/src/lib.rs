@@ -3,8 +3,7 @@
 //! backend plugin and to exercise the host (README main job, benchmarks); it
 //! refuses to create or remove anything.
 
-// Generated ABI glue needs `unsafe`; the plugin's own code has none.
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "generated ABI glue; the plugin's own code has none")]
 mod bindings {
     wit_bindgen::generate!({
     path: "../../wit",

@@ -18,7 +18,7 @@ use hickory_proto::rr::rdata::tsig::TsigError;
 use hickory_proto::rr::{Name, RecordType};
 
 use super::wire::{Target, WireError};
-use crate::caps::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 
 /// Who was asked what, for messages.
 pub(super) struct Ctx<'a> {

@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use super::Rfc2136;
-use crate::caps::context::{CapCtx, CapError};
+use crate::caps::context::CapCtx;
 use crate::caps::policy::Call;
-use crate::plugin::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
-use crate::plugin::bindings::cradle::host::types::Error as WitError;
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
+use crate::contract::bindings::cradle::host::types::Error as WitError;
 
 impl CapCtx {
     fn dns_provider(&self) -> Result<Arc<Rfc2136>, CapError> {

@@ -54,11 +54,11 @@ use hickory_proto::rr::{Name, RData, Record, RecordType, TSigner};
 
 use self::errors::{Ctx, kind_name};
 use self::wire::Target;
-use super::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 use crate::secrets::SecretRef;
 
 pub use self::config::{DnsProviderConfig, DnsProviderKind, TsigAlgorithmName};
-pub use crate::plugin::bindings::cradle::host::dns::{DnsRecord, RecordKind};
+pub use crate::contract::bindings::cradle::host::dns::{DnsRecord, RecordKind};
 
 mod config;
 mod errors;

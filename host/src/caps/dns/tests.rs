@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::bind_fixture::{Bind, KEY, KEY512, random_secret};
 use super::{DnsRecord, RecordKind, Rfc2136, TsigAlgorithmName};
-use crate::caps::context::ErrorKind;
 use crate::config::Config;
+use crate::contract::ErrorKind;
 
 const LAB: &str = "lab.example.";
 const REV: &str = "10.0.10.in-addr.arpa.";
@@ -261,8 +261,8 @@ mod adapter {
     use crate::caps::http::Endpoints;
     use crate::caps::lock::FsLockStore;
     use crate::caps::policy::RunScope;
-    use crate::plugin::bindings::cradle::host::dns::Host;
-    use crate::plugin::bindings::cradle::host::types::Error as WitError;
+    use crate::contract::bindings::cradle::host::dns::Host;
+    use crate::contract::bindings::cradle::host::types::Error as WitError;
 
     fn grants() -> Arc<Grants> {
         Arc::new(toml::from_str("[dns]\nzones = [\"lab.example.\"]").expect("grants"))

@@ -69,7 +69,7 @@ enum Probe {
 }
 
 /// `kill(pid, 0)`: checks for existence without sending a signal.
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "kill(2) with signal 0 touches no memory")]
 fn probe(pid: i32) -> Probe {
     // SAFETY: kill() with signal 0 performs only the existence and permission
     // check; it touches no memory of ours. `pid` is > 0 (checked by the caller),

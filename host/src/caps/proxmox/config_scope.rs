@@ -28,7 +28,7 @@
 //! `subvol-`/`basevol-` alike, `vm-N-cloudinit`; `STORAGE:SIZE` allocates a
 //! new disk and `STORAGE:cloudinit` a new cloud-init drive.
 
-use crate::plugin::bindings::cradle::host::types::Entry;
+use crate::contract::bindings::cradle::host::types::Entry;
 
 /// Keys (or key prefixes before the digits) that run code on the node or pass
 /// a host resource through to the guest. Refused unless the grant lists them.

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::caps::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 
 /// A failed Proxmox API call or client setup.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -16,49 +16,18 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
+use super::client::ProxmoxClient;
 use super::config_scope;
 use super::errors::ProxmoxError;
-use super::tls::TlsVerify;
-use crate::caps::context::{CapCtx, CapError, ErrorKind};
+use crate::caps::context::CapCtx;
 use crate::caps::policy::{Call, HaRuleScope, ProxmoxCall};
-use crate::config::{ClusterConfig, ClusterKind, Config};
-use crate::plugin::bindings::cradle::host::proxmox::{
+use crate::contract::bindings::cradle::host::proxmox::{
     CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, TaskStatus, TaskSummary,
     VmResource, VmRuntime,
 };
-use crate::plugin::bindings::cradle::host::types::{Entry, Error as WitError};
-
-/// Connect to cluster `name` as configured: resolve the token, choose how the
-/// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
-/// simulator provides when it starts.
-pub fn connect(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, String> {
-    if cluster.kind == ClusterKind::Sim {
-        return Ok(None);
-    }
-    let endpoint = cluster.endpoint.clone().ok_or_else(|| format!("clusters.{name}.endpoint is missing"))?;
-    let token = cluster
-        .token
-        .as_ref()
-        .ok_or_else(|| format!("clusters.{name}.token is missing"))?
-        .resolve()
-        .map_err(|e| format!("clusters.{name}.token: {e}"))?;
-    let verify = match (&cluster.fingerprint, &cluster.ca_file) {
-        (Some(fp), _) => TlsVerify::Fingerprint(fp.clone()),
-        (None, Some(ca)) => TlsVerify::CaFile(config.resolve(ca)),
-        (None, None) => TlsVerify::Insecure,
-    };
-    let settings = ClientSettings {
-        endpoint,
-        token: token.expose().to_string(),
-        verify,
-        timeout: Duration::from_secs(30),
-        retry: RetryPolicy::default(),
-    };
-    ProxmoxClient::new(settings).map(Some).map_err(|e| format!("clusters.{name}: {e}"))
-}
+use crate::contract::bindings::cradle::host::types::{Entry, Error as WitError};
+use crate::contract::{CapError, ErrorKind};
 
 impl CapCtx {
     /// The environment's client, or a `failed` error saying there is none.
@@ -114,7 +83,7 @@ impl Host for CapCtx {
         let used: std::collections::BTreeSet<u32> = self.list_vms()?.into_iter().map(|v| v.vmid).collect();
         let Some(candidate) = (range.first..=range.last).find(|v| *v >= 100 && !used.contains(v)) else {
             return Err(CapError::new(
-                crate::caps::context::ErrorKind::Conflict,
+                crate::contract::ErrorKind::Conflict,
                 format!(
                     "no free VMID in {}.proxmox.vmids = \"{range}\" (the cluster's next free one is {first}); \
                      widen the grant or give the host a vms_vmid",
@@ -224,7 +193,7 @@ impl Host for CapCtx {
         let node = node.as_str();
         let upid = upid.as_str();
         let call = ProxmoxCall { node: Some(node), ..Default::default() };
-        let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::WaitTask);
+        let timeout = self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::WaitTask);
         self.pve("wait-task", call, |c| async move { c.wait_task(node, upid, timeout).await })
     }
 

@@ -12,4 +12,3 @@ pub mod errors;
 pub mod tls;
 // The WIT adapter (grant checks, journaling) lives beside the client.
 pub mod host;
-pub use host::connect;

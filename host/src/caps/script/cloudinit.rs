@@ -38,12 +38,13 @@ use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallCo
 
 use super::ssh::target;
 use super::{Res, caps, throw, wit_throw, with_run};
-use crate::caps::context::{CapCtx, CapError, ErrorKind};
+use crate::caps::context::CapCtx;
 use crate::caps::creation::{Creation, CreationError, CreationStore};
 use crate::caps::policy::Call;
 use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
-use crate::plugin::bindings::cradle::host::{proxmox, ssh};
+use crate::contract::bindings::cradle::host::{proxmox, ssh};
+use crate::contract::{CapError, ErrorKind};
 
 pub(super) const DEFAULT_SNIPPET_STORAGE: &str = "local";
 

@@ -12,8 +12,8 @@
 use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::{Res, caps, int_arg, throw, wit_throw};
-use crate::caps::context::CapError;
-use crate::plugin::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
 
 const FIELDS: [&str; 5] = ["zone", "name", "kind", "value", "ttl"];
 

@@ -15,12 +15,12 @@ use rhai::{FuncRegistration, Map, Module, NativeCallContext};
 
 use super::ssh::target;
 use super::{Res, caps, throw, wit_throw};
-use crate::caps::context::CapError;
 use crate::cloudinit::verify::{
     COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links, parse_resolv_conf,
     parse_resolvectl_dns, parse_routes, uses_resolved_stub,
 };
-use crate::plugin::bindings::cradle::host::ssh;
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::ssh;
 
 /// Printed between the outputs of the commands of one chain.
 const MARK: &str = "@@cradle-net@@";

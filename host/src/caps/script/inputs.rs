@@ -26,8 +26,8 @@ use rhai::{Map, NativeCallContext};
 
 use super::cloudinit::{DEFAULT_SNIPPET_STORAGE, interfaces, opt_str, str_of, user_data};
 use super::{Res, throw};
-use crate::caps::context::CapError;
 use crate::cloudinit::{CloudInitError, NetworkData, cicustom, render_all, render_network_data, snippet_names};
+use crate::contract::CapError;
 
 fn bad(name: &str, variable: &str, problem: impl std::fmt::Display) -> Box<rhai::EvalAltResult> {
     throw(CapError::invalid(format!("host {name}: inventory value {variable} is not usable: {problem}")))

@@ -11,10 +11,11 @@
 
 use rhai::{Dynamic, EvalAltResult, FuncRegistration, ImmutableString, Map, Module, NativeCallContext, Shared};
 
-use super::context::{CapCtx, CapError};
+use super::context::CapCtx;
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::checkpoint::Finalization;
+use crate::contract::bindings::cradle::host::lock::Holder;
 use crate::journal::LogLevel;
-use crate::plugin::bindings::cradle::host::checkpoint::Finalization;
-use crate::plugin::bindings::cradle::host::lock::Holder;
 use crate::run::RunData;
 use crate::workflow::run_context;
 
@@ -90,7 +91,7 @@ fn cradle_module() -> Module {
 }
 
 /// Throw a WIT error as `#{kind, message}`.
-fn wit_throw(e: crate::plugin::bindings::cradle::host::types::Error) -> Box<EvalAltResult> {
+fn wit_throw(e: crate::contract::bindings::cradle::host::types::Error) -> Box<EvalAltResult> {
     throw(CapError::from_wit(e))
 }
 

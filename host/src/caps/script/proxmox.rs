@@ -6,10 +6,10 @@
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::{Res, caps, int_arg, wit_throw};
-use crate::plugin::bindings::cradle::host::proxmox::{
+use crate::contract::bindings::cradle::host::proxmox::{
     Host, PendingEntry, PowerAction, TaskStatus, TaskSummary, VmResource,
 };
-use crate::plugin::bindings::cradle::host::types::Entry;
+use crate::contract::bindings::cradle::host::types::Entry;
 
 fn vm_resource(v: VmResource) -> Dynamic {
     let mut m = Map::new();

@@ -6,8 +6,8 @@
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::{Res, caps, throw, wit_throw};
-use crate::caps::context::CapError;
-use crate::plugin::bindings::cradle::host::ssh::{Host, Target};
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::ssh::{Host, Target};
 
 /// A `#{host, port, user}` map as an SSH target.
 pub fn target(map: &Map, function: &str) -> Res<Target> {

@@ -13,18 +13,15 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
 use super::known_hosts::{KnownHosts, host_entry};
-use super::{ExecOutput, MAX_STREAM, SshSettings, Target, check_target, show_command};
+use super::stream::{Capped, DRAIN_GRACE, excerpt, spawn_reader, take};
+use super::{ExecOutput, SshSettings, Target, check_target, show_command};
 use super::{mux, mux_client};
-use crate::caps::context::{CapError, ErrorKind};
-
-/// How long readers may take to drain after `ssh` exited (a multiplexing master
-/// forked into the background can keep stderr open).
-pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(500);
+use crate::contract::{CapError, ErrorKind};
 
 /// cradle's SSH client. Cheap to share (`Arc`). Without a control directory
 /// every call is a new `ssh` process and connection; with one, a call runs as a
@@ -524,52 +521,8 @@ async fn tcp_probe(t: &Target, limit: Duration) -> Option<bool> {
     }
 }
 
-/// The last few lines of `stderr`, secrets redacted, as one line of ≤ 400 chars.
-pub(crate) fn excerpt(stderr: &str) -> String {
-    let lines: Vec<&str> =
-        stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !l.chars().all(|c| c == '@')).collect();
-    let tail = lines[lines.len().saturating_sub(4)..].join("; ");
-    let tail = crate::secrets::redact(&tail).into_owned();
-    let text =
-        if tail.chars().count() > 400 { format!("{}…", tail.chars().take(400).collect::<String>()) } else { tail };
-    if text.is_empty() { "ssh printed nothing".into() } else { format!("ssh said: {text}") }
-}
-
-/// A stream kept up to [`MAX_STREAM`] bytes, counting what was discarded.
-#[derive(Debug, Default)]
-pub(super) struct Capped {
-    data: Vec<u8>,
-    dropped: u64,
-}
-
-pub(super) fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf: Arc<Mutex<Capped>>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut chunk = vec![0u8; 64 * 1024];
-        while let Ok(n) = r.read(&mut chunk).await {
-            if n == 0 {
-                break;
-            }
-            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-            let room = MAX_STREAM.saturating_sub(b.data.len()).min(n);
-            b.data.extend_from_slice(&chunk[..room]);
-            b.dropped += (n - room) as u64;
-        }
-    })
-}
-
 fn abort_all(readers: [Option<JoinHandle<()>>; 2]) {
     for r in readers.into_iter().flatten() {
         r.abort();
     }
-}
-
-pub(super) fn take(buf: &Mutex<Capped>) -> Vec<u8> {
-    let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-    let mut data = std::mem::take(&mut b.data);
-    if b.dropped > 0 {
-        data.extend_from_slice(
-            format!("\n[cradle: output cut at {MAX_STREAM} bytes; {} more bytes discarded]\n", b.dropped).as_bytes(),
-        );
-    }
-    data
 }

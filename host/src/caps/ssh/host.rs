@@ -11,10 +11,11 @@
 use std::sync::Arc;
 
 use super::{SshClient, Target};
-use crate::caps::context::{CapCtx, CapError};
+use crate::caps::context::CapCtx;
 use crate::caps::policy::{Call, SshAction, upload_dir_of};
-use crate::plugin::bindings::cradle::host::ssh;
-use crate::plugin::bindings::cradle::host::types::Error as WitError;
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::ssh;
+use crate::contract::bindings::cradle::host::types::Error as WitError;
 
 impl CapCtx {
     /// The environment's SSH client, or a `failed` error saying there is none.
@@ -41,7 +42,7 @@ impl ssh::Host for CapCtx {
     ) -> Result<ssh::ExecOutput, WitError> {
         self.guard("exec", login(&t, SshAction::Connect), || {
             let client = self.ssh_client()?;
-            let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshExec);
+            let timeout = self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::SshExec);
             let out = self.block_on(client.exec(&target(&t), &command, stdin.as_deref(), timeout))?;
             Ok(ssh::ExecOutput {
                 exit_code: out.exit_code,
@@ -76,7 +77,7 @@ impl ssh::Host for CapCtx {
     fn wait_for(&mut self, t: ssh::Target, timeout_ms: u64) -> Result<(), WitError> {
         self.guard("wait-for", login(&t, SshAction::Connect), || {
             let client = self.ssh_client()?;
-            let timeout = self.clamp_timeout(timeout_ms, crate::plugin::limits::TimeoutArg::SshWaitFor);
+            let timeout = self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::SshWaitFor);
             self.block_on(client.wait_for(&target(&t), timeout))
         })
         .map_err(Into::into)

@@ -10,8 +10,8 @@ use crate::caps::grants::Grants;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::RunScope;
-use crate::plugin::bindings::cradle::host::ssh::{Host, Target};
-use crate::plugin::bindings::cradle::host::types::Error as WitError;
+use crate::contract::bindings::cradle::host::ssh::{Host, Target};
+use crate::contract::bindings::cradle::host::types::Error as WitError;
 
 /// A workflow's context (operator scope) granted `127.0.0.1:port`.
 fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, port: u16, client: Option<super::SshClient>) -> CapCtx {
@@ -104,7 +104,7 @@ fn a_host_call_without_a_timeout_argument_ends_when_the_plugin_calls_time_does()
         call_timeout: std::time::Duration::from_millis(1500),
         ..crate::plugin::limits::Limits::default()
     };
-    let clock = crate::plugin::store::GuestClock::start("hostile", &limits);
+    let clock = crate::caps::budget::GuestClock::start("hostile", limits.budget());
     c.clock = Some(clock.clone());
     let t = Target { host: "127.0.0.1".into(), port, user: "root".into() };
     let file = dir.path().join("snippet.yaml").display().to_string();

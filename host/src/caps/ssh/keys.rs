@@ -16,7 +16,7 @@ use std::io::Read;
 use data_encoding::BASE64;
 
 use super::known_hosts::PublicKey;
-use crate::caps::context::CapError;
+use crate::contract::CapError;
 use crate::secrets::Secret;
 
 /// A host key made for a guest.

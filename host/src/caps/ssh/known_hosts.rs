@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use sha2::{Digest, Sha256};
 
 use super::check_host;
-use crate::caps::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 
 const KEY_TYPES: [&str; 8] = [
     "ssh-ed25519",

@@ -48,6 +48,7 @@ mod keys;
 mod known_hosts;
 mod mux;
 mod mux_client;
+mod stream;
 mod upload;
 
 #[cfg(test)]
@@ -66,7 +67,7 @@ pub use keys::{GeneratedHostKey, generate_host_key};
 pub use known_hosts::{KnownHosts, fingerprint};
 pub use mux::{CONTROL_PERSIST_S, control_dir};
 
-use crate::caps::context::CapError;
+use crate::contract::CapError;
 
 /// Largest number of bytes kept from each of stdout and stderr.
 pub const MAX_STREAM: usize = 1024 * 1024;
@@ -85,6 +86,19 @@ pub struct SshSettings {
     /// call. Must be an owner-only directory of at most `mux::MAX_DIR_LEN` (65)
     /// bytes ([`control_dir`] makes one under the state directory).
     pub control_dir: Option<PathBuf>,
+}
+
+/// How to reach one node over SSH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSsh {
+    /// Address.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+    /// The node's SSH host key, pinned before the first connection, when known.
+    pub host_key: Option<String>,
 }
 
 /// Where to connect.

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::caps::context::CapError;
+use crate::contract::CapError;
 
 /// Idle seconds before a master exits by itself (`ControlPersist`).
 pub const CONTROL_PERSIST_S: u32 = 15;
@@ -156,7 +156,7 @@ pub(crate) fn check_control_dir(dir: &Path) -> Result<(), CapError> {
     if !meta.is_dir() {
         return Err(CapError::failed(format!("ssh: the control directory {} is not a directory", dir.display())));
     }
-    #[allow(unsafe_code)]
+    #[allow(unsafe_code, reason = "a libc call without preconditions")]
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me {

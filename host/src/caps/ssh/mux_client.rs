@@ -29,9 +29,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
 
-use super::client::{Capped, DRAIN_GRACE, spawn_reader, take};
+use super::stream::{Capped, DRAIN_GRACE, spawn_reader, take};
 use super::{ExecOutput, Target, show_command};
-use crate::caps::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 
 const MUX_MSG_HELLO: u32 = 0x0000_0001;
 const MUX_C_NEW_SESSION: u32 = 0x1000_0002;
@@ -127,7 +127,7 @@ pub(crate) async fn exec(socket: &Path, t: &Target, command: &str, stdin: Option
                 "ssh {t}: the connection closed while running `{}` before it reported an exit status; the command \
                  may have partly run ({})",
                 show_command(command),
-                super::client::excerpt(&String::from_utf8_lossy(&stderr))
+                super::stream::excerpt(&String::from_utf8_lossy(&stderr))
             ),
         )));
     };
@@ -253,7 +253,7 @@ fn sock_fd(sock: &UnixStream) -> RawFd {
 }
 
 /// Sends `fd` over the unix socket `sock` with one data byte (OpenSSH's `mm_send_fd`).
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "sendmsg(2) with SCM_RIGHTS has no safe std API")]
 fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
@@ -267,7 +267,7 @@ fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    msg.msg_controllen = space;
     // SAFETY: msg_control points at `space` writable, aligned bytes, so the first
     // header exists and its data has room for one descriptor.
     unsafe {

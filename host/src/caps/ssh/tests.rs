@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::sshd_fixture::{Sshd, available, write_private};
 use super::upload::upload_command;
 use super::*;
-use crate::caps::context::ErrorKind;
+use crate::contract::ErrorKind;
 
 const T: Duration = Duration::from_secs(20);
 

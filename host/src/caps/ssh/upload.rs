@@ -26,10 +26,10 @@
 use std::path::{Component, Path};
 use std::time::Duration;
 
-use super::client::excerpt;
 use super::keys::random_hex;
+use super::stream::excerpt;
 use super::{Confine, SshClient, Target, check_target, shell_quote};
-use crate::caps::context::{CapError, ErrorKind};
+use crate::contract::{CapError, ErrorKind};
 
 /// How long one upload may take.
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);

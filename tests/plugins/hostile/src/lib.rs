@@ -7,8 +7,7 @@
 //! what it achieved in the returned state's `name`, so a test sees both a
 //! denial and an unexpected success.
 
-// Generated ABI glue and the deliberately malformed value need `unsafe`.
-#![allow(unsafe_code)]
+#![allow(unsafe_code, reason = "generated ABI glue and the deliberately malformed value")]
 
 mod bindings {
     wit_bindgen::generate!({

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::decode;
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
-use crate::plugin::bindings::cradle::host::proxmox::{HaResource, HaRule, StorageDefinition, VmResource};
+use crate::contract::bindings::cradle::host::proxmox::{HaResource, HaRule, StorageDefinition, VmResource};
 
 fn vm_resources(data: &Value) -> Result<Vec<VmResource>, String> {
     // Mirrors `type=vm` as PVE answers it (qemu and lxc share one VMID space).

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::decode;
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
-use crate::plugin::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
+use crate::contract::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
 
 /// The first pause is this many round-trips of the first status request...
 const FIRST_POLL_RTTS: u32 = 4;
@@ -240,7 +240,7 @@ mod tests {
             ("", "fields"),
         ] {
             let e = parse_upid(bad).expect_err(bad);
-            assert_eq!(e.kind(), crate::caps::context::ErrorKind::Invalid);
+            assert_eq!(e.kind(), crate::contract::ErrorKind::Invalid);
             assert!(e.to_string().contains(why), "{bad}: {e}");
         }
     }

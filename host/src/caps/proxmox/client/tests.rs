@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::test_server::{Canned, CannedServer};
 use super::*;
-use crate::caps::context::ErrorKind;
-use crate::plugin::bindings::cradle::host::proxmox::{CloneRequest, PowerAction};
-use crate::plugin::bindings::cradle::host::types::Entry;
+use crate::contract::ErrorKind;
+use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, PowerAction};
+use crate::contract::bindings::cradle::host::types::Entry;
 
 const SECRET: &str = "c4n4ry-5ecret-0f-the-t0ken";
 const LOCK_TIMEOUT: &str = "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout";

@@ -15,8 +15,8 @@ use super::decode;
 use super::tasks::parse_upid;
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
-use crate::plugin::bindings::cradle::host::proxmox::{CloneRequest, PendingEntry, PowerAction, VmRuntime};
-use crate::plugin::bindings::cradle::host::types::Entry;
+use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, PendingEntry, PowerAction, VmRuntime};
+use crate::contract::bindings::cradle::host::types::Entry;
 
 /// Config keys `set_config` refuses: they are request parameters, not config, and
 /// `skiplock` would bypass the VM lock that keeps concurrent changes apart.

@@ -16,19 +16,19 @@
 //!   the plugin as the 3xx response it is, so the credential never reaches
 //!   another origin and no other origin's response comes back.
 //! - Each request is bounded by a timeout of at most 60 s, clamped to the time
-//!   left on the plugin call ([`CapCtx::clamp_timeout`]).
+//!   left on the plugin call ([`crate::caps::context::CapCtx::clamp_timeout`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::context::{CapCtx, CapError, ErrorKind};
-use super::policy::Call;
-use crate::config::{EndpointAuth, EndpointConfig};
-use crate::plugin::bindings::cradle::host::http::{Host, Method, Request, Response};
-use crate::plugin::bindings::cradle::host::types::{Entry, Error as WitError};
-use crate::plugin::limits::TimeoutArg;
-use crate::secrets::Secret;
+use crate::contract::bindings::cradle::host::http::{Method, Request, Response};
+use crate::contract::bindings::cradle::host::types::Entry;
+use crate::contract::{CapError, ErrorKind};
+use crate::secrets::{Secret, SecretRef};
+use serde::Deserialize;
+
+mod host;
 
 /// Largest response body handed to a plugin.
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -55,6 +55,33 @@ pub const FORBIDDEN_HEADERS: &[&str] = &[
     "expect",
 ];
 
+/// `[endpoints.NAME]`: a named HTTP endpoint; the host attaches its credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// The base URL; requests append their path to it.
+    pub url: String,
+    /// The credential, by reference.
+    #[serde(default)]
+    pub token: Option<SecretRef>,
+    /// How the credential is sent.
+    #[serde(default)]
+    pub auth: EndpointAuth,
+}
+
+/// How an endpoint's credential is attached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndpointAuth {
+    /// `Authorization: Bearer <token>`.
+    #[default]
+    Bearer,
+    /// `Authorization: Token <token>` (NetBox).
+    Token,
+    /// `X-API-KEY: <token>` (UniFi).
+    ApiKey,
+}
+
 /// The configured endpoints and one shared HTTP client.
 #[derive(Debug, Clone, Default)]
 pub struct Endpoints {
@@ -78,7 +105,7 @@ impl Endpoints {
         Endpoints { map: Arc::new(map) }
     }
 
-    async fn send(&self, req: Request, timeout: Duration) -> Result<Response, CapError> {
+    pub(crate) async fn send(&self, req: Request, timeout: Duration) -> Result<Response, CapError> {
         let ep = self
             .map
             .get(&req.endpoint)
@@ -213,19 +240,6 @@ fn transport_error(endpoint: &str, e: &reqwest::Error) -> CapError {
     // reqwest errors name the URL, never the headers, so the credential stays out.
     let kind = if e.is_timeout() || e.is_connect() { ErrorKind::Transient } else { ErrorKind::Failed };
     CapError::new(kind, format!("endpoint `{endpoint}`: {e}"))
-}
-
-impl Host for CapCtx {
-    fn send(&mut self, req: Request) -> Result<Response, WitError> {
-        let endpoint = req.endpoint.clone();
-        let http = self.services.http.clone();
-        let limit = TimeoutArg::Http.max().as_millis() as u64;
-        self.guard("send", Call::Http { endpoint: &endpoint }, || {
-            let timeout = self.clamp_timeout(limit, TimeoutArg::Http);
-            self.block_on(http.send(req, timeout))
-        })
-        .map_err(Into::into)
-    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,6 @@
 //! glue. Host functions cannot trap: expected failures are the WIT `result`
 //! types, so a misbehaving host dependency never kills a plugin instance.
 
-#![allow(missing_docs)]
-
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "cradle:host/backend",
