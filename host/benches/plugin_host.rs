@@ -29,7 +29,7 @@ use cradle::plugin::cache::CacheOutcome;
 use cradle::plugin::limits::Limits;
 use cradle::plugin::store::new_store;
 use cradle::plugin::{LoadedPlugin, PluginHost};
-use cradle::run::RunData;
+use cradle::caps::run::RunData;
 use cradle::workflow::{
     Backend, BackendHandle, EngineOptions, NoopObserver, RunContext, WorkflowSet, from_val_typed, to_val,
 };

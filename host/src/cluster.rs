@@ -99,11 +99,6 @@ pub fn cluster_id(name: &str, cluster: &ClusterConfig) -> String {
     }
 }
 
-/// The lock key of VM `vm_name` in cluster `cluster_id`.
-pub fn lock_key(cluster_id: &str, vm_name: &str) -> String {
-    format!("{cluster_id}|{vm_name}")
-}
-
 /// Connect to cluster `name` as configured: resolve the token, choose how the
 /// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
 /// simulator provides when it starts.
@@ -148,7 +143,7 @@ pub fn connect(
                 .ok_or_else(|| format!("clusters.{name}: no API connection configured"))?;
             let mut nodes = BTreeMap::new();
             for (node, target) in &cluster.node_ssh {
-                let mut access = parse_target(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?;
+                let mut access = NodeSsh::parse(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?;
                 access.host_key = cluster.node_host_keys.get(node).cloned();
                 nodes.insert(node.clone(), access);
             }
@@ -193,39 +188,5 @@ pub fn connect(
             guest_keys.push(public.trim().to_string());
             Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys })
         }
-    }
-}
-
-/// Parse `user@host[:port]` (user defaults to root, port to 22).
-pub fn parse_target(s: &str) -> Result<NodeSsh, String> {
-    let (user, rest) = s.split_once('@').unwrap_or(("root", s));
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') => {
-            (h, p.parse::<u16>().map_err(|_| format!("`{s}`: port `{p}` is not a number"))?)
-        }
-        _ => (rest, 22),
-    };
-    if user.is_empty() || host.is_empty() {
-        return Err(format!("`{s}` must look like root@pve1.lab or root@10.0.0.11:22"));
-    }
-    Ok(NodeSsh { host: host.to_string(), port, user: user.to_string(), host_key: None })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn node_targets_parse_with_defaults() {
-        assert_eq!(
-            parse_target("pve1.lab").expect("t"),
-            NodeSsh { host: "pve1.lab".into(), port: 22, user: "root".into(), host_key: None }
-        );
-        assert_eq!(
-            parse_target("admin@10.0.0.11:2222").expect("t"),
-            NodeSsh { host: "10.0.0.11".into(), port: 2222, user: "admin".into(), host_key: None }
-        );
-        assert!(parse_target("root@:22").is_err());
-        assert!(parse_target("root@h:x").is_err());
     }
 }

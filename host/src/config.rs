@@ -516,7 +516,7 @@ impl ClusterConfig {
             return Err(format!("sim.time_scale = {} must be a number ≥ 0", self.sim.time_scale));
         }
         for (node, target) in &self.node_ssh {
-            crate::cluster::parse_target(target).map_err(|e| format!("node_ssh.{node}: {e}"))?;
+            crate::caps::ssh::NodeSsh::parse(target).map_err(|e| format!("node_ssh.{node}: {e}"))?;
         }
         if self.kind == ClusterKind::Proxmox {
             let Some(endpoint) = &self.endpoint else {

@@ -2,8 +2,12 @@
 //! backends sequenced by operator-editable Rhai workflows.
 //!
 //! The binary (`src/main.rs`) is a thin shell over [`cli`]. Each concern lives in
-//! one module: [`config`] (cradle.toml), [`plugin`] (engine, cache, grants,
-//! limits), [`caps`] (one module per host capability), [`workflow`] (Rhai),
+//! one module: [`config`] (cradle.toml), [`contract`] (the WIT bindings and the
+//! capability error, shared by the plugin host and the capabilities), [`plugin`]
+//! (engine, cache, admission, limits), [`caps`] (one module per host
+//! capability), [`workflow`] (Rhai), [`cluster`] (how an environment reaches its
+//! cluster), [`inventory`] (Ansible inventories), [`cloudinit`] (the NoCloud
+//! snippets), [`project`] and [`provision`] (runs),
 //! [`journal`] (run records), [`reload`] (hot reload), [`state`] (owner-only files),
 //! [`secrets`] (secret references), [`text`] (escaping untrusted text for
 //! terminals), [`builtin`] (the workflows and plugins
@@ -22,7 +26,6 @@ pub mod plugin;
 pub mod project;
 pub mod provision;
 pub mod reload;
-pub mod run;
 pub mod secrets;
 pub mod state;
 pub mod text;

@@ -19,12 +19,12 @@ use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
+use crate::caps::run::RunData;
 use crate::caps::ssh::{SshClient, SshSettings};
 use crate::config::{Config, ConfigError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
 use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
-use crate::run::RunData;
 use crate::state::{StateDir, StateError};
 use crate::workflow::{
     Backend, BackendHandle, EngineOptions, RunContext, RunObserver, WorkflowError, WorkflowLimits, WorkflowSet,

@@ -17,6 +17,7 @@ pub mod lock;
 pub mod log;
 pub mod policy;
 pub mod proxmox;
+pub mod run;
 pub mod script;
 pub mod ssh;
 mod unavailable;

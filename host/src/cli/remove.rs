@@ -6,7 +6,7 @@
 //! to be gone (invariant 1); it exits 1 when there was nothing to unlock (the
 //! key it looked for is printed, so a wrong VM name or environment shows), so
 //! a script never mistakes "no such lock" for "unlocked". The key is built by
-//! [`crate::cluster::lock_key`], the one function workflows use too.
+//! [`crate::caps::lock::lock_key`], the one function workflows use too.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -88,7 +88,7 @@ pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
     let config = crate::config::Config::load(&cli.config)?;
     let (_, env) = config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
     let cluster = &config.clusters[&env.cluster];
-    let key = crate::cluster::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
+    let key = crate::caps::lock::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
     let explicit = cli.state_dir.clone().or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
     let state = StateDir::resolve(explicit.as_deref())?;
     let locks = FsLockStore::new(state.locks()?);

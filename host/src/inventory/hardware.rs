@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::InventoryError;
-use super::resolve::{Disk, OsTemplate};
+use super::spec::{Disk, OsTemplate};
 use super::values::Ctx;
 
 /// Hardware keys: `vms_config.KEY`, else `global_os[vms_os].KEY`.

@@ -34,6 +34,7 @@ mod literal;
 mod nesting;
 mod nic;
 mod resolve;
+mod spec;
 mod template;
 mod values;
 mod vmid;
@@ -52,7 +53,8 @@ use serde_json::Value;
 
 pub use error::InventoryError;
 pub use nic::{IpCidr, Nic};
-pub use resolve::{Disk, OsTemplate, ResolveOptions, SshTarget, VmPlan, VmState, resolve, resolve_selected};
+pub use resolve::{SshTarget, VmPlan, resolve, resolve_selected};
+pub use spec::{Disk, OsTemplate, ResolveOptions, VmState};
 pub use vmid::VmidSource;
 
 /// A host's or group's variables: top-level names to values (YAML/JSON shaped).

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::InventoryError;
-use super::resolve::{OsTemplate, ResolveOptions};
+use super::spec::{OsTemplate, ResolveOptions};
 use super::values::Ctx;
 
 const MAX_NICS: usize = 32;

@@ -16,60 +16,11 @@ use serde_json::{Map, Value};
 
 use super::hardware::{Hardware, disks, storage_id, tags, warn_unused};
 use super::nic::{self, Nic};
+use super::spec::{Disk, OsTemplate, ResolveOptions, VmState};
 use super::template::Renderer;
 use super::values::{Ctx, is_dns_label};
 use super::vmid::{self, VmidSource};
-use super::{HostName, Inventory, InventoryError, Vars};
-
-/// Settings a run supplies that are not in the inventory.
-#[derive(Debug, Clone)]
-pub struct ResolveOptions {
-    /// The environment the run targets (`--env`), copied into the plan.
-    pub environment: String,
-    /// The guest interface of `nic0` when neither the NIC nor the OS entry names
-    /// one (`ens18`, what Debian/Ubuntu cloud images call the first virtio NIC).
-    pub default_guest_interface: String,
-}
-
-impl Default for ResolveOptions {
-    fn default() -> Self {
-        ResolveOptions { environment: "default".into(), default_guest_interface: "ens18".into() }
-    }
-}
-
-/// `vm_state`: whether the VM should exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VmState {
-    /// The VM should exist (default).
-    Present,
-    /// The VM should be removed.
-    Absent,
-}
-
-/// The template entry `global_os[vms_os]`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OsTemplate {
-    /// The `vms_os` key, e.g. `debian12`.
-    pub key: String,
-    /// The template VM's name (`template`).
-    pub template: String,
-    /// The guest's first interface name (`interface`), if the entry names one.
-    pub guest_interface: Option<String>,
-    /// The whole entry, references rendered (for cloud-init settings).
-    pub settings: Vars,
-}
-
-/// An extra data disk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Disk {
-    /// Proxmox slot (`scsi1`).
-    pub slot: String,
-    /// Storage id.
-    pub storage: String,
-    /// Size in GiB.
-    pub size_gib: u32,
-}
+use super::{HostName, Inventory, InventoryError};
 
 /// How cradle reaches the guest over SSH.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

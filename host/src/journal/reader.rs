@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{CallOutcome, Event, JournalError, RunStatus, Timestamp};
-use crate::caps::lock::{Liveness, process_liveness};
 use crate::state::StateDir;
+use crate::state::process::{Liveness, process_liveness};
 
 /// A torn final line, skipped when reading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -10,7 +10,7 @@ use wasmtime::component::Val;
 use super::LoadedPlugin;
 use crate::caps::context::CapCtx;
 use crate::caps::policy::{RunScope, ScopedVm};
-use crate::run::RunData;
+use crate::caps::run::RunData;
 use crate::workflow::{Backend, ExportSig, RunContext};
 
 /// A plugin exposed to workflows.
@@ -48,7 +48,7 @@ impl Backend for PluginBackend {
             // the call's arguments; the run owns the VM when its workflow holds
             // the VM's lock.
             vm.ssh = data.scope.vms.iter().find(|v| v.name == vm.name).and_then(|v| v.ssh.clone());
-            vm.owned = data.run.workflow_holds(&crate::cluster::lock_key(&data.services.cluster_id, &vm.name));
+            vm.owned = data.run.workflow_holds(&crate::caps::lock::lock_key(&data.services.cluster_id, &vm.name));
             vm
         });
         let scope = RunScope { vms: vm.iter().cloned().collect(), nodes: data.scope.nodes.clone(), operator: false };

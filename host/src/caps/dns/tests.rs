@@ -356,7 +356,7 @@ fn main(ip) {
             crate::workflow::EngineOptions { host_modules: crate::caps::script::modules(), ..Default::default() };
         let set = crate::workflow::WorkflowSet::load(&dir, &opts).expect("load");
         let provider = Rfc2136::new("lab", &bind.config(KEY, &bind.secret, &[LAB])).expect("p");
-        let data = crate::run::RunData {
+        let data = crate::caps::run::RunData {
             run: Arc::new(RunHandle::new("dns-wf".into(), None)),
             services: services(state.path(), &rt, Some(provider)),
             workflow_grants: grants(),

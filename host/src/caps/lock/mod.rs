@@ -2,7 +2,7 @@
 //!
 //! Contract:
 //! - A lock is keyed by a string, normally `<cluster identity>|<canonical VM name>`
-//!   (`crate::cluster::lock_key`: the API endpoint, or `sim://NAME`),
+//!   ([`lock_key`]: the API endpoint, or `sim://NAME`),
 //!   and held by a run ([`Holder`]: host, pid, start time, run id, and the pid's
 //!   start ticks to detect pid reuse).
 //! - [`LockStore::acquire`] takes it at once or fails at once: held by another run
@@ -21,10 +21,19 @@
 //! [`FsLockStore`] (atomic `mkdir`) is the default; the trait leaves room for etcd.
 
 mod fs;
-mod process;
 
+pub use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
 pub use fs::FsLockStore;
-pub use process::{local_liveness, pid_start_ticks, process_liveness};
+
+/// The lock key of VM `vm_name` in cluster `cluster_id`.
+pub fn lock_key(cluster_id: &str, vm_name: &str) -> String {
+    format!("{cluster_id}|{vm_name}")
+}
+
+/// [`process_liveness`] of the holder's host, pid and start ticks.
+pub fn local_liveness(holder: &Holder) -> Liveness {
+    process_liveness(&holder.host, holder.pid, holder.pid_start_ticks)
+}
 
 use std::path::PathBuf;
 
@@ -75,17 +84,6 @@ pub struct Acquired {
     /// The run already held the lock; the caller must not release it for this
     /// acquisition (the outer one will).
     pub reentrant: bool,
-}
-
-/// Whether a holder's process still exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Liveness {
-    /// It is running.
-    Alive,
-    /// It has exited (or its pid now belongs to another process).
-    Gone,
-    /// It cannot be told from here (another host, no permission to look).
-    Unknown,
 }
 
 /// What [`LockStore::remove_stale`] did.

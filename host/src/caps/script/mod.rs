@@ -12,11 +12,11 @@
 use rhai::{Dynamic, EvalAltResult, FuncRegistration, ImmutableString, Map, Module, NativeCallContext, Shared};
 
 use super::context::CapCtx;
+use crate::caps::run::RunData;
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::checkpoint::Finalization;
 use crate::contract::bindings::cradle::host::lock::Holder;
 use crate::journal::LogLevel;
-use crate::run::RunData;
 use crate::workflow::run_context;
 
 mod cloudinit;
@@ -73,7 +73,7 @@ fn cradle_module() -> Module {
     FuncRegistration::new("lock_key").set_into_module(
         &mut m,
         |ctx: NativeCallContext, vm_name: ImmutableString| -> Res<ImmutableString> {
-            with_run(&ctx, |d| crate::cluster::lock_key(&d.services.cluster_id, &vm_name).into())
+            with_run(&ctx, |d| crate::caps::lock::lock_key(&d.services.cluster_id, &vm_name).into())
         },
     );
     // The cluster's node names (those cradle can reach over SSH).

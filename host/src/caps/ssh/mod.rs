@@ -101,6 +101,23 @@ pub struct NodeSsh {
     pub host_key: Option<String>,
 }
 
+impl NodeSsh {
+    /// Parse `user@host[:port]` (user defaults to root, port to 22).
+    pub fn parse(s: &str) -> Result<NodeSsh, String> {
+        let (user, rest) = s.split_once('@').unwrap_or(("root", s));
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => {
+                (h, p.parse::<u16>().map_err(|_| format!("`{s}`: port `{p}` is not a number"))?)
+            }
+            _ => (rest, 22),
+        };
+        if user.is_empty() || host.is_empty() {
+            return Err(format!("`{s}` must look like root@pve1.lab or root@10.0.0.11:22"));
+        }
+        Ok(NodeSsh { host: host.to_string(), port, user: user.to_string(), host_key: None })
+    }
+}
+
 /// Where to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {

@@ -643,3 +643,17 @@ async fn an_upload_onto_a_planted_symlink_replaces_it_instead_of_writing_through
     assert!(!fs::symlink_metadata(&file).unwrap().file_type().is_symlink(), "the symlink was replaced");
     assert_eq!(fs::read(&file).unwrap(), b"new");
 }
+
+#[test]
+fn node_targets_parse_with_defaults() {
+    assert_eq!(
+        super::NodeSsh::parse("pve1.lab").expect("t"),
+        super::NodeSsh { host: "pve1.lab".into(), port: 22, user: "root".into(), host_key: None }
+    );
+    assert_eq!(
+        super::NodeSsh::parse("admin@10.0.0.11:2222").expect("t"),
+        super::NodeSsh { host: "10.0.0.11".into(), port: 2222, user: "admin".into(), host_key: None }
+    );
+    assert!(super::NodeSsh::parse("root@:22").is_err());
+    assert!(super::NodeSsh::parse("root@h:x").is_err());
+}

@@ -25,6 +25,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod process;
+
 /// Errors from resolving the state directory or writing private files.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

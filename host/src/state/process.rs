@@ -1,22 +1,26 @@
-//! Is a lock holder's process still alive? Only answerable on the holder's own
+//! Is a process (a lock holder's, a run's) still alive? Only answerable on the holder's own
 //! host: `kill(pid, 0)` says whether the pid exists, and `/proc/<pid>/stat` field
 //! 22 (start time in clock ticks) says whether it is still the same process.
 //!
 //! The answer errs towards `Alive`/`Unknown`: a wrong `Gone` would let an operator
 //! remove a live run's lock, a wrong `Alive` only delays them.
 
-use super::{Holder, Liveness};
-
-/// [`process_liveness`] of the holder's host, pid and start ticks.
-pub fn local_liveness(holder: &Holder) -> Liveness {
-    process_liveness(&holder.host, holder.pid, holder.pid_start_ticks)
+/// Whether a process still exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// It is running.
+    Alive,
+    /// It has exited (or its pid now belongs to another process).
+    Gone,
+    /// It cannot be told from here (another host, no permission to look).
+    Unknown,
 }
 
 /// Whether process `pid` on `host` is alive, checked from this host. Another host
 /// is `Unknown`. With `start_ticks`, a live pid that started at another time is a
 /// reused pid, hence `Gone`; a zombie is `Gone` (it can no longer act).
 pub fn process_liveness(host: &str, pid: u32, start_ticks: Option<u64>) -> Liveness {
-    if host != crate::state::host_name() {
+    if host != super::host_name() {
         return Liveness::Unknown;
     }
     // pid 0 and negative pids address process groups for kill(); never probe them.

@@ -1,0 +1,58 @@
+//! What the resolution of one host is made of, shared by `resolve` and the
+//! parts it delegates to (`hardware`, `nic`): the run's own settings
+//! ([`ResolveOptions`]), the OS template entry ([`OsTemplate`]), a data disk
+//! ([`Disk`]) and `vm_state` ([`VmState`]). Plain data: no parsing here.
+
+use serde::Serialize;
+
+use super::Vars;
+
+/// Settings a run supplies that are not in the inventory.
+#[derive(Debug, Clone)]
+pub struct ResolveOptions {
+    /// The environment the run targets (`--env`), copied into the plan.
+    pub environment: String,
+    /// The guest interface of `nic0` when neither the NIC nor the OS entry names
+    /// one (`ens18`, what Debian/Ubuntu cloud images call the first virtio NIC).
+    pub default_guest_interface: String,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        ResolveOptions { environment: "default".into(), default_guest_interface: "ens18".into() }
+    }
+}
+
+/// `vm_state`: whether the VM should exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VmState {
+    /// The VM should exist (default).
+    Present,
+    /// The VM should be removed.
+    Absent,
+}
+
+/// The template entry `global_os[vms_os]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OsTemplate {
+    /// The `vms_os` key, e.g. `debian12`.
+    pub key: String,
+    /// The template VM's name (`template`).
+    pub template: String,
+    /// The guest's first interface name (`interface`), if the entry names one.
+    pub guest_interface: Option<String>,
+    /// The whole entry, references rendered (for cloud-init settings).
+    pub settings: Vars,
+}
+
+/// An extra data disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Disk {
+    /// Proxmox slot (`scsi1`).
+    pub slot: String,
+    /// Storage id.
+    pub storage: String,
+    /// Size in GiB.
+    pub size_gib: u32,
+}
