@@ -24,12 +24,12 @@ use cradle::caps::grants::Grants;
 use cradle::caps::http::Endpoints;
 use cradle::caps::lock::{FsLockStore, LockStore};
 use cradle::caps::policy::RunScope;
+use cradle::caps::run::RunData;
 use cradle::plugin::backend::{PluginBackend, vm_binding};
 use cradle::plugin::cache::CacheOutcome;
 use cradle::plugin::limits::Limits;
 use cradle::plugin::store::new_store;
 use cradle::plugin::{LoadedPlugin, PluginHost};
-use cradle::caps::run::RunData;
 use cradle::workflow::{
     Backend, BackendHandle, EngineOptions, NoopObserver, RunContext, WorkflowSet, from_val_typed, to_val,
 };

@@ -79,6 +79,15 @@ impl GuestClock {
     pub fn exhausted(&self) -> Option<&str> {
         self.exhausted.get().map(String::as_str)
     }
+    /// The refusal for the limit `key` exhausted as `what` (which starts with
+    /// its separator from the plugin's name): the first
+    /// exhausted limit's message wins, and only its first refusal is `first`.
+    fn exhausted_by(&self, what: String, key: &str) -> Exhausted {
+        let message =
+            format!("budget: plugin `{p}`{what} (raise {key} in [plugins.{p}] if this is legitimate)", p = self.plugin);
+        let first = self.exhaust(message.clone());
+        Exhausted { message: self.exhausted().unwrap_or(&message).to_string(), first }
+    }
     /// Record that a limit is exhausted; the first message wins. Returns whether
     /// this was the first (so the caller journals it once).
     fn exhaust(&self, message: String) -> bool {
@@ -90,13 +99,11 @@ impl GuestClock {
             return Err(Exhausted { message: m.to_string(), first: false });
         }
         if self.left().is_zero() {
-            let message = format!(
-                "budget: plugin `{p}`: the call ran for more than {} ms in all, host calls included (raise call_timeout_ms in [plugins.{p}] if this is legitimate)",
-                self.call_timeout.as_millis(),
-                p = self.plugin
+            let what = format!(
+                ": the call ran for more than {} ms in all, host calls included",
+                self.call_timeout.as_millis()
             );
-            let first = self.exhaust(message.clone());
-            return Err(Exhausted { message: self.exhausted().unwrap_or(&message).to_string(), first });
+            return Err(self.exhausted_by(what, "call_timeout_ms"));
         }
         Ok(())
     }
@@ -106,26 +113,20 @@ impl GuestClock {
         self.check_deadline()?;
         let n = self.host_calls.fetch_add(1, Ordering::Relaxed) + 1;
         if n > self.max_host_calls {
-            let message = format!(
-                "budget: plugin `{p}` made more than {} host calls in one call (raise max_host_calls in [plugins.{p}] if this is legitimate)",
-                self.max_host_calls,
-                p = self.plugin
-            );
-            let first = self.exhaust(message.clone());
-            return Err(Exhausted { message: self.exhausted().unwrap_or(&message).to_string(), first });
+            return Err(self.exhausted_by(
+                format!(" made more than {n} host calls in one call", n = self.max_host_calls),
+                "max_host_calls",
+            ));
         }
         Ok(())
     }
     /// Whether the journal budget still has room for another line.
     pub fn journal_room(&self) -> Result<(), Exhausted> {
         if self.journal_bytes.load(Ordering::Relaxed) >= self.max_journal_bytes {
-            let message = format!(
-                "budget: plugin `{p}` caused more than {} bytes of run journal in one call (raise max_journal_bytes in [plugins.{p}] if this is legitimate)",
-                self.max_journal_bytes,
-                p = self.plugin
-            );
-            let first = self.exhaust(message.clone());
-            return Err(Exhausted { message: self.exhausted().unwrap_or(&message).to_string(), first });
+            return Err(self.exhausted_by(
+                format!(" caused more than {n} bytes of run journal in one call", n = self.max_journal_bytes),
+                "max_journal_bytes",
+            ));
         }
         Ok(())
     }

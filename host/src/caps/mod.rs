@@ -1,14 +1,23 @@
-//! Host capabilities: one module per WIT interface, plus the two places every
+//! Host capabilities: one folder per WIT interface, plus the two places every
 //! call goes through: [`grants`] (what the operator allowed, parsed once from
 //! cradle.toml) and [`policy`] (the single permission check, Zellij-style).
 //!
 //! A capability never trusts its caller: plugins and workflows reach the same
 //! functions, and every call is checked and journaled before it does anything.
+//!
+//! Each folder has one shape: `mod.rs` is the provider (the real work, typed
+//! Rust: [`proxmox::client`], [`ssh::SshClient`], [`dns::Rfc2136`],
+//! [`http::Endpoints`], [`lock::LockStore`], [`checkpoint::CheckpointStore`],
+//! [`creation`]'s records), `host.rs` the WIT adapter (builds the policy
+//! [`policy::Call`] and runs the work through [`context::CapCtx::guard`]), and
+//! `rhai.rs` the module workflow scripts import, calling the same adapter.
+//! [`script`] registers the Rhai modules and holds their shared glue;
+//! [`terraform`] has an adapter and no provider yet. [`context`] carries the
+//! services, [`budget`] the plugin call's budget, [`run`] a run's data.
 
 pub mod budget;
 pub mod checkpoint;
 pub mod context;
-mod coordination;
 pub mod creation;
 pub mod dns;
 pub mod grants;
@@ -20,7 +29,7 @@ pub mod proxmox;
 pub mod run;
 pub mod script;
 pub mod ssh;
-mod unavailable;
+pub mod terraform;
 
 use std::fmt;
 

@@ -1,10 +1,8 @@
 //! The host side of the WIT contract, generated in one place.
 //!
 //! `bindgen!` reads `wit/` at compile time and produces one `Host` trait per
-//! capability interface (implemented on `CapCtx` by each capability's WIT adapter:
-//! `caps/proxmox/host.rs`, `caps/ssh/host.rs`, `caps/dns/host.rs`, `caps/coordination.rs`
-//! for lock and checkpoint, `caps/http.rs`, `caps/log.rs`, `caps/unavailable.rs` for
-//! terraform) and the `add_to_linker`
+//! capability interface (implemented on `CapCtx` by each capability's WIT
+//! adapter, `caps/<cap>/host.rs`) and the `add_to_linker`
 //! glue. Host functions cannot trap: expected failures are the WIT `result`
 //! types, so a misbehaving host dependency never kills a plugin instance.
 

@@ -57,7 +57,9 @@ fn the_rendered_network_data_gives_the_guest_its_address_route_and_nameservers()
 
 /// Copy the repository's workflows to `dir/wf`, replacing `from` by `to` in
 /// provision.rhai (which must contain it).
-fn patched_workflows(dir: &Path, from: &str, to: &str) -> Workflows {
+/// The project's workflows with `from` replaced by `to` in `file` (relative to
+/// workflows/).
+fn patched_workflows(dir: &Path, file: &str, from: &str, to: &str) -> Workflows {
     let src = cradle_tests::workspace().join("workflows");
     let dst = dir.join("wf");
     std::fs::create_dir_all(dst.join("lib")).expect("mkdir");
@@ -68,9 +70,9 @@ fn patched_workflows(dir: &Path, from: &str, to: &str) -> Workflows {
         let e = e.expect("entry");
         std::fs::copy(e.path(), dst.join("lib").join(e.file_name())).expect("copy lib");
     }
-    let p = dst.join("provision.rhai");
+    let p = dst.join(file);
     let text = std::fs::read_to_string(&p).expect("read");
-    assert!(text.contains(from), "provision.rhai no longer contains {from:?}");
+    assert!(text.contains(from), "{file} no longer contains {from:?}");
     std::fs::write(&p, text.replace(from, to)).expect("write");
     Workflows::Dir("wf".into())
 }
@@ -81,8 +83,12 @@ fn a_guest_without_the_default_route_fails_the_vm_naming_the_gateway_and_is_not_
     inventory(2).write(dir.path());
     // The guest is configured from the inventory (route via .1); the check is
     // told to expect .254, exactly what a guest whose route did not install looks like.
-    let wf =
-        patched_workflows(dir.path(), "net::verify(vm);", "vm.nics[0].gateway = \"127.38.2.254\"; net::verify(vm);");
+    let wf = patched_workflows(
+        dir.path(),
+        "lib/create.rhai",
+        "net::verify(vm);",
+        "vm.nics[0].gateway = \"127.38.2.254\"; net::verify(vm);",
+    );
     let (_s, r) = provision(dir.path(), "", wf);
     let err = error_of(&r);
     for part in [

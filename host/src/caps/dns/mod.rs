@@ -63,6 +63,7 @@ pub use crate::contract::bindings::cradle::host::dns::{DnsRecord, RecordKind};
 mod config;
 mod errors;
 mod host;
+pub(crate) mod rhai;
 mod wire;
 
 #[cfg(test)]

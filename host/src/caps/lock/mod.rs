@@ -21,6 +21,8 @@
 //! [`FsLockStore`] (atomic `mkdir`) is the default; the trait leaves room for etcd.
 
 mod fs;
+mod host;
+pub(crate) mod rhai;
 
 pub use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
 pub use fs::FsLockStore;

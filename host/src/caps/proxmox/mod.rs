@@ -12,3 +12,4 @@ pub mod errors;
 pub mod tls;
 // The WIT adapter (grant checks, journaling) lives beside the client.
 pub mod host;
+pub(crate) mod rhai;

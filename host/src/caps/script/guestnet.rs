@@ -13,8 +13,8 @@
 
 use rhai::{FuncRegistration, Map, Module, NativeCallContext};
 
-use super::ssh::target;
 use super::{Res, caps, throw, wit_throw};
+use crate::caps::ssh::rhai::target;
 use crate::cloudinit::verify::{
     COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links, parse_resolv_conf,
     parse_resolvectl_dns, parse_routes, uses_resolved_stub,
@@ -74,7 +74,7 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let t = target(&login, "guestnet::verify")?;
     let timeout = u64::try_from(timeout_ms)
         .map_err(|_| throw(CapError::invalid(format!("guestnet::verify: timeout {timeout_ms} ms is negative"))))?;
-    let nics = super::cloudinit::interfaces(vm, &name)?;
+    let nics = crate::caps::creation::rhai::interfaces(vm, &name)?;
     let bad = |e: crate::cloudinit::verify::NetVerifyError| throw(CapError::failed(e.to_string()));
 
     let mut commands = vec![COMMANDS.addresses, COMMANDS.routes4];

@@ -24,8 +24,8 @@
 
 use rhai::{Map, NativeCallContext};
 
-use super::cloudinit::{DEFAULT_SNIPPET_STORAGE, interfaces, opt_str, str_of, user_data};
 use super::{Res, throw};
+use crate::caps::creation::rhai::{DEFAULT_SNIPPET_STORAGE, interfaces, opt_str, str_of, user_data};
 use crate::cloudinit::{CloudInitError, NetworkData, cicustom, render_all, render_network_data, snippet_names};
 use crate::contract::CapError;
 
@@ -67,7 +67,8 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
 
     let login = vm.get("ssh").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default();
-    let wit = super::ssh::target(&login, "ssh").map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
+    let wit = crate::caps::ssh::rhai::target(&login, "ssh")
+        .map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
     let target = crate::caps::ssh::Target { host: wit.host, port: wit.port, user: wit.user };
     crate::caps::ssh::check_host(&target.host).map_err(|e| bad(&name, "ansible_host", e.message))?;
     crate::caps::ssh::check_target(&target).map_err(|e| bad(&name, "ansible_user/ansible_port", e.message))?;
@@ -96,7 +97,7 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
         let map = r
             .try_cast::<Map>()
             .ok_or_else(|| bad(&name, &format!("vms_dns_record[{i}]"), "must be a map {zone, name, kind, value}"))?;
-        super::dns::record(&map).map_err(|e| bad(&name, &format!("vms_dns_record[{i}]"), message(&e)))?;
+        crate::caps::dns::rhai::record(&map).map_err(|e| bad(&name, &format!("vms_dns_record[{i}]"), message(&e)))?;
     }
     Ok(())
 }

@@ -48,6 +48,7 @@ mod keys;
 mod known_hosts;
 mod mux;
 mod mux_client;
+pub(crate) mod rhai;
 mod stream;
 mod upload;
 

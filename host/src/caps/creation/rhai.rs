@@ -36,23 +36,23 @@ use std::time::Duration;
 
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use super::ssh::target;
-use super::{Res, caps, throw, wit_throw, with_run};
 use crate::caps::context::CapCtx;
 use crate::caps::creation::{Creation, CreationError, CreationStore};
 use crate::caps::policy::Call;
+use crate::caps::script::{Res, caps, throw, wit_throw, with_run};
+use crate::caps::ssh::rhai::target;
 use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
 use crate::contract::bindings::cradle::host::{proxmox, ssh};
 use crate::contract::{CapError, ErrorKind};
 
-pub(super) const DEFAULT_SNIPPET_STORAGE: &str = "local";
+pub(crate) const DEFAULT_SNIPPET_STORAGE: &str = "local";
 
 fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
     throw(CapError::invalid(msg))
 }
 
-pub(super) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
+pub(crate) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
     map.get(key)
         .ok_or_else(|| invalid(format!("{what}: missing `{key}`")))?
         .clone()
@@ -60,7 +60,7 @@ pub(super) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
         .map_err(|t| invalid(format!("{what}: `{key}` must be a string, got {t}")))
 }
 
-pub(super) fn opt_str(map: &Map, key: &str) -> Option<String> {
+pub(crate) fn opt_str(map: &Map, key: &str) -> Option<String> {
     map.get(key).and_then(|v| v.clone().into_string().ok())
 }
 
@@ -203,7 +203,7 @@ fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
     Ok(vmids.into_iter().map(|v| Dynamic::from(i64::from(v))).collect())
 }
 
-pub(super) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
+pub(crate) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
     for (i, nic) in nics.into_iter().enumerate() {
@@ -234,7 +234,7 @@ pub(super) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
 /// The user-data inputs of `vm`: one builder for the upload and for the
 /// preflight check of the inventory's values (`cradle::check_inputs`), so
 /// the check accepts exactly what the upload renders.
-pub(super) fn user_data(ctx: &NativeCallContext, vm: &Map, name: &str, host_key: Option<HostKey>) -> Res<UserData> {
+pub(crate) fn user_data(ctx: &NativeCallContext, vm: &Map, name: &str, host_key: Option<HostKey>) -> Res<UserData> {
     let login = vm
         .get("ssh")
         .and_then(|s| s.clone().try_cast::<Map>())

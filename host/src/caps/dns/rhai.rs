@@ -11,7 +11,7 @@
 
 use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use super::{Res, caps, int_arg, throw, wit_throw};
+use crate::caps::script::{Res, caps, int_arg, throw, wit_throw};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
 
@@ -34,7 +34,7 @@ fn string_field(rec: &Map, key: &str) -> Res<String> {
         .map_err(|t| throw(CapError::invalid(format!("dns::upsert: `{key}` must be a string, got {t}"))))
 }
 
-pub(super) fn record(rec: &Map) -> Res<DnsRecord> {
+pub(crate) fn record(rec: &Map) -> Res<DnsRecord> {
     if let Some(unknown) = rec.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(throw(CapError::invalid(format!(
             "dns::upsert: unknown field `{unknown}` (expected {})",

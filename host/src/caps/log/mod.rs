@@ -6,6 +6,8 @@ use crate::contract::bindings::cradle::host::log::{Host, Level};
 use crate::contract::bindings::cradle::host::types::Entry;
 use crate::journal::LogLevel;
 
+pub(crate) mod rhai;
+
 /// Longest message kept; a plugin cannot flood the journal with one call.
 const MAX_MESSAGE: usize = 8 * 1024;
 

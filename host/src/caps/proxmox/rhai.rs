@@ -5,7 +5,7 @@
 
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use super::{Res, caps, int_arg, wit_throw};
+use crate::caps::script::{Res, caps, int_arg, wit_throw};
 use crate::contract::bindings::cradle::host::proxmox::{
     Host, PendingEntry, PowerAction, TaskStatus, TaskSummary, VmResource,
 };

@@ -25,6 +25,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub(crate) mod rhai;
+
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{CheckpointError, validate_name};

@@ -1,5 +1,4 @@
-//! WIT adapters of the run-coordination capabilities, `lock` and `checkpoint`,
-//! shared by plugins and workflow host modules.
+//! The `lock` WIT adapter and the lock calls workflows make.
 //!
 //! Locks are held by the run, not by a store: a key acquired in one backend
 //! call stays held across later calls of the same run (nested steps reuse it)
@@ -13,11 +12,9 @@
 //! is released when the last caller's last acquisition is released. The
 //! workflow (operator code) may release any key the run holds.
 
-use super::checkpoint::{CheckpointError, Finalization as StoredFinalization};
-use super::context::{CapCtx, RunHandle};
-use super::lock::{Holder as StoredHolder, LockError};
-use super::policy::{Call, LockOp};
-use crate::contract::bindings::cradle::host::checkpoint::{self, Finalization};
+use super::{Holder as StoredHolder, LockError, LockStore};
+use crate::caps::context::{CapCtx, RunHandle};
+use crate::caps::policy::{Call, LockOp};
 use crate::contract::bindings::cradle::host::lock::{self, Holder};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 use crate::contract::{CapError, ErrorKind};
@@ -36,29 +33,14 @@ impl From<LockError> for CapError {
     }
 }
 
-impl From<CheckpointError> for CapError {
-    fn from(e: CheckpointError) -> CapError {
-        let kind = match &e {
-            CheckpointError::Mismatch { .. } => ErrorKind::Conflict,
-            CheckpointError::InvalidName { .. } => ErrorKind::Invalid,
-            _ => ErrorKind::Failed,
-        };
-        CapError::new(kind, e.to_string())
-    }
-}
-
 fn wit_holder(h: StoredHolder) -> Holder {
     Holder { host: h.host, pid: h.pid, started: h.started, run_id: h.run_id }
-}
-
-fn wit_finalization(f: StoredFinalization) -> Finalization {
-    Finalization { vm_name: f.vm_name, vmid: f.vmid, node: f.node, stage: f.stage, written: f.written }
 }
 
 impl RunHandle {
     /// Release every lock the run still holds; returns the keys that could not
     /// be released (already logged).
-    pub fn release_all(&self, locks: &dyn super::lock::LockStore) -> Vec<String> {
+    pub fn release_all(&self, locks: &dyn LockStore) -> Vec<String> {
         let keys: Vec<String> =
             std::mem::take(&mut *self.held_locks.lock().unwrap_or_else(|e| e.into_inner())).into_keys().collect();
         let mut failed = Vec::new();
@@ -138,34 +120,6 @@ impl CapCtx {
             Ok(self.services.locks.holder(key)?.map(wit_holder))
         })
     }
-
-    /// The checkpoint of `vm_name`.
-    pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
-        self.guard("read", Call::Checkpoint { vm_name }, || {
-            Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
-        })
-    }
-
-    /// Write a checkpoint (the host sets `written`).
-    pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
-        let vm_name = cp.vm_name.clone();
-        self.guard("write", Call::Checkpoint { vm_name: &vm_name }, || {
-            let stored = StoredFinalization {
-                vm_name: cp.vm_name,
-                vmid: cp.vmid,
-                node: cp.node,
-                stage: cp.stage,
-                written: String::new(),
-            };
-            self.services.checkpoints.write(&stored)?;
-            Ok(())
-        })
-    }
-
-    /// Clear the checkpoint of `vm_name`/`vmid`.
-    pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
-        self.guard("clear", Call::Checkpoint { vm_name }, || Ok(self.services.checkpoints.clear(vm_name, vmid)?))
-    }
 }
 
 impl lock::Host for CapCtx {
@@ -177,17 +131,5 @@ impl lock::Host for CapCtx {
     }
     fn current_holder(&mut self, key: String) -> Result<Option<Holder>, WitError> {
         self.lock_holder(&key).map_err(Into::into)
-    }
-}
-
-impl checkpoint::Host for CapCtx {
-    fn read(&mut self, vm_name: String) -> Result<Option<Finalization>, WitError> {
-        self.checkpoint_read(&vm_name).map_err(Into::into)
-    }
-    fn write(&mut self, cp: Finalization) -> Result<(), WitError> {
-        self.checkpoint_write(cp).map_err(Into::into)
-    }
-    fn clear(&mut self, vm_name: String, vmid: u32) -> Result<(), WitError> {
-        self.checkpoint_clear(&vm_name, vmid).map_err(Into::into)
     }
 }

@@ -5,7 +5,7 @@
 
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use super::{Res, caps, throw, wit_throw};
+use crate::caps::script::{Res, caps, throw, wit_throw};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::ssh::{Host, Target};
 

@@ -5,8 +5,8 @@
 //! scope check fails with `failed` saying the provider is missing, never with
 //! a made-up result.
 
-use super::context::CapCtx;
-use super::policy::Call;
+use crate::caps::context::CapCtx;
+use crate::caps::policy::Call;
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::terraform;
 use crate::contract::bindings::cradle::host::types::{Entry, Error as WitError};

@@ -18,6 +18,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+mod host;
+pub(crate) mod rhai;
+
 use serde::{Deserialize, Serialize};
 
 use crate::state::{StateError, create_private_dir, sync_dir, write_private_file_atomic};

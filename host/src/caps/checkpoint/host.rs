@@ -1,0 +1,67 @@
+//! The `checkpoint` WIT adapter and the checkpoint calls workflows make: each
+//! through the guard (a checkpoint is scoped to the call's VM), the store in
+//! [`super::CheckpointStore`].
+
+use super::{CheckpointError, Finalization as StoredFinalization};
+use crate::caps::context::CapCtx;
+use crate::caps::policy::Call;
+use crate::contract::bindings::cradle::host::checkpoint::{self, Finalization};
+use crate::contract::bindings::cradle::host::types::Error as WitError;
+use crate::contract::{CapError, ErrorKind};
+
+impl From<CheckpointError> for CapError {
+    fn from(e: CheckpointError) -> CapError {
+        let kind = match &e {
+            CheckpointError::Mismatch { .. } => ErrorKind::Conflict,
+            CheckpointError::InvalidName { .. } => ErrorKind::Invalid,
+            _ => ErrorKind::Failed,
+        };
+        CapError::new(kind, e.to_string())
+    }
+}
+
+fn wit_finalization(f: StoredFinalization) -> Finalization {
+    Finalization { vm_name: f.vm_name, vmid: f.vmid, node: f.node, stage: f.stage, written: f.written }
+}
+
+impl CapCtx {
+    /// The checkpoint of `vm_name`.
+    pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
+        self.guard("read", Call::Checkpoint { vm_name }, || {
+            Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
+        })
+    }
+
+    /// Write a checkpoint (the host sets `written`).
+    pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
+        let vm_name = cp.vm_name.clone();
+        self.guard("write", Call::Checkpoint { vm_name: &vm_name }, || {
+            let stored = StoredFinalization {
+                vm_name: cp.vm_name,
+                vmid: cp.vmid,
+                node: cp.node,
+                stage: cp.stage,
+                written: String::new(),
+            };
+            self.services.checkpoints.write(&stored)?;
+            Ok(())
+        })
+    }
+
+    /// Clear the checkpoint of `vm_name`/`vmid`.
+    pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
+        self.guard("clear", Call::Checkpoint { vm_name }, || Ok(self.services.checkpoints.clear(vm_name, vmid)?))
+    }
+}
+
+impl checkpoint::Host for CapCtx {
+    fn read(&mut self, vm_name: String) -> Result<Option<Finalization>, WitError> {
+        self.checkpoint_read(&vm_name).map_err(Into::into)
+    }
+    fn write(&mut self, cp: Finalization) -> Result<(), WitError> {
+        self.checkpoint_write(cp).map_err(Into::into)
+    }
+    fn clear(&mut self, vm_name: String, vmid: u32) -> Result<(), WitError> {
+        self.checkpoint_clear(&vm_name, vmid).map_err(Into::into)
+    }
+}

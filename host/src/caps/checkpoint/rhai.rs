@@ -1,0 +1,61 @@
+//! `checkpoint::read(vm)`, `checkpoint::write(#{vm_name, vmid, node, stage})`,
+//! `checkpoint::clear(vm, vmid)` for workflow scripts, through the same adapter
+//! as plugins ([`super::host`]).
+
+use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+
+use crate::caps::script::{Res, caps, int_arg, throw};
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::checkpoint::Finalization;
+
+fn finalization_map(f: Finalization) -> Dynamic {
+    let mut map = Map::new();
+    map.insert("vm_name".into(), f.vm_name.into());
+    map.insert("vmid".into(), i64::from(f.vmid).into());
+    map.insert("node".into(), f.node.into());
+    map.insert("stage".into(), f.stage.into());
+    map.insert("written".into(), f.written.into());
+    map.into()
+}
+
+fn field<'a>(map: &'a Map, key: &str) -> Res<&'a Dynamic> {
+    map.get(key).ok_or_else(|| throw(CapError::invalid(format!("checkpoint::write: missing field `{key}`"))))
+}
+
+fn string_field(map: &Map, key: &str) -> Res<String> {
+    field(map, key)?
+        .clone()
+        .into_string()
+        .map_err(|t| throw(CapError::invalid(format!("checkpoint::write: `{key}` must be a string, got {t}"))))
+}
+
+/// The `checkpoint` module.
+pub fn module() -> Module {
+    let mut m = Module::new();
+    FuncRegistration::new("read").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: ImmutableString| -> Res<Dynamic> {
+            Ok(caps(&ctx)?.checkpoint_read(&vm).map_err(throw)?.map(finalization_map).unwrap_or(Dynamic::UNIT))
+        },
+    );
+    FuncRegistration::new("write").set_into_module(&mut m, |ctx: NativeCallContext, cp: Map| -> Res<()> {
+        let vmid = field(&cp, "vmid")?
+            .as_int()
+            .map_err(|t| throw(CapError::invalid(format!("checkpoint::write: `vmid` must be an integer, got {t}"))))?;
+        let fin = Finalization {
+            vm_name: string_field(&cp, "vm_name")?,
+            vmid: int_arg(vmid, "checkpoint::write: vmid")?,
+            node: string_field(&cp, "node")?,
+            stage: string_field(&cp, "stage")?,
+            written: String::new(),
+        };
+        caps(&ctx)?.checkpoint_write(fin).map_err(throw)
+    });
+    FuncRegistration::new("clear").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: ImmutableString, vmid: i64| -> Res<()> {
+            caps(&ctx)?.checkpoint_clear(&vm, int_arg(vmid, "checkpoint::clear: vmid")?).map_err(throw)
+        },
+    );
+    m
+}
