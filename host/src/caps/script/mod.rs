@@ -1,7 +1,10 @@
-//! The capabilities as Rhai modules for workflow scripts: `log`, `lock`,
-//! `checkpoint`, `cradle` (run helpers: `cradle::backend()`, `cradle::lock_key`,
-//! `cradle::check_inputs`), `proxmox`, `ssh`, `cloudinit` (snippets and creation
-//! records), `dns` and `guestnet` (the guest's network, verified on the guest).
+//! The capabilities as Rhai modules for workflow scripts: the registry
+//! ([`modules`]: `log`, `lock`, `checkpoint`, `proxmox`, `ssh`, `cloudinit`
+//! (snippets and creation records), `dns`, each from its capability's
+//! `rhai.rs`), the glue they share (the run's [`CapCtx`], `throw`), and the
+//! script-only modules: `cradle` (run helpers: `cradle::backend()`,
+//! `cradle::lock_key`, `cradle::check_inputs`) and `guestnet` (the guest's
+//! network, verified on the guest).
 //!
 //! Scripts are trusted operator code, but they go through the same
 //! [`CapCtx::guard`] as plugins, under `[workflow.grants]`, and are journaled

@@ -1,9 +1,8 @@
-//! Host adapters for capabilities whose providers are not part of this build
-//! yet: `terraform` (`ssh` lives in [`super::ssh`], `dns` in [`super::dns`]).
-//! Its WIT interface, grants and scope checks are complete, so plugins can be
-//! written, granted and denied against it today; a call that passes its
-//! scope check fails with `failed` saying the provider is missing, never with
-//! a made-up result.
+//! The `terraform` WIT adapter, without a provider yet: every call goes
+//! through the guard (grants, scope, journal) like any other, so plugins can be
+//! written, granted and denied against it today; a call that passes its scope
+//! check fails with `failed` saying the provider is missing, never with a
+//! made-up result.
 
 use crate::caps::context::CapCtx;
 use crate::caps::policy::Call;
