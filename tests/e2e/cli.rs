@@ -317,6 +317,25 @@ fn a_component_without_the_lifecycle_export_is_refused_naming_it() {
 }
 
 #[test]
+fn a_component_whose_lifecycle_differs_from_the_wit_is_refused_at_load_naming_it() {
+    // The right interface name and version, but its only function is not the
+    // lifecycle's: `plan` returning a u32, and no `discover`, `create`, ...
+    let wat = r#"(component
+        (core module $m (func (export "f") (result i32) i32.const 0))
+        (core instance $i (instantiate $m))
+        (func $plan (result u32) (canon lift (core func $i "f")))
+        (instance $life (export "plan" (func $plan)))
+        (export "cradle:host/lifecycle@0.1.0" (instance $life))
+    )"#;
+    let fx = with_plugin("skew");
+    write(&fx, "plugins/skew.wasm", &component_with_manifest(wat, "name = \"skew\"\nversion = \"1\"\n"));
+    let out = cradle(&fx, &["run", "app", "test-0"]);
+    let err = fails(&out);
+    assert!(err.contains("plugin `skew` exports the lifecycle interface, but not as wit/backend.wit"), "{err}");
+    assert!(err.contains("rebuild the plugin against this cradle's wit/"), "{err}");
+}
+
+#[test]
 fn inspecting_an_unknown_plugin_names_the_config() {
     let fx = project(CONFIG);
     let out = cradle(&fx, &["plugins", "inspect", "nope"]);

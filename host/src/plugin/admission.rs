@@ -7,7 +7,9 @@
 //! - an import of a capability the manifest does not declare (the manifest lies);
 //! - an import of a capability the operator did not grant;
 //! - an import of anything that is neither WASI nor cradle;
-//! - a missing `cradle:host/lifecycle@0.1.0` export.
+//! - a missing `cradle:host/lifecycle@0.1.0` export;
+//! - (at load, once linked) lifecycle functions whose names or types differ
+//!   from wit/backend.wit ([`AdmissionError::Signature`]).
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -79,6 +81,17 @@ pub enum AdmissionError {
         plugin: String,
         /// The expected export.
         expected: String,
+    },
+    /// Exports the lifecycle interface with other functions or types than the
+    /// host's wit/backend.wit.
+    #[error(
+        "plugin `{plugin}` exports the lifecycle interface, but not as wit/backend.wit of {WIT_PACKAGE}@{WIT_VERSION} defines it: {message}; rebuild the plugin against this cradle's wit/"
+    )]
+    Signature {
+        /// The plugin.
+        plugin: String,
+        /// wasmtime's account of the first difference.
+        message: String,
     },
 }
 

@@ -283,6 +283,11 @@ impl PluginHost {
             .linker
             .instantiate_pre(&compiled.component)
             .map_err(|e| PluginError::Link { name: name.into(), message: format!("{e:#}") })?;
+        // The lifecycle exports' signatures against wit/backend.wit, checked
+        // now: a plugin built against another lifecycle is refused at load,
+        // naming what differs, not at its first call.
+        crate::contract::bindings::BackendPre::new(pre.clone())
+            .map_err(|e| AdmissionError::Signature { plugin: name.into(), message: format!("{e:#}") })?;
         let lifecycle = admission::lifecycle_export();
         let iface = compiled.component.get_export_index(None, &lifecycle);
         let mut funcs = HashMap::new();
