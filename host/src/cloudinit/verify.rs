@@ -83,6 +83,9 @@ pub struct Route {
     /// iproute2 omits it for metric 0.
     #[serde(default)]
     pub metric: Option<u32>,
+    /// From `ip -6` (a route without a gateway does not say its family).
+    #[serde(skip)]
+    pub v6: bool,
 }
 
 impl Route {
@@ -101,10 +104,7 @@ impl Route {
 /// The default route of `gw`'s family the kernel uses: the lowest metric, the
 /// first listed among equals.
 fn route_in_effect(routes: &[Route], gw: IpAddr) -> Option<&Route> {
-    routes
-        .iter()
-        .filter(|r| r.dst == "default" && r.gateway.is_none_or(|g| g.is_ipv4() == gw.is_ipv4()))
-        .min_by_key(|r| r.metric.unwrap_or(0))
+    routes.iter().filter(|r| r.dst == "default" && r.v6 == gw.is_ipv6()).min_by_key(|r| r.metric.unwrap_or(0))
 }
 
 /// Where the nameservers in effect were read.
@@ -139,7 +139,12 @@ pub fn parse_routes(vm: &str, command: &'static str, json: &str) -> Result<Vec<R
     if json.trim().is_empty() {
         return Ok(Vec::new());
     }
-    serde_json::from_str(json).map_err(|e| unreadable(vm, command, e))
+    let mut routes: Vec<Route> = serde_json::from_str(json).map_err(|e| unreadable(vm, command, e))?;
+    let v6 = command == COMMANDS.routes6;
+    for r in &mut routes {
+        r.v6 = v6;
+    }
+    Ok(routes)
 }
 
 /// The `nameserver` lines of a resolv.conf (comments and other options ignored).
@@ -347,6 +352,18 @@ mod tests {
         // Ours first, or with the lowest metric: in effect.
         let ours = r#"[{"dst":"default","gateway":"10.0.0.1","dev":"ens18"},{"dst":"default","gateway":"192.168.1.1","dev":"ens19","metric":200}]"#;
         check("test-0", &[nic()], &observed(ours, "nameserver 10.0.0.53\n")).unwrap();
+        // A gateway-less IPv6 default route (from `ip -6`) is not an IPv4 route.
+        let mut seen = observed(ROUTE, "nameserver 10.0.0.53\n");
+        let v6 = r#"[{"dst":"default","dev":"wg0"}]"#;
+        let mut routes = parse_routes("test-0", COMMANDS.routes6, v6).unwrap();
+        routes.append(&mut seen.routes);
+        seen.routes = routes;
+        check("test-0", &[nic()], &seen).unwrap();
+        let v4 = r#"[{"dst":"default","dev":"wg0","metric":0},{"dst":"default","gateway":"10.0.0.1","dev":"ens18","metric":5}]"#;
+        assert!(
+            check("test-0", &[nic()], &observed(v4, "nameserver 10.0.0.53\n")).is_err(),
+            "an IPv4 device route wins"
+        );
         // A second NIC's gateway needs its route, not the lowest metric.
         let mut second = nic();
         second.name = "ens19".into();
