@@ -198,9 +198,7 @@ pub fn expects_ipv6_route(nics: &[Interface]) -> bool {
 /// Compare what the guest reports with the VM's NICs; see the module docs.
 pub fn check(vm: &str, nics: &[Interface], seen: &Observed) -> Result<(), NetVerifyError> {
     let mut problems = Vec::new();
-    // The families (is IPv4) whose primary gateway was seen.
-    let mut primaries: Vec<bool> = Vec::new();
-    for nic in nics {
+    for (i, nic) in nics.iter().enumerate() {
         let ifname = guest_ifname(nic);
         let link = seen.links.iter().find(|l| l.ifname == ifname);
         if let Some(want) = nic.address {
@@ -225,8 +223,8 @@ pub fn check(vm: &str, nics: &[Interface], seen: &Observed) -> Result<(), NetVer
             let ours =
                 |r: &Route| r.dst == "default" && r.gateway == Some(gw) && r.dev.as_deref() == Some(ifname.as_str());
             let ok = seen.routes.iter().any(ours);
-            let primary = !primaries.contains(&gw.is_ipv4());
-            primaries.push(gw.is_ipv4());
+            // The first NIC with a gateway of this family.
+            let primary = !nics[..i].iter().any(|n| n.gateway.is_some_and(|g| g.is_ipv4() == gw.is_ipv4()));
             if ok
                 && primary
                 && let Some(effective) = route_in_effect(&seen.routes, gw).filter(|r| !ours(r))

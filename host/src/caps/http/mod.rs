@@ -165,7 +165,7 @@ impl Endpoints {
         if let Some(body) = req.body {
             builder = builder.body(body);
         }
-        let resp = builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?;
+        let mut resp = builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?;
         let status = resp.status().as_u16();
         let headers = resp
             .headers()
@@ -179,7 +179,6 @@ impl Endpoints {
         if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
             return Err(too_big());
         }
-        let mut resp = resp;
         let mut body = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(&req.endpoint, &e))? {
             if body.len() + chunk.len() > MAX_BODY {
