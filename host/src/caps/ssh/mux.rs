@@ -209,7 +209,7 @@ pub(crate) fn stop_masters(paths: &[PathBuf]) {
     // The protocol first (no process); `ssh -O stop` for a master that would not answer it.
     let mut children: Vec<_> = live
         .iter()
-        .filter(|p| !super::mux_client::control(p, super::mux_client::Control::Stop))
+        .filter(|p| !super::mux_client::stop(p))
         .filter_map(|p| control_command(p, "stop").spawn().ok())
         .collect();
     let started = Instant::now();
@@ -232,15 +232,12 @@ pub(crate) fn stop_masters(paths: &[PathBuf]) {
     }
 }
 
-/// Ends the master at `path` now (`-O exit`, its sessions too), without
+/// Ends the master at `path` now (`ssh -O exit`, its sessions too), without
 /// blocking the runtime: after a transport failure or a timeout through it.
+/// A process, not the protocol: the mux crate has no terminate request, and
+/// this runs only after a failure.
 pub(crate) async fn close_master(path: &Path) {
     if fs::symlink_metadata(path).is_err() {
-        return;
-    }
-    let p = path.to_path_buf();
-    let asked = tokio::task::spawn_blocking(move || super::mux_client::control(&p, super::mux_client::Control::Exit));
-    if asked.await.unwrap_or(false) {
         return;
     }
     let mut c = tokio::process::Command::from(control_command(path, "exit"));

@@ -125,20 +125,17 @@ impl Sshd {
 
     /// Drops every open connection, as a guest that reboots does: kills the
     /// server's per-connection processes (SIGKILL), keeping the listener.
+    /// All of them, not only the listener's children: OpenSSH 10 serves a
+    /// connection from a child of its `sshd-session [priv]` monitor even for
+    /// root, and that child keeps the connection open when only the monitor dies.
     pub fn drop_connections(&self) {
-        let listener = self.child.id();
-        for pid in super::tests::children_of(listener) {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-        }
+        signal(&descendants_of(self.child.id()), "-KILL");
     }
 
-    /// Stops (SIGSTOP) every connection's server process: the TCP connection
+    /// Stops (SIGSTOP) every connection's server processes: the TCP connection
     /// stays open but nothing answers, like a frozen guest.
     pub fn freeze_connections(&self) {
-        let listener = self.child.id();
-        for pid in super::tests::children_of(listener) {
-            let _ = Command::new("kill").args(["-STOP", &pid.to_string()]).status();
-        }
+        signal(&descendants_of(self.child.id()), "-STOP");
     }
 
     /// How many connections have authenticated so far (from sshd's log).
@@ -171,7 +168,27 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
+        // Connection processes outlive the listener (a frozen one forever).
+        signal(&descendants_of(self.child.id()), "-KILL");
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Every process below `pid`: children, their children, and so on.
+fn descendants_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let children = super::tests::children_of(p);
+        next.extend(&children);
+        out.extend(children);
+    }
+    out
+}
+
+fn signal(pids: &[u32], sig: &str) {
+    if !pids.is_empty() {
+        let _ = Command::new("kill").arg(sig).args(pids.iter().map(u32::to_string)).status();
     }
 }
