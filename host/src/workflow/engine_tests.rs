@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rhai::{Dynamic, Module, NativeCallContext};
+use rhai::{Dynamic, EvalAltResult, Module, NativeCallContext};
 
 use super::*;
 
@@ -159,6 +159,33 @@ fn a_huge_string_stops_at_the_string_size_limit() {
     let limits = WorkflowLimits { max_string_size: 1000, ..WorkflowLimits::default() };
     let (_dir, err) = limited(limits, "fn main() { let s = \"x\"; loop { s += s; } }");
     assert!(matches!(err, WorkflowError::Limit { key: "max_string_size", .. }), "{err}");
+}
+
+#[test]
+fn every_limit_a_run_can_hit_names_a_key_cradle_toml_accepts() {
+    let limits = WorkflowLimits::default();
+    let pos = rhai::Position::NONE;
+    let hits = [
+        EvalAltResult::ErrorTooManyOperations(pos),
+        EvalAltResult::ErrorStackOverflow(pos),
+        EvalAltResult::ErrorDataTooLarge("Length of string".into(), pos),
+        EvalAltResult::ErrorDataTooLarge("Size of array/BLOB".into(), pos),
+        EvalAltResult::ErrorDataTooLarge("Size of object map".into(), pos),
+    ];
+    for err in hits {
+        let (what, _, key) = limits.hit(&err).unwrap_or_else(|| panic!("{err} is a limit"));
+        let config: Result<crate::config::WorkflowConfig, _> = toml::from_str(&format!("{key} = 200"));
+        assert!(config.is_ok(), "the {what} limit names `{key}`, which [workflow] must accept: {config:?}");
+    }
+}
+
+#[test]
+fn a_too_deep_expression_is_a_compile_error_that_names_no_missing_config_key() {
+    let deep = format!("fn main() {{ {}1{} }}", "(".repeat(200), ")".repeat(200));
+    let (_dir, set) = load_with(&[("w.rhai", deep.as_str())], &EngineOptions::default());
+    let text = set.expect_err("too deep").to_string();
+    assert!(text.contains("split the expression"), "{text}");
+    assert!(!text.contains("max_expr_depth"), "{text}");
 }
 
 #[test]

@@ -93,7 +93,8 @@ pub(crate) fn compile_error(file: &str, kind: &ParseErrorType, pos: Position) ->
     let (line, column) = line_col(pos);
     let mut message = kind.to_string();
     if matches!(kind, ParseErrorType::ExprTooDeep) {
-        message.push_str("; simplify the expression or raise `[workflow] max_expr_depth` in cradle.toml");
+        // A fixed limit: no cradle.toml key raises it.
+        message.push_str("; split the expression into smaller ones (let bindings or functions)");
     }
     WorkflowError::Compile { file: file.to_string(), line, column, message }
 }

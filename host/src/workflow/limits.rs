@@ -19,13 +19,14 @@ pub struct WorkflowLimits {
     /// Nested function calls (`max_call_depth`, default 64).
     pub max_call_depth: usize,
     /// Expression nesting at compile time, global and inside functions
-    /// (`max_expr_depth`, default 64).
+    /// (default 64; not a `[workflow]` key).
     pub max_expr_depth: usize,
     /// Bytes in one string (`max_string_size`, default 1 MiB).
     pub max_string_size: usize,
     /// Elements in one array or blob (`max_array_size`, default 100 000).
     pub max_array_size: usize,
-    /// Entries in one object map (`max_map_size`, default 100 000).
+    /// Entries in one object map (default 100 000; `[workflow] max_array_size`
+    /// sets it with the array limit).
     pub max_map_size: usize,
 }
 
@@ -71,7 +72,8 @@ impl WorkflowLimits {
                 Some(("array size", as_u64(self.max_array_size), "max_array_size"))
             }
             EvalAltResult::ErrorDataTooLarge(what, ..) if what.contains("map") => {
-                Some(("map size", as_u64(self.max_map_size), "max_map_size"))
+                // One key bounds arrays and maps in cradle.toml.
+                Some(("map size", as_u64(self.max_map_size), "max_array_size"))
             }
             _ => None,
         }
