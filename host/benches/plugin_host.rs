@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cradle::caps::Grants;
 use cradle::caps::budget::GuestClock;
 use cradle::caps::checkpoint::CheckpointStore;
 use cradle::caps::context::{CapCtx, RunHandle, Services};
-use cradle::caps::grants::Grants;
 use cradle::caps::http::Endpoints;
 use cradle::caps::lock::{FsLockStore, LockStore};
 use cradle::caps::policy::RunScope;

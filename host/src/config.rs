@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::builtin::BuiltinPlugin;
+use crate::caps::Grants;
 pub use crate::caps::dns::DnsProviderConfig;
-use crate::caps::grants::Grants;
 pub use crate::caps::http::{EndpointAuth, EndpointConfig};
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;

@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::checkpoint::CheckpointStore;
-use super::grants::Grants;
 use super::lock::{Holder, LockStore};
-use super::policy::{self, Call, RunScope};
+use super::policy::{self, RunScope};
+use super::{Call, Grants};
 use crate::caps::budget::Exhausted;
 use crate::caps::budget::TimeoutArg;
 use crate::contract::{CapError, ErrorKind};
@@ -53,7 +53,17 @@ impl RunHandle {
     }
 }
 
-/// Services shared by every call of an environment.
+/// Services shared by every call of an environment: the providers the WIT
+/// adapters and Rhai modules reach, built once per environment by
+/// `Project::services` (`project.rs`).
+///
+/// Written by hand, not generated from the registry: the providers share
+/// their inputs (one `cluster::connect` yields the Proxmox client, the SSH
+/// identity and the node logins, and the SSH client pins the nodes' host keys
+/// before any call), the creation records live with the checkpoints, and
+/// some fields serve no single capability (`rt`, `cluster_id`, `nodes`,
+/// `guest_keys`). A capability with a provider adds its field here and builds
+/// it in `Project::services`.
 pub struct Services {
     /// Workflow locks.
     pub locks: Arc<dyn LockStore>,

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::caps::Grants;
 use crate::caps::context::{CapCtx, RunHandle, Services};
-use crate::caps::grants::Grants;
 use crate::caps::policy::RunScope;
 use crate::workflow::BackendHandle;
 

@@ -16,7 +16,7 @@ use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
 use super::manifest::Manifest;
-use crate::caps::grants::Grants;
+use crate::caps::Grants;
 use crate::caps::{Capability, WIT_PACKAGE, WIT_VERSION};
 use crate::workflow::ExportSig;
 

@@ -38,9 +38,9 @@ use self::cache::{CacheOutcome, ComponentCache};
 use self::limits::{EPOCH_TICK, Limits};
 use self::manifest::{Manifest, ManifestError};
 use self::store::{Caps, StoreState, new_store};
+use crate::caps::Grants;
 use crate::caps::budget::GuestClock;
 use crate::caps::context::CapCtx;
-use crate::caps::grants::Grants;
 
 /// Why a plugin could not be loaded or called.
 #[derive(Debug, thiserror::Error)]

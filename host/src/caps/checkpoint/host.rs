@@ -2,9 +2,10 @@
 //! through the guard (a checkpoint is scoped to the call's VM), the store in
 //! [`super::CheckpointStore`].
 
+use super::scope::CheckpointCall;
 use super::{CheckpointError, Finalization as StoredFinalization};
+use crate::caps::Call;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::Call;
 use crate::contract::bindings::cradle::host::checkpoint::{self, Finalization};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 use crate::contract::{CapError, ErrorKind};
@@ -27,7 +28,7 @@ fn wit_finalization(f: StoredFinalization) -> Finalization {
 impl CapCtx {
     /// The checkpoint of `vm_name`.
     pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
-        self.guard("read", Call::Checkpoint { vm_name }, || {
+        self.guard("read", Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
             Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
         })
     }
@@ -35,7 +36,7 @@ impl CapCtx {
     /// Write a checkpoint (the host sets `written`).
     pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
         let vm_name = cp.vm_name.clone();
-        self.guard("write", Call::Checkpoint { vm_name: &vm_name }, || {
+        self.guard("write", Call::Checkpoint(CheckpointCall::Vm { vm_name: &vm_name }), || {
             let stored = StoredFinalization {
                 vm_name: cp.vm_name,
                 vmid: cp.vmid,
@@ -50,7 +51,9 @@ impl CapCtx {
 
     /// Clear the checkpoint of `vm_name`/`vmid`.
     pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
-        self.guard("clear", Call::Checkpoint { vm_name }, || Ok(self.services.checkpoints.clear(vm_name, vmid)?))
+        self.guard("clear", Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
+            Ok(self.services.checkpoints.clear(vm_name, vmid)?)
+        })
     }
 }
 

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 mod host;
 pub(crate) mod rhai;
+pub mod scope;
 
 use serde::{Deserialize, Serialize};
 

@@ -36,9 +36,10 @@ use std::time::Duration;
 
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
+use crate::caps::Call;
+use crate::caps::checkpoint::scope::CheckpointCall;
 use crate::caps::context::CapCtx;
 use crate::caps::creation::{Creation, CreationError, CreationStore};
-use crate::caps::policy::Call;
 use crate::caps::script::{Res, caps, throw, wit_throw, with_run};
 use crate::caps::ssh::rhai::target;
 use crate::cloudinit::status::{Verdict, verdict};
@@ -115,8 +116,10 @@ fn with_record<T>(
     work: impl FnOnce(&CreationStore) -> Result<T, CreationError>,
 ) -> Res<T> {
     let store = creations(ctx)?;
-    c.guard(&format!("creation-{function}"), Call::Checkpoint { vm_name }, || work(&store).map_err(record_err))
-        .map_err(throw)
+    c.guard(&format!("creation-{function}"), Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
+        work(&store).map_err(record_err)
+    })
+    .map_err(throw)
 }
 
 fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
@@ -192,11 +195,11 @@ fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
 }
 
 /// The VMIDs every creation record on this control node reserves (only the
-/// VMIDs leave the host), through the guard as [`Call::Reservations`].
+/// VMIDs leave the host), through the guard as [`CheckpointCall::Reservations`].
 fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
     let store = creations(ctx)?;
     let vmids = caps(ctx)?
-        .guard("creation-reservations", Call::Reservations, || {
+        .guard("creation-reservations", Call::Checkpoint(CheckpointCall::Reservations), || {
             store.list().map(|r| r.into_iter().map(|r| r.vmid).collect::<Vec<u32>>()).map_err(record_err)
         })
         .map_err(throw)?;

@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use super::Rfc2136;
+use super::scope::DnsCall;
+use crate::caps::Call;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::Call;
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::dns::{DnsRecord, Host, RecordKind};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
@@ -25,7 +26,7 @@ impl CapCtx {
 
 impl Host for CapCtx {
     fn upsert(&mut self, rec: DnsRecord) -> Result<bool, WitError> {
-        self.guard("upsert", Call::Dns { zone: &rec.zone, name: &rec.name }, || {
+        self.guard("upsert", Call::Dns(DnsCall { zone: &rec.zone, name: &rec.name }), || {
             let provider = self.dns_provider()?;
             self.block_on(provider.upsert(&rec))
         })
@@ -33,7 +34,7 @@ impl Host for CapCtx {
     }
 
     fn delete(&mut self, zone: String, name: String, kind: RecordKind) -> Result<bool, WitError> {
-        self.guard("delete", Call::Dns { zone: &zone, name: &name }, || {
+        self.guard("delete", Call::Dns(DnsCall { zone: &zone, name: &name }), || {
             let provider = self.dns_provider()?;
             self.block_on(provider.delete(&zone, &name, kind))
         })

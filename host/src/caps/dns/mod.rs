@@ -16,7 +16,7 @@
 //!   connection, SERVFAIL) calling again is safe, whether or not the first
 //!   UPDATE reached the server.
 //! - The zone must be one of `[dns.NAME].zones` and the name must lie inside
-//!   it (the `dns` grant checks the same in policy; this provider checks
+//!   it (the `dns` grant checks the same, [`scope`]; this provider checks
 //!   again, against its own configuration). A record with `ttl = 0` gets the
 //!   provider's `ttl`.
 //! - Every message is signed with the TSIG key, and an answer that claims
@@ -64,6 +64,7 @@ mod config;
 mod errors;
 mod host;
 pub(crate) mod rhai;
+pub mod scope;
 mod wire;
 
 #[cfg(test)]

@@ -255,9 +255,9 @@ mod adapter {
     //! The WIT adapter: the `dns` grant first, then the environment's provider.
 
     use super::*;
+    use crate::caps::Grants;
     use crate::caps::checkpoint::CheckpointStore;
     use crate::caps::context::{CapCtx, RunHandle, Services};
-    use crate::caps::grants::Grants;
     use crate::caps::http::Endpoints;
     use crate::caps::lock::FsLockStore;
     use crate::caps::policy::RunScope;

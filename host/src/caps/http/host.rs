@@ -2,9 +2,10 @@
 //! the timeout clamped to the plugin call's time, the work done by
 //! [`super::Endpoints`].
 
+use super::scope::HttpCall;
+use crate::caps::Call;
 use crate::caps::budget::TimeoutArg;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::Call;
 use crate::contract::bindings::cradle::host::http::{Host, Request, Response};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 
@@ -13,7 +14,7 @@ impl Host for CapCtx {
         let endpoint = req.endpoint.clone();
         let http = self.services.http.clone();
         let limit = TimeoutArg::Http.max().as_millis() as u64;
-        self.guard("send", Call::Http { endpoint: &endpoint }, || {
+        self.guard("send", Call::Http(HttpCall { endpoint: &endpoint }), || {
             let timeout = self.clamp_timeout(limit, TimeoutArg::Http);
             self.block_on(http.send(req, timeout))
         })

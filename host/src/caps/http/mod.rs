@@ -29,6 +29,7 @@ use crate::secrets::{Secret, SecretRef};
 use serde::Deserialize;
 
 mod host;
+pub mod scope;
 
 /// Largest response body handed to a plugin.
 const MAX_BODY: usize = 16 * 1024 * 1024;

@@ -12,9 +12,10 @@
 //! is released when the last caller's last acquisition is released. The
 //! workflow (operator code) may release any key the run holds.
 
+use super::scope::{LockCall, LockOp};
 use super::{Holder as StoredHolder, LockError, LockStore};
+use crate::caps::Call;
 use crate::caps::context::{CapCtx, RunHandle};
-use crate::caps::policy::{Call, LockOp};
 use crate::contract::bindings::cradle::host::lock::{self, Holder};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 use crate::contract::{CapError, ErrorKind};
@@ -75,7 +76,7 @@ impl CapCtx {
 
     /// Take `key` for this run.
     pub fn lock_acquire(&self, key: &str) -> Result<Holder, CapError> {
-        self.guard("acquire", Call::Lock { key, op: LockOp::Acquire }, || {
+        self.guard("acquire", Call::Lock(LockCall { key, op: LockOp::Acquire }), || {
             self.services.locks.acquire(key, &self.run.holder)?;
             let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
             *held.entry(key.to_string()).or_default().entry(self.lock_caller()).or_insert(0) += 1;
@@ -91,7 +92,7 @@ impl CapCtx {
         let caller = self.lock_caller();
         let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
         let acquired_by_caller = held.get(key).and_then(|by| by.get(&caller)).is_some_and(|n| *n > 0);
-        self.guard("release", Call::Lock { key, op: LockOp::Release { acquired_by_caller } }, || {
+        self.guard("release", Call::Lock(LockCall { key, op: LockOp::Release { acquired_by_caller } }), || {
             // Changes are committed only once the store agrees, so a failed
             // release leaves the run's record as it was (release_all retries).
             let mut by = held.get(key).cloned().unwrap_or_default();
@@ -116,7 +117,7 @@ impl CapCtx {
 
     /// Who holds `key`.
     pub fn lock_holder(&self, key: &str) -> Result<Option<Holder>, CapError> {
-        self.guard("current-holder", Call::Lock { key, op: LockOp::Holder }, || {
+        self.guard("current-holder", Call::Lock(LockCall { key, op: LockOp::Holder }), || {
             Ok(self.services.locks.holder(key)?.map(wit_holder))
         })
     }

@@ -23,6 +23,7 @@
 mod fs;
 mod host;
 pub(crate) mod rhai;
+pub mod scope;
 
 pub use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
 pub use fs::FsLockStore;

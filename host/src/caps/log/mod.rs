@@ -1,12 +1,13 @@
 //! The `log` capability: structured events and progress from plugins and
-//! workflows, written to the run journal and to tracing. Always granted.
+//! workflows, written to the run journal and to tracing. Always granted
+//! ([`scope`]); the WIT adapter is `host.rs`, the scripts' module `rhai.rs`.
 
 use super::context::CapCtx;
-use crate::contract::bindings::cradle::host::log::{Host, Level};
-use crate::contract::bindings::cradle::host::types::Entry;
 use crate::journal::LogLevel;
 
+mod host;
 pub(crate) mod rhai;
+pub mod scope;
 
 /// Longest message kept; a plugin cannot flood the journal with one call.
 const MAX_MESSAGE: usize = 8 * 1024;
@@ -52,21 +53,4 @@ fn truncate(s: &str) -> String {
         end -= 1;
     }
     format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
-}
-
-impl Host for CapCtx {
-    fn event(&mut self, level: Level, message: String, fields: Vec<Entry>) {
-        let level = match level {
-            Level::Trace => LogLevel::Trace,
-            Level::Debug => LogLevel::Debug,
-            Level::Info => LogLevel::Info,
-            Level::Warn => LogLevel::Warn,
-            Level::Error => LogLevel::Error,
-        };
-        self.log_event(level, &message, fields.into_iter().map(|e| (e.key, e.value)).collect());
-    }
-
-    fn progress(&mut self, step: String, detail: String) {
-        self.log_event(LogLevel::Info, &format!("progress: {step}"), vec![("detail".into(), detail)]);
-    }
 }

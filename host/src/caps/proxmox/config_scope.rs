@@ -4,8 +4,8 @@
 //!
 //! Contract:
 //! - [`describe`] turns the keys a call sets and deletes into a list of
-//!   [`Touch`]es; it performs no I/O and decides nothing. [`crate::caps::policy`]
-//!   compares the list with the grant.
+//!   [`Touch`]es; it performs no I/O and decides nothing. The `proxmox`
+//!   capability's rules ([`super::scope`]) compare the list with the grant.
 //! - Every value is described, not only the first disk: each drive key
 //!   (`scsiN`, `virtioN`, `sataN`, `ideN`, `efidisk0`, `tpmstate0`, `unusedN`,
 //!   the `cdrom` alias of `ide2`), its `file=` and `import-from=` options,

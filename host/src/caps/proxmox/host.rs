@@ -20,8 +20,9 @@ use std::sync::Arc;
 use super::client::ProxmoxClient;
 use super::config_scope;
 use super::errors::ProxmoxError;
+use super::scope::{HaRuleScope, ProxmoxCall};
+use crate::caps::Call;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::{Call, HaRuleScope, ProxmoxCall};
 use crate::contract::bindings::cradle::host::proxmox::{
     CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, TaskStatus, TaskSummary,
     VmResource, VmRuntime,

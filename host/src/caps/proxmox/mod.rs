@@ -3,13 +3,16 @@
 //!
 //! [`client`] speaks the API (one async method per `wit/proxmox.wit` function),
 //! [`tls`] decides whom to trust, [`errors`] maps every failure onto the WIT error
-//! cases. Grant checks and journaling happen in the host adapter, before any
-//! method here is called.
+//! cases. [`scope`] is what the `proxmox` grant allows and how a call is
+//! compared with it; [`config_scope`] describes a `set-config`'s values for
+//! that comparison. The host adapter ([`host`]) has every call checked and
+//! journaled before any method here is called.
 
 pub mod client;
 pub mod config_scope;
 pub mod errors;
 pub mod tls;
-// The WIT adapter (grant checks, journaling) lives beside the client.
+// The WIT adapter (the guard: grant checks, journaling) lives beside the client.
 pub mod host;
 pub(crate) mod rhai;
+pub mod scope;

@@ -1,8 +1,9 @@
-//! The capabilities as Rhai modules for workflow scripts: the registry
-//! ([`modules`]: `log`, `lock`, `checkpoint`, `proxmox`, `ssh`, `cloudinit`
-//! (snippets and creation records), `dns`, each from its capability's
-//! `rhai.rs`), the glue they share (the run's [`CapCtx`], `throw`), and the
-//! script-only modules: `cradle` (run helpers: `cradle::backend()`,
+//! The capabilities as Rhai modules for workflow scripts: [`modules`] (the
+//! list comes from the registry, [`crate::caps::registry`]: `log`, `lock`,
+//! `checkpoint`, `proxmox`, `ssh`, `dns`, each from its capability's
+//! `rhai.rs`, and `cloudinit`, snippets and creation records, from
+//! `creation/rhai.rs`), the glue they share (the run's [`CapCtx`], `throw`),
+//! and the script-only modules: `cradle` (run helpers: `cradle::backend()`,
 //! `cradle::lock_key`, `cradle::check_inputs`) and `guestnet` (the guest's
 //! network, verified on the guest).
 //!
@@ -19,24 +20,14 @@ use crate::caps::run::RunData;
 use crate::contract::CapError;
 use crate::workflow::run_context;
 
-mod guestnet;
+pub(crate) mod guestnet;
 mod inputs;
 
 pub(crate) type Res<T> = Result<T, Box<EvalAltResult>>;
 
-/// Every capability module, named as scripts use them.
+/// Every host module, named as scripts use them (the registry's list).
 pub fn modules() -> Vec<(String, Shared<Module>)> {
-    vec![
-        ("log".into(), Shared::new(super::log::rhai::module())),
-        ("lock".into(), Shared::new(super::lock::rhai::module())),
-        ("checkpoint".into(), Shared::new(super::checkpoint::rhai::module())),
-        ("cradle".into(), Shared::new(cradle_module())),
-        ("proxmox".into(), Shared::new(super::proxmox::rhai::module())),
-        ("ssh".into(), Shared::new(super::ssh::rhai::module())),
-        ("cloudinit".into(), Shared::new(super::creation::rhai::module())),
-        ("dns".into(), Shared::new(super::dns::rhai::module())),
-        ("guestnet".into(), Shared::new(guestnet::module())),
-    ]
+    super::registry::script_modules()
 }
 
 pub(crate) fn with_run<T>(ctx: &NativeCallContext, f: impl FnOnce(&RunData) -> T) -> Res<T> {
@@ -52,7 +43,7 @@ pub(crate) fn caps(ctx: &NativeCallContext) -> Res<CapCtx> {
 
 /// `cradle::backend()`, `cradle::environment()`, `cradle::run_id()`,
 /// `cradle::check_inputs(vm)`.
-fn cradle_module() -> Module {
+pub(crate) fn cradle_module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("backend").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Dynamic> {
         let handle = with_run(&ctx, |d| d.backend.clone())?;

@@ -10,9 +10,10 @@
 
 use std::sync::Arc;
 
+use super::scope::{SshAction, SshCall, upload_dir_of};
 use super::{SshClient, Target};
+use crate::caps::Call;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::{Call, SshAction, upload_dir_of};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::ssh;
 use crate::contract::bindings::cradle::host::types::Error as WitError;
@@ -29,7 +30,7 @@ fn target(t: &ssh::Target) -> Target {
 }
 
 fn login<'a>(t: &'a ssh::Target, action: SshAction<'a>) -> Call<'a> {
-    Call::Ssh { host: &t.host, port: t.port, user: Some(&t.user), action }
+    Call::Ssh(SshCall { host: &t.host, port: t.port, user: Some(&t.user), action })
 }
 
 impl ssh::Host for CapCtx {
@@ -84,13 +85,13 @@ impl ssh::Host for CapCtx {
     }
 
     fn trust_host_key(&mut self, host: String, port: u16, public_key: String) -> Result<(), WitError> {
-        let call = Call::Ssh { host: &host, port, user: None, action: SshAction::HostKey };
+        let call = Call::Ssh(SshCall { host: &host, port, user: None, action: SshAction::HostKey });
         self.guard("trust-host-key", call, || self.ssh_client()?.trust_host_key(&host, port, &public_key).map(|_| ()))
             .map_err(Into::into)
     }
 
     fn forget_host_key(&mut self, host: String, port: u16) -> Result<(), WitError> {
-        let call = Call::Ssh { host: &host, port, user: None, action: SshAction::HostKey };
+        let call = Call::Ssh(SshCall { host: &host, port, user: None, action: SshAction::HostKey });
         self.guard("forget-host-key", call, || self.ssh_client()?.forget_host_key(&host, port).map(|_| ()))
             .map_err(Into::into)
     }

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::sshd_fixture::{Sshd, available};
+use crate::caps::Grants;
 use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{CapCtx, RunHandle, Services};
-use crate::caps::grants::Grants;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::RunScope;

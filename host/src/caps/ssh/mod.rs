@@ -49,6 +49,7 @@ mod known_hosts;
 mod mux;
 mod mux_client;
 pub(crate) mod rhai;
+pub mod scope;
 mod stream;
 mod upload;
 

@@ -4,8 +4,9 @@
 //! check fails with `failed` saying the provider is missing, never with a
 //! made-up result.
 
+use super::scope::TerraformCall;
+use crate::caps::Call;
 use crate::caps::context::CapCtx;
-use crate::caps::policy::Call;
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::terraform;
 use crate::contract::bindings::cradle::host::types::{Entry, Error as WitError};
@@ -24,25 +25,25 @@ impl CapCtx {
 
 impl terraform::Host for CapCtx {
     fn init(&mut self, module: String) -> Result<String, WitError> {
-        self.unavailable("init", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("init", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn plan(&mut self, module: String, _vars: Vec<Entry>) -> Result<terraform::SavedPlan, WitError> {
-        self.unavailable("plan", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("plan", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn show_plan(&mut self, module: String, _plan_id: String) -> Result<String, WitError> {
-        self.unavailable("show-plan", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("show-plan", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn apply(&mut self, module: String, _plan_id: String) -> Result<String, WitError> {
-        self.unavailable("apply", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("apply", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn discard_plan(&mut self, module: String, _plan_id: String) -> Result<(), WitError> {
-        self.unavailable("discard-plan", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("discard-plan", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn state_list(&mut self, module: String) -> Result<Vec<String>, WitError> {
-        self.unavailable("state-list", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("state-list", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
     fn show_state(&mut self, module: String) -> Result<String, WitError> {
-        self.unavailable("show-state", Call::Terraform { module: &module }, "terraform")
+        self.unavailable("show-state", Call::Terraform(TerraformCall { module: &module }), "terraform")
     }
 }
 
