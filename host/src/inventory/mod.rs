@@ -59,6 +59,7 @@ pub use guest::GuestVars;
 pub use nic::{IpCidr, Nic};
 pub use resolve::{SshTarget, VmPlan, resolve, resolve_selected};
 pub use spec::{Disk, NicRecord, OsTemplate, ResolveOptions, SpecRecord, VmState};
+pub use template::TemplateError;
 pub use vmid::VmidSource;
 
 /// A host's or group's variables: top-level names to values (YAML/JSON shaped).
