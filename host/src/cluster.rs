@@ -3,22 +3,61 @@
 //! uploads) or the built-in simulator, started in-process once per project and
 //! kept in the state directory so a second run sees the VMs of the first.
 //!
-//! Failure modes: a cluster that cannot be reached or configured is an error
-//! naming the `[clusters.NAME]` key to fix; nothing is retried here.
+//! Failure modes: a cluster that cannot be reached or configured is a
+//! [`ClusterError`] naming the `[clusters.NAME]` key to fix; nothing is retried
+//! here.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig};
+use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig, SimError};
 
 use crate::caps::proxmox::client::{ClientSettings, ProxmoxClient, RetryPolicy};
+use crate::caps::proxmox::errors::ProxmoxError;
 use crate::caps::proxmox::tls::TlsVerify;
+use crate::caps::ssh::NodeSshError;
 use crate::config::{ClusterConfig, ClusterKind, Config};
+use crate::secrets::SecretError;
 use crate::state::StateDir;
 
 pub use crate::caps::ssh::NodeSsh;
+
+/// Why cluster `name` (`[clusters.NAME]`) cannot be reached as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// `sim.faults` does not parse.
+    #[error("clusters.{name}.sim.faults: {source}")]
+    Faults { name: String, source: SimError },
+    /// The simulator did not start.
+    #[error("clusters.{name}: the simulated cluster did not start: {source}")]
+    SimStart { name: String, source: SimError },
+    /// The simulator's operator key cannot be read.
+    #[error("clusters.{name}: cannot read the simulator's public key: {source}")]
+    SimKey { name: String, source: std::io::Error },
+    /// A Proxmox cluster without `endpoint`.
+    #[error("clusters.{name}.endpoint is missing")]
+    NoEndpoint { name: String },
+    /// A Proxmox cluster without `token`.
+    #[error("clusters.{name}.token is missing")]
+    NoToken { name: String },
+    /// The token's reference does not resolve.
+    #[error("clusters.{name}.token: {source}")]
+    Token { name: String, source: SecretError },
+    /// The API client cannot be built (endpoint, token or TLS settings).
+    #[error("clusters.{name}: {source}")]
+    Client { name: String, source: Box<ProxmoxError> },
+    /// A Proxmox cluster without an API connection.
+    #[error("clusters.{name}: no API connection configured")]
+    NoApi { name: String },
+    /// A `node_ssh` entry.
+    #[error("clusters.{name}.node_ssh.{node}: {source}")]
+    NodeSsh { name: String, node: String, source: NodeSshError },
+    /// A pinned host key for a node without an SSH address.
+    #[error("clusters.{name}.node_host_keys.{node}: node {node} has no address in clusters.{name}.node_ssh")]
+    HostKeyWithoutAddress { name: String, node: String },
+}
 
 /// A connected cluster.
 #[derive(Debug, Clone)]
@@ -59,7 +98,7 @@ impl SimClusters {
         cluster: &ClusterConfig,
         state: &StateDir,
         rt: &tokio::runtime::Handle,
-    ) -> Result<Arc<RunningCluster>, String> {
+    ) -> Result<Arc<RunningCluster>, ClusterError> {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = running.get(name) {
             return Ok(c.clone());
@@ -79,11 +118,12 @@ impl SimClusters {
             config.nodes = sim.nodes.clone();
         }
         if let Some(spec) = &sim.faults {
-            config.faults = FaultSpec::parse(spec).map_err(|e| format!("clusters.{name}.sim.faults: {e}"))?;
+            config.faults =
+                FaultSpec::parse(spec).map_err(|source| ClusterError::Faults { name: name.to_string(), source })?;
         }
         let started = rt
             .block_on(Cluster::start(config))
-            .map_err(|e| format!("clusters.{name}: the simulated cluster did not start: {e}"))?;
+            .map_err(|source| ClusterError::SimStart { name: name.to_string(), source })?;
         let started = Arc::new(started);
         running.insert(name.to_string(), started.clone());
         Ok(started)
@@ -102,17 +142,18 @@ pub fn cluster_id(name: &str, cluster: &ClusterConfig) -> String {
 /// Connect to cluster `name` as configured: resolve the token, choose how the
 /// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
 /// simulator provides when it starts.
-fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, String> {
+fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, ClusterError> {
     if cluster.kind == ClusterKind::Sim {
         return Ok(None);
     }
-    let endpoint = cluster.endpoint.clone().ok_or_else(|| format!("clusters.{name}.endpoint is missing"))?;
+    let name_of = || name.to_string();
+    let endpoint = cluster.endpoint.clone().ok_or_else(|| ClusterError::NoEndpoint { name: name_of() })?;
     let token = cluster
         .token
         .as_ref()
-        .ok_or_else(|| format!("clusters.{name}.token is missing"))?
+        .ok_or_else(|| ClusterError::NoToken { name: name_of() })?
         .resolve()
-        .map_err(|e| format!("clusters.{name}.token: {e}"))?;
+        .map_err(|source| ClusterError::Token { name: name_of(), source })?;
     let verify = match (&cluster.fingerprint, &cluster.ca_file) {
         (Some(fp), _) => TlsVerify::Fingerprint(fp.clone()),
         (None, Some(ca)) => TlsVerify::CaFile(config.resolve(ca)),
@@ -125,7 +166,9 @@ fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<O
         timeout: Duration::from_secs(30),
         retry: RetryPolicy::default(),
     };
-    ProxmoxClient::new(settings).map(Some).map_err(|e| format!("clusters.{name}: {e}"))
+    ProxmoxClient::new(settings)
+        .map(Some)
+        .map_err(|source| ClusterError::Client { name: name_of(), source: Box::new(source) })
 }
 
 /// Connect to cluster `name` as configured.
@@ -136,21 +179,23 @@ pub fn connect(
     sims: &SimClusters,
     state: &StateDir,
     rt: &tokio::runtime::Handle,
-) -> Result<ClusterAccess, String> {
+) -> Result<ClusterAccess, ClusterError> {
+    let name_of = || name.to_string();
     match cluster.kind {
         ClusterKind::Proxmox => {
-            let proxmox = connect_api(name, cluster, config)?
-                .ok_or_else(|| format!("clusters.{name}: no API connection configured"))?;
+            let proxmox = connect_api(name, cluster, config)?.ok_or_else(|| ClusterError::NoApi { name: name_of() })?;
             let mut nodes = BTreeMap::new();
             for (node, target) in &cluster.node_ssh {
-                let mut access = NodeSsh::parse(target).map_err(|e| format!("clusters.{name}.node_ssh.{node}: {e}"))?;
+                let mut access = NodeSsh::parse(target).map_err(|source| ClusterError::NodeSsh {
+                    name: name_of(),
+                    node: node.clone(),
+                    source,
+                })?;
                 access.host_key = cluster.node_host_keys.get(node).cloned();
                 nodes.insert(node.clone(), access);
             }
             if let Some(node) = cluster.node_host_keys.keys().find(|n| !cluster.node_ssh.contains_key(*n)) {
-                return Err(format!(
-                    "clusters.{name}.node_host_keys.{node}: node {node} has no address in clusters.{name}.node_ssh"
-                ));
+                return Err(ClusterError::HostKeyWithoutAddress { name: name_of(), node: node.clone() });
             }
             Ok(ClusterAccess {
                 proxmox,
@@ -169,7 +214,7 @@ pub fn connect(
                 timeout: std::time::Duration::from_secs(30),
                 retry: RetryPolicy::default(),
             })
-            .map_err(|e| format!("clusters.{name}: {e}"))?;
+            .map_err(|source| ClusterError::Client { name: name_of(), source: Box::new(source) })?;
             let nodes = sim
                 .nodes()
                 .into_iter()
@@ -183,7 +228,7 @@ pub fn connect(
             // logs in to nodes and guests with it.
             let key = sim.node_ssh_key_path().to_path_buf();
             let public = std::fs::read_to_string(key.with_extension("pub"))
-                .map_err(|e| format!("clusters.{name}: cannot read the simulator's public key: {e}"))?;
+                .map_err(|source| ClusterError::SimKey { name: name_of(), source })?;
             let mut guest_keys = config.ssh.authorized_keys.clone();
             guest_keys.push(public.trim().to_string());
             Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys })

@@ -21,7 +21,8 @@ use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::RunData;
 use crate::caps::ssh::{SshClient, SshSettings};
-use crate::config::{Config, ConfigError};
+use crate::cluster::ClusterError;
+use crate::config::{Config, ConfigError, EnvironmentError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
 use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
@@ -38,8 +39,19 @@ pub struct StepEvent {
     pub vm: Option<String>,
     /// The step.
     pub step: String,
-    /// `None` when it starts; `Some(Ok)` / `Some(Err(message))` when it ends.
-    pub finished: Option<Result<(), String>>,
+    /// Started, or how it ended.
+    pub state: StepState,
+}
+
+/// Where a step of a [`StepEvent`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepState {
+    /// It started.
+    Started,
+    /// It ended without an error.
+    Succeeded,
+    /// It ended with this error (the script error's message).
+    Failed(String),
 }
 
 /// Where step events go (nowhere by default).
@@ -63,9 +75,9 @@ impl ProgressSink {
         self.0.is_some()
     }
 
-    fn emit(&self, vm: Option<&str>, step: &str, finished: Option<Result<(), String>>) {
+    fn emit(&self, vm: Option<&str>, step: &str, state: StepState) {
         if let Some(f) = &self.0 {
-            f(StepEvent { vm: vm.map(str::to_string), step: step.to_string(), finished });
+            f(StepEvent { vm: vm.map(str::to_string), step: step.to_string(), state });
         }
     }
 }
@@ -91,6 +103,12 @@ pub enum ProjectError {
     /// The engine could not be created.
     #[error("cannot create the WebAssembly engine: {0}")]
     Engine(String),
+    /// An environment the configuration does not define or settle.
+    #[error(transparent)]
+    UnknownEnvironment(#[from] EnvironmentError),
+    /// The environment's cluster cannot be reached as configured.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// Anything else about the environment.
     #[error("{0}")]
     Environment(String),
@@ -301,13 +319,13 @@ impl Project {
 
     /// The services of environment `env` (its cluster connection is made here).
     pub fn services(&self, env: &str) -> Result<Services, ProjectError> {
-        let (_, environment) = self.config.environment(Some(env)).map_err(ProjectError::Environment)?;
+        let (_, environment) = self.config.environment(Some(env))?;
         let cluster = &self.config.clusters[&environment.cluster];
         let rt = tokio::runtime::Handle::try_current().map_err(|_| {
             ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
         })?;
-        let access = crate::cluster::connect(&environment.cluster, cluster, &self.config, &self.sims, &self.state, &rt)
-            .map_err(ProjectError::Environment)?;
+        let access =
+            crate::cluster::connect(&environment.cluster, cluster, &self.config, &self.sims, &self.state, &rt)?;
         let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
         let ssh = SshClient::new(SshSettings {
             known_hosts: self.state.known_hosts(),
@@ -354,7 +372,7 @@ impl Project {
     /// Run `req` against `loaded`, on the calling thread (which must be a
     /// blocking thread of a tokio runtime: host calls `block_on` it).
     pub fn run(&self, loaded: &Loaded, req: RunRequest) -> Result<RunReport, ProjectError> {
-        let (env_name, env) = self.config.environment(req.env.as_deref()).map_err(ProjectError::Environment)?;
+        let (env_name, env) = self.config.environment(req.env.as_deref())?;
         let env_name = env_name.to_string();
         let services = Arc::new(self.services(&env_name)?);
         let script_hash = loaded
@@ -437,7 +455,7 @@ impl RunObserver for JournalObserver {
         if let Err(e) = self.journal.step_started(vm, step) {
             tracing::error!(error = %e, "could not journal a step start");
         }
-        self.progress.emit(vm, step, None);
+        self.progress.emit(vm, step, StepState::Started);
         // With a live display the steps are on screen already: log them quietly.
         if self.progress.is_active() {
             tracing::debug!(vm = vm.unwrap_or("-"), step, "step started");
@@ -456,7 +474,7 @@ impl RunObserver for JournalObserver {
         if let Err(e) = self.journal.step_finished(vm, step, elapsed, error) {
             tracing::error!(error = %e, "could not journal a step end");
         }
-        self.progress.emit(vm, step, Some(error.map_or(Ok(()), |e| Err(e.to_string()))));
+        self.progress.emit(vm, step, error.map_or(StepState::Succeeded, |e| StepState::Failed(e.to_string())));
         match error {
             None if self.progress.is_active() => {
                 tracing::debug!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done")

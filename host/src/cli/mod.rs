@@ -10,7 +10,6 @@ mod remove;
 mod run;
 mod runs;
 mod sim;
-mod values;
 mod workflows;
 
 use std::io::IsTerminal;

@@ -13,7 +13,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::project::{ProgressSink, StepEvent};
+use crate::project::{ProgressSink, StepEvent, StepState};
 
 /// How often the display is redrawn.
 const FRAME: Duration = Duration::from_millis(250);
@@ -65,16 +65,16 @@ impl Live {
                 rows.last_mut().expect("just pushed")
             }
         };
-        match e.finished {
-            None => {
+        match e.state {
+            StepState::Started => {
                 row.step = e.step;
                 row.since = now;
             }
-            Some(Err(_)) => {
+            StepState::Failed(_) => {
                 row.step = format!("{} FAILED", e.step);
                 row.failed = true;
             }
-            Some(Ok(())) => {}
+            StepState::Succeeded => {}
         }
     }
 
@@ -197,8 +197,8 @@ impl Redraw {
 mod tests {
     use super::*;
 
-    fn ev(vm: &str, step: &str, finished: Option<Result<(), String>>) -> StepEvent {
-        StepEvent { vm: Some(vm.into()), step: step.into(), finished }
+    fn ev(vm: &str, step: &str, state: StepState) -> StepEvent {
+        StepEvent { vm: Some(vm.into()), step: step.into(), state }
     }
 
     #[test]
@@ -206,12 +206,12 @@ mod tests {
         let live = Arc::new(Live::default());
         assert!(live.sink().is_active());
         let emit = |e| live.record(e);
-        emit(ev("test-0", "lock", None));
-        emit(ev("test-1", "lock", None));
-        emit(ev("test-0", "lock", Some(Ok(()))));
-        emit(ev("test-0", "cloud-init", None));
-        emit(ev("test-1", "preflight", None));
-        emit(ev("test-1", "preflight", Some(Err("no such node".into()))));
+        emit(ev("test-0", "lock", StepState::Started));
+        emit(ev("test-1", "lock", StepState::Started));
+        emit(ev("test-0", "lock", StepState::Succeeded));
+        emit(ev("test-0", "cloud-init", StepState::Started));
+        emit(ev("test-1", "preflight", StepState::Started));
+        emit(ev("test-1", "preflight", StepState::Failed("no such node".into())));
         let frame = live.frame(Instant::now());
         assert_eq!(frame.len(), 2);
         assert!(frame[0].starts_with("test-0") && frame[0].contains("cloud-init"), "{frame:?}");

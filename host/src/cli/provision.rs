@@ -70,7 +70,7 @@ pub async fn run_inventory(
         project.progress = live.sink();
     }
     let project = Arc::new(project);
-    let (env_name, _) = project.config.environment(selection.env).map_err(anyhow::Error::msg)?;
+    let (env_name, _) = project.config.environment(selection.env)?;
     let env_name = env_name.to_string();
     let inv = Arc::new(Inventory::load(selection.inventory)?);
     let hosts = inv.select(selection.limit)?;

@@ -86,7 +86,7 @@ fn confirm(env: &str, list: &[String]) -> anyhow::Result<bool> {
 
 pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
     let config = crate::config::Config::load(&cli.config)?;
-    let (_, env) = config.environment(args.env.as_deref()).map_err(anyhow::Error::msg)?;
+    let (_, env) = config.environment(args.env.as_deref())?;
     let cluster = &config.clusters[&env.cluster];
     let key = crate::caps::lock::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
     let explicit = cli.state_dir.clone().or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));

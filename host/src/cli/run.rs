@@ -11,11 +11,11 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::json;
 
-use super::values::{arg_to_dynamic, dynamic_to_json};
 use super::{Cli, Output, outln, print_json};
 use crate::project::{Project, RunRequest};
 use crate::reload::{self, Live, ReloadEvent};
 use crate::workflow::WorkflowSource;
+use crate::workflow::values::{arg, to_json};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -82,7 +82,7 @@ async fn run_once(cli: &Cli, project: &Arc<Project>, live: &Arc<Live>, args: &Ru
         env: args.env.clone(),
         script: args.workflow.clone(),
         func: args.func.clone(),
-        args: args.args.iter().map(|a| arg_to_dynamic(a)).collect(),
+        args: args.args.iter().map(|a| arg(a)).collect::<Result<_, _>>()?,
         argv: std::env::args().collect(),
         vms: Vec::new(),
     };
@@ -94,12 +94,12 @@ async fn run_once(cli: &Cli, project: &Arc<Project>, live: &Arc<Live>, args: &Ru
             "run_id": report.run_id,
             "journal": report.journal.display().to_string(),
             "ok": ok,
-            "result": report.result.as_ref().ok().map(dynamic_to_json),
+            "result": report.result.as_ref().ok().map(to_json),
             "error": report.result.as_ref().err().map(|e| e.to_string()),
         }))?,
         Output::Text => {
             match &report.result {
-                Ok(v) if !v.is_unit() => outln!("{}", serde_json::to_string_pretty(&dynamic_to_json(v))?)?,
+                Ok(v) if !v.is_unit() => outln!("{}", serde_json::to_string_pretty(&to_json(v))?)?,
                 Ok(_) => {}
                 // Plugin and guest text end up in workflow errors: escape it.
                 Err(e) => eprintln!("error: {}", crate::text::printable(&e.to_string())),

@@ -5,10 +5,17 @@
 //! adapter, `caps/<cap>/host.rs`) and the `add_to_linker`
 //! glue. Host functions cannot trap: expected failures are the WIT `result`
 //! types, so a misbehaving host dependency never kills a plugin instance.
+//!
+//! Every generated type is `Serialize` and `Deserialize` with its Rust field
+//! names (`ha_managed`, `memory_mib`), so the Rhai modules hand WIT records to
+//! scripts with `rhai::serde::to_dynamic` instead of building maps by hand.
+//! Enums serialize as their Rust variant names (`Start`, `Aaaa`), which is not
+//! the WIT spelling scripts use: enums cross to scripts by hand.
 
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "cradle:host/backend",
+    additional_derives: [serde::Serialize, serde::Deserialize],
 });
 
 pub use cradle::host::types::Error as WitError;

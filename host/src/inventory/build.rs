@@ -3,8 +3,9 @@
 //! `reconcile` attaching parentless groups to `all` and groupless hosts to
 //! `ungrouped`, depths as the longest path from `all`, and inventory order.
 //!
-//! Failure mode: a group that is (indirectly) its own child is an error naming
-//! the cycle, as in Ansible.
+//! Failure modes: a group that is (indirectly) its own child is an error naming
+//! the cycle, as in Ansible; an entry that would take the inventory past
+//! [`MAX_HOSTS`] is [`TooManyHosts`].
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -15,6 +16,18 @@ use super::{ALL, Group, Host, Inventory, InventoryError, Layer, UNGROUPED};
 
 /// The most hosts one inventory (all its files) may hold.
 pub(crate) const MAX_HOSTS: usize = 100_000;
+
+/// An entry would take the inventory past [`MAX_HOSTS`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the inventory would hold more than {MAX_HOSTS} hosts (it has {has}, this entry adds {adds}); split it into several inventories"
+)]
+pub(crate) struct TooManyHosts {
+    /// Hosts already in the inventory.
+    has: usize,
+    /// New hosts of the entry.
+    adds: usize,
+}
 
 impl Inventory {
     pub(crate) fn empty(source: &Path) -> Inventory {
@@ -54,13 +67,10 @@ impl Inventory {
     /// Whether the hosts of `names` not yet known fit under [`MAX_HOSTS`]
     /// (checked before they are added, so an inventory of many mid-sized ranges
     /// is refused before it fills memory).
-    pub(crate) fn room_for(&self, names: &[String]) -> Result<(), String> {
+    pub(crate) fn room_for(&self, names: &[String]) -> Result<(), TooManyHosts> {
         let new = names.iter().filter(|n| !self.host_ix.contains_key(n.as_str())).count();
         if self.hosts.len().saturating_add(new) > MAX_HOSTS {
-            return Err(format!(
-                "the inventory would hold more than {MAX_HOSTS} hosts (it has {}, this entry adds {new}); split it into several inventories",
-                self.hosts.len()
-            ));
+            return Err(TooManyHosts { has: self.hosts.len(), adds: new });
         }
         Ok(())
     }

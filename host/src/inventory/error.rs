@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use super::template::TemplateError;
+
 /// Why an inventory could not be read, a pattern not evaluated, or a host not resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -83,7 +85,7 @@ pub enum InventoryError {
         /// The variable whose value holds the reference.
         variable: String,
         /// What is wrong and what cradle supports.
-        message: String,
+        message: TemplateError,
     },
     /// Two hosts would share a VMID or a canonical name (invariant 6).
     #[error("hosts `{first}` and `{second}` both resolve to {what}; give each host its own (set vms_vmid / vms_name)")]

@@ -3,8 +3,8 @@
 //! ranges in one name. Mirrors `expand_hostname_range`.
 //!
 //! Failure mode: a malformed range (`[3:1]`, `[01:3]`, a missing end) or one
-//! that names more than [`MAX_RANGE_HOSTS`] hosts is an error message that the
-//! caller turns into a `Parse` error with file and line (INI) or group (YAML).
+//! that names more than [`MAX_RANGE_HOSTS`] hosts is a [`HostEntryError`] that
+//! the caller turns into a `Parse` error with file and line (INI) or group (YAML).
 //! The size is computed before anything is expanded, so a range bomb costs no
 //! memory; it is refused even under `--limit` (ranges are not expanded lazily:
 //! a refused inventory is the same whatever the limit, and `--limit` never has
@@ -13,16 +13,35 @@
 /// The most hosts one host entry (`vm-[0:9999]`) may expand to.
 pub(crate) const MAX_RANGE_HOSTS: u64 = 10_000;
 
+/// Why a host entry cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HostEntryError {
+    /// `:22` alone.
+    #[error("`{entry}` has no host name")]
+    NoName { entry: String },
+    /// `host:abc`.
+    #[error("`{entry}`: `{port}` is not a port (write host:2222, a number 1..65535)")]
+    Port { entry: String, port: String },
+    /// A range that is not `[begin:end]` or `[begin:end:step]` of numbers or letters.
+    #[error("host range `{name}`: {why} (write e.g. web[01:03] or web[a:c] or web[0:10:2])")]
+    Range { name: String, why: &'static str },
+    /// A range naming more than [`MAX_RANGE_HOSTS`] hosts.
+    #[error(
+        "host range `{name}` expands to {count} hosts, more than the {MAX_RANGE_HOSTS} one entry may name; split it into smaller ranges or list the hosts you manage"
+    )]
+    TooMany { name: String, count: u64 },
+}
+
 /// Split `entry` into the expanded host names and an optional port.
-pub(crate) fn expand(entry: &str) -> Result<(Vec<String>, Option<u16>), String> {
+pub(crate) fn expand(entry: &str) -> Result<(Vec<String>, Option<u16>), HostEntryError> {
     let (name, port) = split_port(entry)?;
     if name.is_empty() {
-        return Err(format!("`{entry}` has no host name"));
+        return Err(HostEntryError::NoName { entry: entry.to_string() });
     }
     Ok((expand_ranges(name)?, port))
 }
 
-fn split_port(entry: &str) -> Result<(&str, Option<u16>), String> {
+fn split_port(entry: &str) -> Result<(&str, Option<u16>), HostEntryError> {
     // Colons outside brackets: one means `host:port`; several mean an IPv6 address.
     let mut depth = 0usize;
     let mut colons = Vec::new();
@@ -42,7 +61,7 @@ fn split_port(entry: &str) -> Result<(&str, Option<u16>), String> {
                 .parse()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("`{entry}`: `{port}` is not a port (write host:2222, a number 1..65535)"))?;
+                .ok_or_else(|| HostEntryError::Port { entry: entry.to_string(), port: port.to_string() })?;
             Ok((&entry[..*i], Some(n)))
         }
         _ => Ok((entry, None)),
@@ -96,13 +115,13 @@ impl Range {
 }
 
 /// The first range of `name` as (head, range, tail), or `None` without one.
-fn first_range(name: &str) -> Result<Option<(&str, Range, &str)>, String> {
+fn first_range(name: &str) -> Result<Option<(&str, Range, &str)>, HostEntryError> {
     let Some((open, close)) = range_at(name) else {
         return Ok(None);
     };
     let (head, spec, tail) = (&name[..open], &name[open + 1..close], &name[close + 1..]);
     let bounds: Vec<&str> = spec.split(':').collect();
-    let bad = |why: &str| format!("host range `{name}`: {why} (write e.g. web[01:03] or web[a:c] or web[0:10:2])");
+    let bad = |why: &'static str| HostEntryError::Range { name: name.to_string(), why };
     let (beg, end, step) = match bounds.as_slice() {
         [b, e] => (*b, *e, "1"),
         [b, e, s] => (*b, *e, *s),
@@ -140,21 +159,19 @@ fn first_range(name: &str) -> Result<Option<(&str, Range, &str)>, String> {
 }
 
 /// How many names `name` expands to, counted without expanding (saturating).
-fn count(name: &str) -> Result<u64, String> {
+fn count(name: &str) -> Result<u64, HostEntryError> {
     match first_range(name)? {
         None => Ok(1),
         Some((_, range, tail)) => Ok(range.len().saturating_mul(count(tail)?)),
     }
 }
 
-fn expand_ranges(name: &str) -> Result<Vec<String>, String> {
+fn expand_ranges(name: &str) -> Result<Vec<String>, HostEntryError> {
     // Counted first: `vm-[0:99999999]` must be refused, not allocated, even
     // when --limit selects one host (see MAX_RANGE_HOSTS).
     let n = count(name)?;
     if n > MAX_RANGE_HOSTS {
-        return Err(format!(
-            "host range `{name}` expands to {n} hosts, more than the {MAX_RANGE_HOSTS} one entry may name; split it into smaller ranges or list the hosts you manage"
-        ));
+        return Err(HostEntryError::TooMany { name: name.to_string(), count: n });
     }
     let Some((head, range, tail)) = first_range(name)? else {
         return Ok(vec![name.to_string()]);
@@ -184,23 +201,23 @@ mod tests {
 
     #[test]
     fn malformed_ranges_are_errors() {
-        assert!(expand("web[3:1]").unwrap_err().contains("begin is after the end"));
-        assert!(expand("web[01:3]").unwrap_err().contains("equal length"));
-        assert!(expand("web[1:]").unwrap_err().contains("end is missing"));
-        assert!(expand("web:abc").unwrap_err().contains("not a port"));
+        assert!(expand("web[3:1]").unwrap_err().to_string().contains("begin is after the end"));
+        assert!(expand("web[01:3]").unwrap_err().to_string().contains("equal length"));
+        assert!(expand("web[1:]").unwrap_err().to_string().contains("end is missing"));
+        assert!(expand("web:abc").unwrap_err().to_string().contains("not a port"));
     }
 
     #[test]
     fn a_range_over_the_cap_is_refused_before_it_is_expanded() {
-        let err = expand("vm-[0:99999999]").unwrap_err();
+        let err = expand("vm-[0:99999999]").unwrap_err().to_string();
         assert!(err.contains("expands to 100000000 hosts") && err.contains("10000"), "{err}");
         // Two ranges multiply: 200 × 100 > 10,000, though each is small.
-        let err = expand("r[0:199]-[0:99]").unwrap_err();
+        let err = expand("r[0:199]-[0:99]").unwrap_err().to_string();
         assert!(err.contains("expands to 20000 hosts"), "{err}");
         assert_eq!(expand("vm-[1:10000]").expect("at the cap").0.len(), 10_000);
         assert_eq!(expand("n[0:18446744073709551615:9223372036854775808]").expect("no overflow").0.len(), 2);
         // The whole u64 range counts as more than the cap, not as zero hosts.
-        let err = expand("vm-[0:18446744073709551615]").unwrap_err();
+        let err = expand("vm-[0:18446744073709551615]").unwrap_err().to_string();
         assert!(err.contains("10000"), "{err}");
     }
 }

@@ -73,8 +73,8 @@ pub(crate) fn parse(inv: &mut Inventory, text: &str, path: &Path) -> Result<(), 
                 let tokens =
                     literal::shlex_split(line).map_err(|e| err(line_no, format!("host line `{line}`: {e}")))?;
                 let Some(entry) = tokens.first() else { continue };
-                let (names, port) = hostpat::expand(entry).map_err(|e| err(line_no, e))?;
-                inv.room_for(&names).map_err(|e| err(line_no, e))?;
+                let (names, port) = hostpat::expand(entry).map_err(|e| err(line_no, e.to_string()))?;
+                inv.room_for(&names).map_err(|e| err(line_no, e.to_string()))?;
                 let mut vars = Vec::new();
                 for t in &tokens[1..] {
                     let Some((k, v)) = t.split_once('=') else {

@@ -7,8 +7,19 @@
 
 use serde_json::{Map, Number, Value};
 
+/// Why a host line does not split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ShlexError {
+    /// A quote (`'` or `"`) that is not closed.
+    #[error("no closing quotation ({0})")]
+    Unclosed(char),
+    /// A backslash at the end of a double-quoted word.
+    #[error("no escaped character")]
+    NoEscaped,
+}
+
 /// Split a host line like Python's `shlex.split(line, comments=True)`.
-pub(crate) fn shlex_split(line: &str) -> Result<Vec<String>, String> {
+pub(crate) fn shlex_split(line: &str) -> Result<Vec<String>, ShlexError> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -34,7 +45,7 @@ pub(crate) fn shlex_split(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(n) => cur.push(n),
-                        None => return Err("no closing quotation (')".into()),
+                        None => return Err(ShlexError::Unclosed('\'')),
                     }
                 }
             }
@@ -49,10 +60,10 @@ pub(crate) fn shlex_split(line: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(n);
                             }
-                            None => return Err("no escaped character".into()),
+                            None => return Err(ShlexError::NoEscaped),
                         },
                         Some(n) => cur.push(n),
-                        None => return Err("no closing quotation (\")".into()),
+                        None => return Err(ShlexError::Unclosed('"')),
                     }
                 }
             }

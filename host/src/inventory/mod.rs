@@ -17,6 +17,8 @@
 //!   hosts in inventory order, whatever the pattern's order.
 //! - [`resolve`] / [`resolve_selected`] turn a host into a [`VmPlan`]; the VMID of a
 //!   host never depends on what `--limit` selected (invariant 6).
+//! - [`Inventory::guest_vars`] reads the guest settings a workflow's `vm`
+//!   carries besides the plan (packages, FQDN, DNS records, wait bounds, ...).
 //!
 //! Failure modes: every error is an [`InventoryError`] naming the file (and line),
 //! or the host, the variable, the offending value and the accepted form. Nothing is
@@ -26,6 +28,7 @@
 mod build;
 mod error;
 mod files;
+mod guest;
 mod hardware;
 mod hostpat;
 mod ini;
@@ -52,9 +55,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use error::InventoryError;
+pub use guest::GuestVars;
 pub use nic::{IpCidr, Nic};
 pub use resolve::{SshTarget, VmPlan, resolve, resolve_selected};
-pub use spec::{Disk, OsTemplate, ResolveOptions, VmState};
+pub use spec::{Disk, NicRecord, OsTemplate, ResolveOptions, SpecRecord, VmState};
+pub use template::TemplateError;
 pub use vmid::VmidSource;
 
 /// A host's or group's variables: top-level names to values (YAML/JSON shaped).

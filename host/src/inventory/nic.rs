@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::InventoryError;
-use super::spec::{OsTemplate, ResolveOptions};
+use super::spec::{NicRecord, OsTemplate, ResolveOptions};
 use super::values::Ctx;
 
 const MAX_NICS: usize = 32;
@@ -59,16 +59,16 @@ pub struct Nic {
 }
 
 impl Nic {
-    /// The WIT `nic` record (snake_case keys).
-    pub fn spec(&self) -> Value {
-        serde_json::json!({
-            "slot": self.slot,
-            "bridge": self.bridge,
-            "vlan": self.vlan,
-            "address": self.address.map(|a| a.to_string()),
-            "gateway": self.gateway.map(|g| g.to_string()),
-            "guest_interface": self.guest_interface,
-        })
+    /// The WIT `nic` record.
+    pub fn spec(&self) -> NicRecord {
+        NicRecord {
+            slot: self.slot.clone(),
+            bridge: self.bridge.clone(),
+            vlan: self.vlan,
+            address: self.address.map(|a| a.to_string()),
+            gateway: self.gateway.map(|g| g.to_string()),
+            guest_interface: self.guest_interface.clone(),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::hardware::{Hardware, disks, storage_id, tags, warn_unused};
 use super::nic::{self, Nic};
-use super::spec::{Disk, OsTemplate, ResolveOptions, VmState};
+use super::spec::{Disk, OsTemplate, ResolveOptions, SpecRecord, VmState};
 use super::template::Renderer;
 use super::values::{Ctx, is_dns_label};
 use super::vmid::{self, VmidSource};
@@ -242,7 +242,7 @@ impl VmPlan {
     /// `probed` is the VMID chosen under the lock when the inventory sets none;
     /// it must be absent (or equal) when the inventory sets one. With neither,
     /// see [`VmPlan::vm_spec_unallocated`].
-    pub fn vm_spec(&self, probed: Option<u32>) -> Result<Value, InventoryError> {
+    pub fn vm_spec(&self, probed: Option<u32>) -> Result<SpecRecord, InventoryError> {
         let vmid = match (self.vmid, probed) {
             (Some(a), Some(b)) if a != b => {
                 return Err(InventoryError::Invalid {
@@ -262,31 +262,31 @@ impl VmPlan {
                 });
             }
         };
-        Ok(self.spec_with(serde_json::json!(vmid)))
+        Ok(self.spec_with(Some(vmid)))
     }
 
     /// The `vm-spec` of a host whose inventory sets no VMID: `vmid` is null
     /// until the workflow finds the VM's VMID or probes one (workflows/lib/vmid.rhai);
     /// a backend call before that fails naming `vmid`.
-    pub fn vm_spec_unallocated(&self) -> Value {
-        self.spec_with(Value::Null)
+    pub fn vm_spec_unallocated(&self) -> SpecRecord {
+        self.spec_with(None)
     }
 
-    fn spec_with(&self, vmid: Value) -> Value {
-        serde_json::json!({
-            "name": self.name,
-            "vmid": vmid,
-            "node": self.node,
-            "template": self.os.template,
-            "storage": self.storage,
-            "cores": self.cores,
-            "memory_mib": self.memory_mib,
-            "disk_gib": self.disk_gib,
-            "disks": self.disks,
-            "nics": self.nics.iter().map(Nic::spec).collect::<Vec<_>>(),
-            "startup_order": self.startup_order,
-            "tags": self.tags,
-            "environment": self.environment,
-        })
+    fn spec_with(&self, vmid: Option<u32>) -> SpecRecord {
+        SpecRecord {
+            name: self.name.clone(),
+            vmid,
+            node: self.node.clone(),
+            template: self.os.template.clone(),
+            storage: self.storage.clone(),
+            cores: self.cores,
+            memory_mib: self.memory_mib,
+            disk_gib: self.disk_gib,
+            disks: self.disks.clone(),
+            nics: self.nics.iter().map(Nic::spec).collect(),
+            startup_order: self.startup_order,
+            tags: self.tags.clone(),
+            environment: self.environment.clone(),
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! What the resolution of one host is made of, shared by `resolve` and the
 //! parts it delegates to (`hardware`, `nic`): the run's own settings
 //! ([`ResolveOptions`]), the OS template entry ([`OsTemplate`]), a data disk
-//! ([`Disk`]) and `vm_state` ([`VmState`]). Plain data: no parsing here.
+//! ([`Disk`]) and `vm_state` ([`VmState`]); and what a plan hands the backend,
+//! the WIT `vm-spec` and `nic` records as the Rhai bridge reads them
+//! ([`SpecRecord`], [`NicRecord`]). Plain data: no parsing here.
 
 use serde::Serialize;
 
@@ -55,4 +57,54 @@ pub struct Disk {
     pub storage: String,
     /// Size in GiB.
     pub size_gib: u32,
+}
+
+/// The WIT `vm-spec` record of a plan, with the bridge's snake_case keys; it
+/// serializes to the map a workflow passes to the backend. `vmid` is `None`
+/// (a script `()`) until the workflow finds or probes the VM's VMID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpecRecord {
+    /// The canonical VM name.
+    pub name: String,
+    /// The VMID, when known.
+    pub vmid: Option<u32>,
+    /// The node.
+    pub node: String,
+    /// The template's name.
+    pub template: String,
+    /// The storage of the boot disk and the cloud-init drive.
+    pub storage: String,
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MiB.
+    pub memory_mib: u32,
+    /// The boot disk's size in GiB; `None` keeps the template's.
+    pub disk_gib: Option<u32>,
+    /// Extra data disks.
+    pub disks: Vec<Disk>,
+    /// The NICs.
+    pub nics: Vec<NicRecord>,
+    /// The `startup` order.
+    pub startup_order: Option<u32>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// The environment.
+    pub environment: String,
+}
+
+/// The WIT `nic` record of a NIC (snake_case keys, addresses as text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicRecord {
+    /// Proxmox slot, `net0`.
+    pub slot: String,
+    /// Bridge on the node.
+    pub bridge: String,
+    /// VLAN tag.
+    pub vlan: Option<u16>,
+    /// The static address in CIDR form; `None` means DHCP.
+    pub address: Option<String>,
+    /// The default gateway.
+    pub gateway: Option<String>,
+    /// The guest's interface name.
+    pub guest_interface: String,
 }

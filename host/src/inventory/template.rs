@@ -6,11 +6,56 @@
 //! type (`vms_vmid_base: "{{ test_base }}"` stays a number); references inside
 //! longer text are rendered as text. Filters, tests, expressions, `{% %}` blocks and
 //! `{# #}` comments are refused with a message naming the expression: cradle does
-//! not run Jinja. Undefined variables and reference cycles are errors too.
+//! not run Jinja. Undefined variables and reference cycles are errors too; each is
+//! a [`TemplateError`] (the resolver wraps it in `InventoryError::Template`, naming
+//! the host and the variable).
 
 use serde_json::Value;
 
 use super::Vars;
+
+/// Why a value's references cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// Variables that refer to each other, in the order they were followed.
+    #[error("variables refer to each other in a loop: {}", cycle.join(" -> "))]
+    Cycle {
+        /// The variables, the first one repeated at the end.
+        cycle: Vec<String>,
+    },
+    /// Jinja beyond plain references (filters, tests, operators, blocks, comments).
+    #[error(
+        "`{source_text}` uses a Jinja expression; cradle supports only plain variable references like {{{{ name }}}} or {{{{ name.sub }}}} (no filters, tests, operators or blocks): replace it with a plain value"
+    )]
+    Unsupported {
+        /// The value holding the expression.
+        source_text: String,
+    },
+    /// `{{` without `}}`.
+    #[error("`{source_text}` has `{{{{` without a closing `}}}}`")]
+    Unclosed {
+        /// The value.
+        source_text: String,
+    },
+    /// A reference to a variable the host does not have.
+    #[error("`{source_text}` refers to `{name}`, which is not defined for this host")]
+    Undefined {
+        /// The value holding the reference.
+        source_text: String,
+        /// The variable.
+        name: String,
+    },
+    /// A reference into a value that has no such key or index.
+    #[error("`{source_text}`: `{walked}` has no `{key}`")]
+    NoKey {
+        /// The value holding the reference.
+        source_text: String,
+        /// The part of the path that was found.
+        walked: String,
+        /// The key that was not.
+        key: String,
+    },
+}
 
 /// Renders references of one host's variables.
 pub(crate) struct Renderer<'a> {
@@ -24,12 +69,12 @@ impl<'a> Renderer<'a> {
     }
 
     /// The rendered value of top-level variable `name`, if set.
-    pub(crate) fn var(&mut self, name: &str) -> Result<Option<Value>, String> {
+    pub(crate) fn var(&mut self, name: &str) -> Result<Option<Value>, TemplateError> {
         let Some(raw) = self.vars.get(name) else { return Ok(None) };
         if self.stack.iter().any(|s| s == name) {
             let mut cycle = self.stack.clone();
             cycle.push(name.to_string());
-            return Err(format!("variables refer to each other in a loop: {}", cycle.join(" -> ")));
+            return Err(TemplateError::Cycle { cycle });
         }
         self.stack.push(name.to_string());
         let out = self.render(raw);
@@ -38,18 +83,18 @@ impl<'a> Renderer<'a> {
     }
 
     /// Render every string inside `value`.
-    pub(crate) fn render(&mut self, value: &Value) -> Result<Value, String> {
+    pub(crate) fn render(&mut self, value: &Value) -> Result<Value, TemplateError> {
         Ok(match value {
             Value::String(s) => self.render_str(s)?,
             Value::Array(items) => Value::Array(items.iter().map(|v| self.render(v)).collect::<Result<_, _>>()?),
-            Value::Object(map) => {
-                Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.render(v)?))).collect::<Result<_, String>>()?)
-            }
+            Value::Object(map) => Value::Object(
+                map.iter().map(|(k, v)| Ok((k.clone(), self.render(v)?))).collect::<Result<_, TemplateError>>()?,
+            ),
             other => other.clone(),
         })
     }
 
-    fn render_str(&mut self, s: &str) -> Result<Value, String> {
+    fn render_str(&mut self, s: &str) -> Result<Value, TemplateError> {
         for marker in ["{%", "{#"] {
             if s.contains(marker) {
                 return Err(unsupported(s));
@@ -62,7 +107,7 @@ impl<'a> Renderer<'a> {
         let mut rest = s;
         let mut whole: Option<Value> = None;
         while let Some(start) = rest.find("{{") {
-            let end = rest[start..].find("}}").ok_or_else(|| format!("`{s}` has `{{{{` without a closing `}}}}`"))?;
+            let end = rest[start..].find("}}").ok_or_else(|| TemplateError::Unclosed { source_text: s.to_string() })?;
             let expr = rest[start + 2..start + end].trim();
             let value = self.lookup(expr, s)?;
             if start == 0 && start + end + 2 == rest.len() && out.is_empty() {
@@ -81,11 +126,11 @@ impl<'a> Renderer<'a> {
         Ok(Value::String(out))
     }
 
-    fn lookup(&mut self, expr: &str, source: &str) -> Result<Value, String> {
+    fn lookup(&mut self, expr: &str, source: &str) -> Result<Value, TemplateError> {
         let path = parse_path(expr).ok_or_else(|| unsupported(source))?;
         let (first, subs) = path.split_first().ok_or_else(|| unsupported(source))?;
         let Some(mut value) = self.var(first)? else {
-            return Err(format!("`{source}` refers to `{first}`, which is not defined for this host"));
+            return Err(TemplateError::Undefined { source_text: source.to_string(), name: first.clone() });
         };
         let mut walked = first.clone();
         for key in subs {
@@ -94,17 +139,19 @@ impl<'a> Renderer<'a> {
                 Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i).cloned()),
                 _ => None,
             };
-            value = next.ok_or_else(|| format!("`{source}`: `{walked}` has no `{key}`"))?;
+            value = next.ok_or_else(|| TemplateError::NoKey {
+                source_text: source.to_string(),
+                walked: walked.clone(),
+                key: key.clone(),
+            })?;
             walked = format!("{walked}.{key}");
         }
         Ok(value)
     }
 }
 
-fn unsupported(source: &str) -> String {
-    format!(
-        "`{source}` uses a Jinja expression; cradle supports only plain variable references like {{{{ name }}}} or {{{{ name.sub }}}} (no filters, tests, operators or blocks): replace it with a plain value"
-    )
+fn unsupported(source: &str) -> TemplateError {
+    TemplateError::Unsupported { source_text: source.to_string() }
 }
 
 /// `a.b['c'][0]` → `["a", "b", "c", "0"]`; `None` for anything else.
@@ -192,9 +239,9 @@ mod tests {
             "f": "{{ x | default(1) }}", "u": "{{ nope }}", "a": "{{ b }}", "b": "{{ a }}", "blk": "{% if x %}1{% endif %}",
         }));
         let mut r = Renderer::new(&v);
-        assert!(r.var("f").unwrap_err().contains("only plain variable references"));
-        assert!(r.var("blk").unwrap_err().contains("only plain variable references"));
-        assert!(r.var("u").unwrap_err().contains("`nope`, which is not defined"));
-        assert!(r.var("a").unwrap_err().contains("a -> b -> a"));
+        assert!(r.var("f").unwrap_err().to_string().contains("only plain variable references"));
+        assert!(r.var("blk").unwrap_err().to_string().contains("only plain variable references"));
+        assert!(r.var("u").unwrap_err().to_string().contains("`nope`, which is not defined"));
+        assert!(r.var("a").unwrap_err().to_string().contains("a -> b -> a"));
     }
 }

@@ -90,7 +90,7 @@ fn group(inv: &mut Inventory, name: &str, data: &Y, path: &Path, file: &str) -> 
             "vars" => {
                 let origin = format!("vars of group `{name}` in {file}");
                 for (k, v) in entries {
-                    let v = convert(v).map_err(|m| perr(path, m))?;
+                    let v = convert(v).map_err(|m| perr(path, m.to_string()))?;
                     inv.groups[g].vars.set(&k, v, &origin);
                 }
             }
@@ -105,7 +105,7 @@ fn group(inv: &mut Inventory, name: &str, data: &Y, path: &Path, file: &str) -> 
                     let (names, port) =
                         hostpat::expand(&entry).map_err(|e| perr(path, format!("group `{name}`: {e}")))?;
                     inv.room_for(&names).map_err(|e| perr(path, format!("group `{name}`: {e}")))?;
-                    let mut vars: Vec<(String, Value)> = match convert(hvars).map_err(|m| perr(path, m))? {
+                    let mut vars: Vec<(String, Value)> = match convert(hvars).map_err(|m| perr(path, m.to_string()))? {
                         Value::Null => Vec::new(),
                         Value::Object(m) => m.into_iter().collect(),
                         other => {
@@ -184,10 +184,21 @@ fn load(text: &str, path: &Path) -> Result<Y, InventoryError> {
 
 /// Parse YAML text into JSON-shaped data (merge keys applied, tags handled).
 pub(crate) fn to_json(text: &str, path: &Path) -> Result<Value, InventoryError> {
-    convert(load(text, path)?).map_err(|m| perr(path, m))
+    convert(load(text, path)?).map_err(|m| perr(path, m.to_string()))
 }
 
-fn convert(y: Y) -> Result<Value, String> {
+/// A YAML value that has no JSON shape cradle reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ConvertError {
+    /// A mapping key that is a list, a mapping or a tagged value.
+    #[error("mapping keys must be plain scalars, found {found}")]
+    Key { found: &'static str },
+    /// A tag other than `!vault` and `!unsafe`.
+    #[error("unsupported YAML tag `!{tag}` (cradle reads plain YAML values)")]
+    Tag { tag: String },
+}
+
+fn convert(y: Y) -> Result<Value, ConvertError> {
     Ok(match y {
         Y::Null => Value::Null,
         Y::Bool(b) => Value::Bool(b),
@@ -210,7 +221,7 @@ fn convert(y: Y) -> Result<Value, String> {
                     Y::Number(n) => n.to_string(),
                     Y::Bool(b) => b.to_string(),
                     Y::Null => "null".to_string(),
-                    other => return Err(format!("mapping keys must be plain scalars, found {}", kind(&other))),
+                    other => return Err(ConvertError::Key { found: kind(&other) }),
                 };
                 out.insert(key, convert(v)?);
             }
@@ -221,7 +232,7 @@ fn convert(y: Y) -> Result<Value, String> {
             match tag.trim_start_matches('!') {
                 "vault" => Value::Object(Map::from_iter([(VAULT_MARKER.to_string(), Value::Bool(true))])),
                 "unsafe" => convert(t.value)?,
-                other => return Err(format!("unsupported YAML tag `!{other}` (cradle reads plain YAML values)")),
+                other => return Err(ConvertError::Tag { tag: other.to_string() }),
             }
         }
     })

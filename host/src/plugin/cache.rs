@@ -12,8 +12,8 @@
 //! component hash must equal the hash of the bytes being loaded: a valid entry
 //! of another (e.g. older) build copied over this key's file would otherwise run
 //! that other code while the journal records the new hash. A mismatch deletes
-//! the entry and recompiles. Entries are written atomically with mode 0600 in a
-//! 0700 directory.
+//! the entry and recompiles ([`CacheOutcome::Rebuilt`] with the [`StaleEntry`]
+//! reason). Entries are written atomically with mode 0600 in a 0700 directory.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -32,9 +32,46 @@ pub enum CacheOutcome {
     /// Compiled and stored (no entry existed).
     Miss,
     /// An entry existed but was unusable; it was replaced. The reason says why.
-    Rebuilt(String),
+    Rebuilt(StaleEntry),
     /// Compiled, but the entry could not be stored (the reason says why).
-    Uncached(String),
+    Uncached(StoreFailure),
+}
+
+/// Why a cache entry was not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StaleEntry {
+    /// The file could not be read.
+    #[error("unreadable: {0}")]
+    Unreadable(String),
+    /// Not written by this cache.
+    #[error("not a cradle cache entry (bad header)")]
+    BadHeader,
+    /// The digest does not match the content.
+    #[error("checksum mismatch (truncated or corrupted)")]
+    Checksum,
+    /// A valid entry of another component.
+    #[error("the entry was compiled from another component (sha256 {found}, expected {expected})")]
+    OtherComponent {
+        /// The SHA-256 the entry was compiled from, hex.
+        found: String,
+        /// The SHA-256 of the component being loaded, hex.
+        expected: String,
+    },
+    /// wasmtime refused the verified payload (another version or configuration).
+    #[error("wasmtime refused the entry: {0}")]
+    Refused(String),
+}
+
+/// Why a compiled component could not be stored (wasmtime's or the file
+/// system's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreFailure {
+    /// wasmtime could not serialize it.
+    #[error("{0}")]
+    Serialize(String),
+    /// The cache directory or the entry could not be written.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// The component cache directory.
@@ -72,12 +109,12 @@ impl ComponentCache {
             Ok(bytes) => match verify(&bytes, &component_hash) {
                 Ok(payload) => match deserialize(engine, payload) {
                     Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                    Err(e) => stale = Some(format!("wasmtime refused the entry: {e}")),
+                    Err(e) => stale = Some(StaleEntry::Refused(e.to_string())),
                 },
                 Err(reason) => stale = Some(reason),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => stale = Some(format!("unreadable: {e}")),
+            Err(e) => stale = Some(StaleEntry::Unreadable(e.to_string())),
         }
         if let Some(reason) = &stale {
             tracing::warn!(entry = %path.display(), %reason, "discarding a bad component cache entry and recompiling");
@@ -97,15 +134,15 @@ impl ComponentCache {
         Ok((component, outcome))
     }
 
-    fn store(&self, path: &Path, component_hash: &[u8; 32], component: &Component) -> Result<(), String> {
-        let payload = component.serialize().map_err(|e| e.to_string())?;
+    fn store(&self, path: &Path, component_hash: &[u8; 32], component: &Component) -> Result<(), StoreFailure> {
+        let payload = component.serialize().map_err(|e| StoreFailure::Serialize(e.to_string()))?;
         let mut out = Vec::with_capacity(MAGIC.len() + 64 + payload.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(component_hash);
         out.extend_from_slice(&digest(component_hash, &payload));
         out.extend_from_slice(&payload);
-        crate::state::create_private_dir(&self.dir).map_err(|e| e.to_string())?;
-        crate::state::write_private_file_atomic(path, &out).map_err(|e| e.to_string())
+        crate::state::create_private_dir(&self.dir).map_err(|e| StoreFailure::Write(e.to_string()))?;
+        crate::state::write_private_file_atomic(path, &out).map_err(|e| StoreFailure::Write(e.to_string()))
     }
 }
 
@@ -120,23 +157,19 @@ fn digest(component_hash: &[u8; 32], payload: &[u8]) -> [u8; 32] {
 
 /// Check the header, the digest and that the entry was compiled from the
 /// component whose SHA-256 is `expected`; return the payload.
-fn verify<'a>(bytes: &'a [u8], expected: &[u8; 32]) -> Result<&'a [u8], String> {
+fn verify<'a>(bytes: &'a [u8], expected: &[u8; 32]) -> Result<&'a [u8], StaleEntry> {
     let header = MAGIC.len() + 64;
     if bytes.len() < header || &bytes[..MAGIC.len()] != MAGIC {
-        return Err("not a cradle cache entry (bad header)".into());
+        return Err(StaleEntry::BadHeader);
     }
     let (bound, rest) = bytes[MAGIC.len()..].split_at(32);
     let (stored, payload) = rest.split_at(32);
-    let bound: [u8; 32] = bound.try_into().map_err(|_| "bad header".to_string())?;
+    let bound: [u8; 32] = bound.try_into().map_err(|_| StaleEntry::BadHeader)?;
     if digest(&bound, payload).as_slice() != stored {
-        return Err("checksum mismatch (truncated or corrupted)".into());
+        return Err(StaleEntry::Checksum);
     }
     if &bound != expected {
-        return Err(format!(
-            "the entry was compiled from another component (sha256 {}, expected {})",
-            hex::encode(bound),
-            hex::encode(expected)
-        ));
+        return Err(StaleEntry::OtherComponent { found: hex::encode(bound), expected: hex::encode(expected) });
     }
     Ok(payload)
 }
@@ -184,7 +217,7 @@ mod tests {
         bytes[last] ^= 0xff;
         std::fs::write(&path, &bytes).expect("corrupt");
         match cache.load_or_compile(&e, &wasm).expect("rebuilt").1 {
-            CacheOutcome::Rebuilt(reason) => assert!(reason.contains("checksum"), "{reason}"),
+            CacheOutcome::Rebuilt(reason) => assert!(reason.to_string().contains("checksum"), "{reason}"),
             other => panic!("expected a rebuild, got {other:?}"),
         }
         assert_eq!(cache.load_or_compile(&e, &wasm).expect("third").1, CacheOutcome::Hit);
@@ -199,7 +232,7 @@ mod tests {
         crate::state::create_private_dir(cache.dir()).expect("dir");
         std::fs::write(cache.entry_path(&e, &wasm), b"ELF\0 something else entirely").expect("foreign");
         assert!(
-            matches!(cache.load_or_compile(&e, &wasm).expect("load").1, CacheOutcome::Rebuilt(r) if r.contains("bad header"))
+            matches!(cache.load_or_compile(&e, &wasm).expect("load").1, CacheOutcome::Rebuilt(r) if r.to_string().contains("bad header"))
         );
     }
 
@@ -215,6 +248,7 @@ mod tests {
         std::fs::copy(cache.entry_path(&e, &old), cache.entry_path(&e, &new)).expect("swap");
         match cache.load_or_compile(&e, &new).expect("load").1 {
             CacheOutcome::Rebuilt(reason) => {
+                let reason = reason.to_string();
                 assert!(reason.contains("another component"), "{reason}");
                 assert!(reason.contains(&hex::encode(Sha256::digest(&new))), "{reason}");
             }

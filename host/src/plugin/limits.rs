@@ -14,6 +14,7 @@
 //! A plugin that exceeds a limit traps; the trap fails that one call with a
 //! message naming the limit and the `cradle.toml` key that raises it, the run
 //! fails and releases its locks, and the host keeps serving other runs.
+//! A configured limit that cannot work is a [`LimitsError`] at load.
 
 use std::time::Duration;
 
@@ -58,29 +59,47 @@ pub struct LimitsConfig {
     pub max_journal_bytes: Option<u64>,
 }
 
+/// A `[plugins.NAME]` limit that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    /// `memory_limit_mib` outside 1..=4096.
+    #[error("memory_limit_mib = {0} must be between 1 and 4096")]
+    Memory(u64),
+    /// A timeout (`timeout_ms`, `call_timeout_ms`) shorter than one epoch tick.
+    #[error("{key} = {value} must be at least {tick_ms} ms")]
+    Timeout {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: u64,
+        /// The epoch tick in ms.
+        tick_ms: u128,
+    },
+    /// A count (`max_host_calls`, `max_journal_bytes`) of 0.
+    #[error("{0} = 0 must be at least 1")]
+    Zero(&'static str),
+}
+
 impl LimitsConfig {
     /// Reject values that cannot work.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LimitsError> {
         if let Some(m) = self.memory_limit_mib
             && !(1..=4096).contains(&m)
         {
-            return Err(format!("memory_limit_mib = {m} must be between 1 and 4096"));
+            return Err(LimitsError::Memory(m));
         }
-        if let Some(t) = self.timeout_ms
-            && t < EPOCH_TICK.as_millis() as u64
-        {
-            return Err(format!("timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
+        let tick_ms = EPOCH_TICK.as_millis();
+        for (key, value) in [("timeout_ms", self.timeout_ms), ("call_timeout_ms", self.call_timeout_ms)] {
+            if let Some(value) = value
+                && value < tick_ms as u64
+            {
+                return Err(LimitsError::Timeout { key, value, tick_ms });
+            }
         }
-        if let Some(t) = self.call_timeout_ms
-            && t < EPOCH_TICK.as_millis() as u64
-        {
-            return Err(format!("call_timeout_ms = {t} must be at least {} ms", EPOCH_TICK.as_millis()));
-        }
-        if self.max_host_calls == Some(0) {
-            return Err("max_host_calls = 0 must be at least 1".into());
-        }
-        if self.max_journal_bytes == Some(0) {
-            return Err("max_journal_bytes = 0 must be at least 1".into());
+        for (key, value) in [("max_host_calls", self.max_host_calls), ("max_journal_bytes", self.max_journal_bytes)] {
+            if value == Some(0) {
+                return Err(LimitsError::Zero(key));
+            }
         }
         Ok(())
     }
@@ -170,8 +189,8 @@ mod tests {
         assert_eq!(l.call_timeout, Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS));
         assert_eq!((l.max_host_calls, l.max_journal_bytes), (DEFAULT_MAX_HOST_CALLS, DEFAULT_MAX_JOURNAL_BYTES));
         let zero = LimitsConfig { max_host_calls: Some(0), ..Default::default() };
-        assert!(zero.validate().unwrap_err().contains("max_host_calls"));
+        assert!(zero.validate().unwrap_err().to_string().contains("max_host_calls"));
         let short = LimitsConfig { call_timeout_ms: Some(1), ..Default::default() };
-        assert!(short.validate().unwrap_err().contains("call_timeout_ms"));
+        assert!(short.validate().unwrap_err().to_string().contains("call_timeout_ms"));
     }
 }

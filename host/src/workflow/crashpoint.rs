@@ -32,19 +32,28 @@ struct CrashAt {
     vm: Option<String>,
 }
 
-fn parse(value: &str) -> Result<CrashAt, String> {
+/// A `CRADLE_CRASH_AT` value that does not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum BadCrashAt {
+    #[error("`{0}` must be before:STEP[@VM], after:STEP[@VM] or call:FUNCTION[@VM]")]
+    Edge(String),
+    #[error("`{0}` names no step or an empty VM")]
+    Empty(String),
+}
+
+fn parse(value: &str) -> Result<CrashAt, BadCrashAt> {
     let (edge, rest) = match value.split_once(':') {
         Some(("before", rest)) => (Edge::Before, rest),
         Some(("after", rest)) => (Edge::After, rest),
         Some(("call", rest)) => (Edge::Call, rest),
-        _ => return Err(format!("`{value}` must be before:STEP[@VM], after:STEP[@VM] or call:FUNCTION[@VM]")),
+        _ => return Err(BadCrashAt::Edge(value.to_string())),
     };
     let (step, vm) = match rest.split_once('@') {
         Some((step, vm)) => (step, Some(vm.to_string())),
         None => (rest, None),
     };
     if step.is_empty() || vm.as_deref() == Some("") {
-        return Err(format!("`{value}` names no step or an empty VM"));
+        return Err(BadCrashAt::Empty(value.to_string()));
     }
     Ok(CrashAt { edge, step: step.to_string(), vm })
 }

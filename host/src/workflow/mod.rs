@@ -16,6 +16,8 @@
 //! - Failures: a script error is [`WorkflowError::Script`] with `file:line:column`
 //!   and the innermost `step`; a runaway script is stopped with
 //!   [`WorkflowError::Limit`] naming the `[workflow]` key to raise. Nothing panics.
+//! - JSON crosses into scripts and back through [`values`] only (`cradle run`
+//!   arguments and results, the inventory values of a provisioning run's `vm`).
 
 pub mod backend;
 pub mod bridge;
@@ -25,6 +27,7 @@ mod engine;
 mod errors;
 mod limits;
 mod resolver;
+pub mod values;
 
 pub use backend::{Backend, BackendHandle, ExportSig};
 pub use bridge::{BridgeError, from_val, from_val_typed, to_val};

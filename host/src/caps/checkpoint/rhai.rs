@@ -1,22 +1,14 @@
 //! `checkpoint::read(vm)`, `checkpoint::write(#{vm_name, vmid, node, stage})`,
 //! `checkpoint::clear(vm, vmid)` for workflow scripts, through the same adapter
-//! as plugins ([`super::host`]).
+//! as plugins ([`super::host`]). `read` gives the WIT `finalization` record
+//! (serde: `#{vm_name, vmid, node, stage, written}`) or `()`.
 
+use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use crate::caps::script::{Res, caps, int_arg, throw};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::checkpoint::Finalization;
-
-fn finalization_map(f: Finalization) -> Dynamic {
-    let mut map = Map::new();
-    map.insert("vm_name".into(), f.vm_name.into());
-    map.insert("vmid".into(), i64::from(f.vmid).into());
-    map.insert("node".into(), f.node.into());
-    map.insert("stage".into(), f.stage.into());
-    map.insert("written".into(), f.written.into());
-    map.into()
-}
 
 fn field<'a>(map: &'a Map, key: &str) -> Res<&'a Dynamic> {
     map.get(key).ok_or_else(|| throw(CapError::invalid(format!("checkpoint::write: missing field `{key}`"))))
@@ -35,7 +27,7 @@ pub fn module() -> Module {
     FuncRegistration::new("read").set_into_module(
         &mut m,
         |ctx: NativeCallContext, vm: ImmutableString| -> Res<Dynamic> {
-            Ok(caps(&ctx)?.checkpoint_read(&vm).map_err(throw)?.map(finalization_map).unwrap_or(Dynamic::UNIT))
+            to_dynamic(caps(&ctx)?.checkpoint_read(&vm).map_err(throw)?)
         },
     );
     FuncRegistration::new("write").set_into_module(&mut m, |ctx: NativeCallContext, cp: Map| -> Res<()> {

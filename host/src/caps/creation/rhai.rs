@@ -34,13 +34,15 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+use serde::Serialize;
 
 use crate::caps::Call;
 use crate::caps::checkpoint::scope::CheckpointCall;
 use crate::caps::context::CapCtx;
 use crate::caps::creation::{Creation, CreationError, CreationStore};
-use crate::caps::script::{Res, caps, throw, wit_throw, with_run};
+use crate::caps::script::{Res, caps, throw, to_map, wit_throw, with_run};
 use crate::caps::ssh::rhai::target;
 use crate::cloudinit::status::{Verdict, verdict};
 use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
@@ -132,17 +134,21 @@ fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
         })
 }
 
+/// `cloudinit::creation(vm)`: the creation record without its private key.
+#[derive(Serialize)]
+struct CreationView {
+    vmid: u32,
+    node: String,
+    host_key: String,
+    written: String,
+}
+
 fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
     let name = str_of(vm, "name", "cloudinit::creation")?;
     let Some(rec) = with_record(ctx, &caps(ctx)?, "read", &name, |s| s.read(&name))? else {
         return Ok(Dynamic::UNIT);
     };
-    let mut m = Map::new();
-    m.insert("vmid".into(), i64::from(rec.vmid).into());
-    m.insert("node".into(), rec.node.into());
-    m.insert("host_key".into(), rec.host_key_public.into());
-    m.insert("written".into(), rec.written.into());
-    Ok(m.into())
+    to_dynamic(CreationView { vmid: rec.vmid, node: rec.node, host_key: rec.host_key_public, written: rec.written })
 }
 
 /// The VM's creation record: the stored one, or a new one with a host key
@@ -258,6 +264,17 @@ pub(crate) fn user_data(ctx: &NativeCallContext, vm: &Map, name: &str, host_key:
     })
 }
 
+/// What `cloudinit::upload_snippets` returns: the volume ids for `cicustom`,
+/// the public host key to pin and the node the snippets are on.
+#[derive(Serialize)]
+struct Uploaded<'a> {
+    user: String,
+    network: String,
+    meta: String,
+    host_key: String,
+    node: &'a str,
+}
+
 fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
     let name = str_of(vm, "name", "cloudinit::upload_snippets")?;
     let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
@@ -276,14 +293,14 @@ fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
         ssh::Host::upload(&mut c, node_ssh.clone(), path, snippet.content.as_bytes().to_vec(), 0o600, sudo)
             .map_err(wit_throw)?;
     }
-    let volid = |f: &str| Dynamic::from(format!("{storage}:snippets/{f}"));
-    let mut out = Map::new();
-    out.insert("user".into(), volid(&rendered.user.file_name));
-    out.insert("network".into(), volid(&rendered.network.file_name));
-    out.insert("meta".into(), volid(&rendered.meta.file_name));
-    out.insert("host_key".into(), record.host_key_public.into());
-    out.insert("node".into(), node.into());
-    Ok(out)
+    let volid = |f: &str| format!("{storage}:snippets/{f}");
+    to_map(&Uploaded {
+        user: volid(&rendered.user.file_name),
+        network: volid(&rendered.network.file_name),
+        meta: volid(&rendered.meta.file_name),
+        host_key: record.host_key_public,
+        node,
+    })
 }
 
 fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
@@ -317,6 +334,13 @@ fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
     with_record(ctx, &c, "clear", &name, |s| s.clear(&name))
 }
 
+/// What `cloudinit::wait_done` returns once cloud-init is done.
+#[derive(Serialize)]
+struct Done {
+    status: &'static str,
+    attempts: u32,
+}
+
 fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, interval_ms: i64) -> Res<Map> {
     let target = target(t, "cloudinit::wait_done")?;
     let (timeout, attempts, interval) =
@@ -334,12 +358,7 @@ fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, i
             ssh::Host::exec(&mut caps(ctx)?, target.clone(), "cloud-init status --format=json".into(), None, timeout);
         match answer {
             Ok(out) => match verdict(out.exit_code, &out.stdout) {
-                Verdict::Done => {
-                    let mut m = Map::new();
-                    m.insert("status".into(), "done".into());
-                    m.insert("attempts".into(), i64::from(attempt).into());
-                    return Ok(m);
-                }
+                Verdict::Done => return to_map(&Done { status: "done", attempts: attempt }),
                 Verdict::Running => last = "still running".into(),
                 Verdict::Failed(why) => {
                     return Err(throw(CapError::failed(format!(

@@ -6,7 +6,8 @@
 //! (each a valid domain name, no duplicates) and a TTL inside the range DNS
 //! allows. The TSIG secret is a [`SecretRef`] and is only resolved when the
 //! first DNS call needs it (config loading never reads it), like every other
-//! credential in cradle.toml.
+//! credential in cradle.toml. A provider that does not pass is a
+//! [`DnsConfigError`] naming the key to fix.
 
 use std::net::SocketAddr;
 
@@ -75,46 +76,93 @@ fn default_ttl() -> u32 {
     300
 }
 
+/// A text that is not a domain name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Empty, or with spaces around it.
+    #[error("`{0}` is not a domain name (empty or surrounded by spaces)")]
+    Blank(String),
+    /// Refused by the DNS name parser.
+    #[error("`{text}` is not a valid domain name: {reason}")]
+    Invalid {
+        /// The text.
+        text: String,
+        /// The parser's reason.
+        reason: String,
+    },
+}
+
+/// A `[dns.NAME]` value that cannot work; each names its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DnsConfigError {
+    /// `server` without a port.
+    #[error("server = \"{server}\" needs a port, e.g. \"{}:53\"", .server.ip())]
+    ServerPort {
+        /// The server.
+        server: SocketAddr,
+    },
+    /// `key_name` is not a domain name.
+    #[error("key_name: {0}")]
+    KeyName(NameError),
+    /// `key_name` is the root.
+    #[error("key_name must name the TSIG key, e.g. key_name = \"cradle-key\"")]
+    RootKeyName,
+    /// `zones = []`.
+    #[error("zones is empty; list the zones this server is primary for, e.g. zones = [\"lab.example.\"]")]
+    NoZones,
+    /// A zone that is not a domain name.
+    #[error("zones: {0}")]
+    Zone(NameError),
+    /// The root zone.
+    #[error("zones: the root zone cannot be updated by cradle; list the zone itself")]
+    RootZone,
+    /// A zone listed twice.
+    #[error("zones lists `{0}` twice")]
+    DuplicateZone(String),
+    /// A TTL outside 1..=[`MAX_TTL`].
+    #[error("ttl = {0} must be between 1 and {MAX_TTL} seconds")]
+    Ttl(u32),
+}
+
 /// Parse a domain name from cradle.toml or a call, always fully qualified
 /// (`lab.example` and `lab.example.` are the same name).
-pub(crate) fn parse_name(text: &str) -> Result<Name, String> {
+pub(crate) fn parse_name(text: &str) -> Result<Name, NameError> {
     if text.trim().is_empty() || text.trim() != text {
-        return Err(format!("`{text}` is not a domain name (empty or surrounded by spaces)"));
+        return Err(NameError::Blank(text.to_string()));
     }
-    let mut name = Name::from_ascii(text).map_err(|e| format!("`{text}` is not a valid domain name: {e}"))?;
+    let mut name =
+        Name::from_ascii(text).map_err(|e| NameError::Invalid { text: text.to_string(), reason: e.to_string() })?;
     name.set_fqdn(true);
     Ok(name)
 }
 
 impl DnsProviderConfig {
     /// Check the values that do not need the network or the secret; the
-    /// message names the key to fix (relative to `[dns.NAME]`).
-    pub fn validate(&self) -> Result<(), String> {
+    /// error names the key to fix (relative to `[dns.NAME]`).
+    pub fn validate(&self) -> Result<(), DnsConfigError> {
         if self.server.port() == 0 {
-            return Err(format!("server = \"{}\" needs a port, e.g. \"{}:53\"", self.server, self.server.ip()));
+            return Err(DnsConfigError::ServerPort { server: self.server });
         }
-        let key = parse_name(&self.key_name).map_err(|m| format!("key_name: {m}"))?;
+        let key = parse_name(&self.key_name).map_err(DnsConfigError::KeyName)?;
         if key.is_root() {
-            return Err("key_name must name the TSIG key, e.g. key_name = \"cradle-key\"".into());
+            return Err(DnsConfigError::RootKeyName);
         }
         if self.zones.is_empty() {
-            return Err(
-                "zones is empty; list the zones this server is primary for, e.g. zones = [\"lab.example.\"]".into()
-            );
+            return Err(DnsConfigError::NoZones);
         }
         let mut seen: Vec<Name> = Vec::new();
         for zone in &self.zones {
-            let parsed = parse_name(zone).map_err(|m| format!("zones: {m}"))?;
+            let parsed = parse_name(zone).map_err(DnsConfigError::Zone)?;
             if parsed.is_root() {
-                return Err("zones: the root zone cannot be updated by cradle; list the zone itself".into());
+                return Err(DnsConfigError::RootZone);
             }
             if seen.contains(&parsed) {
-                return Err(format!("zones lists `{zone}` twice"));
+                return Err(DnsConfigError::DuplicateZone(zone.clone()));
             }
             seen.push(parsed);
         }
         if self.ttl == 0 || self.ttl > MAX_TTL {
-            return Err(format!("ttl = {} must be between 1 and {MAX_TTL} seconds", self.ttl));
+            return Err(DnsConfigError::Ttl(self.ttl));
         }
         Ok(())
     }

@@ -57,7 +57,7 @@ use self::wire::Target;
 use crate::contract::{CapError, ErrorKind};
 use crate::secrets::SecretRef;
 
-pub use self::config::{DnsProviderConfig, DnsProviderKind, TsigAlgorithmName};
+pub use self::config::{DnsConfigError, DnsProviderConfig, DnsProviderKind, NameError, TsigAlgorithmName};
 pub use crate::contract::bindings::cradle::host::dns::{DnsRecord, RecordKind};
 
 mod config;
@@ -86,7 +86,7 @@ pub struct Rfc2136 {
     key_name: Name,
     algorithm: TsigAlgorithmName,
     secret: SecretRef,
-    signer: OnceLock<Result<TSigner, String>>,
+    signer: OnceLock<Result<TSigner, SignerError>>,
     zones: Vec<Name>,
     ttl: u32,
     timeout: Duration,
@@ -263,28 +263,53 @@ impl Rfc2136 {
         }
     }
 
-    /// The TSIG signer, built from the secret on first use.
+    /// The TSIG signer, built from the secret on first use (a failure is
+    /// kept too: the secret is read once).
     fn signer(&self) -> Result<TSigner, CapError> {
+        let section = || self.section.clone();
+        let secret = || self.secret.to_string();
         self.signer
             .get_or_init(|| {
-                let secret = self.secret.resolve().map_err(|e| format!("{}.secret: {e}", self.section))?;
-                let key = data_encoding::BASE64.decode(secret.expose().trim().as_bytes()).map_err(|e| {
-                    format!(
-                        "{}.secret ({}): not the base64 `secret` of a TSIG key ({e}); copy it from the key statement `tsig-keygen` printed",
-                        self.section, self.secret
-                    )
-                })?;
+                let value = self
+                    .secret
+                    .resolve()
+                    .map_err(|e| SignerError::Secret { section: section(), reason: e.to_string() })?;
+                let key = data_encoding::BASE64
+                    .decode(value.expose().trim().as_bytes())
+                    .map_err(|e| SignerError::Base64 { section: section(), secret: secret(), reason: e.to_string() })?;
                 if key.is_empty() {
-                    return Err(format!("{}.secret ({}) decodes to an empty key", self.section, self.secret));
+                    return Err(SignerError::Empty { section: section(), secret: secret() });
                 }
                 let algorithm = match self.algorithm {
                     TsigAlgorithmName::HmacSha256 => TsigAlgorithm::HmacSha256,
                     TsigAlgorithmName::HmacSha512 => TsigAlgorithm::HmacSha512,
                 };
-                TSigner::new(key, algorithm, self.key_name.clone(), FUDGE)
-                    .map_err(|e| format!("{}: cannot use TSIG key `{}`: {e}", self.section, self.key_name))
+                TSigner::new(key, algorithm, self.key_name.clone(), FUDGE).map_err(|e| SignerError::Key {
+                    section: section(),
+                    key_name: self.key_name.to_string(),
+                    reason: e.to_string(),
+                })
             })
             .clone()
-            .map_err(CapError::failed)
+            .map_err(|e| CapError::failed(e.to_string()))
     }
+}
+
+/// Why the TSIG signer cannot be built. Names the secret's reference, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SignerError {
+    /// The secret reference does not resolve.
+    #[error("{section}.secret: {reason}")]
+    Secret { section: String, reason: String },
+    /// The secret is not base64.
+    #[error(
+        "{section}.secret ({secret}): not the base64 `secret` of a TSIG key ({reason}); copy it from the key statement `tsig-keygen` printed"
+    )]
+    Base64 { section: String, secret: String, reason: String },
+    /// The secret decodes to nothing.
+    #[error("{section}.secret ({secret}) decodes to an empty key")]
+    Empty { section: String, secret: String },
+    /// The key is refused by the TSIG implementation.
+    #[error("{section}: cannot use TSIG key `{key_name}`: {reason}")]
+    Key { section: String, key_name: String, reason: String },
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use crate::contract::bindings::cradle::host::http::{Method, Request, Response};
 use crate::contract::bindings::cradle::host::types::Entry;
 use crate::contract::{CapError, ErrorKind};
-use crate::secrets::{Secret, SecretRef};
+use crate::secrets::{Secret, SecretError, SecretRef};
 use serde::Deserialize;
 
 mod host;
@@ -92,7 +92,8 @@ pub struct Endpoints {
 #[derive(Debug)]
 struct Endpoint {
     config: EndpointConfig,
-    token: OnceLock<Result<Secret, String>>,
+    /// The credential, resolved once (a failure is kept too).
+    token: OnceLock<Result<Secret, SecretError>>,
     client: OnceLock<reqwest::Client>,
 }
 
@@ -154,7 +155,7 @@ impl Endpoints {
         if let Some(token_ref) = &ep.config.token {
             let token = ep
                 .token
-                .get_or_init(|| token_ref.resolve().map_err(|e| e.to_string()))
+                .get_or_init(|| token_ref.resolve())
                 .as_ref()
                 .map_err(|e| CapError::failed(format!("endpoint `{}`: {e}", req.endpoint)))?;
             builder = match ep.config.auth {

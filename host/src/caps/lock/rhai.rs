@@ -1,19 +1,12 @@
 //! `lock::acquire(key)`, `lock::release(key)`, `lock::holder(key)` for workflow
-//! scripts, through the same adapter as plugins ([`super::host`]).
+//! scripts, through the same adapter as plugins ([`super::host`]). A holder is
+//! the WIT `holder` record (serde: `#{host, pid, started, run_id}`); `holder`
+//! gives `()` for a free lock.
 
-use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+use rhai::serde::to_dynamic;
+use rhai::{Dynamic, FuncRegistration, ImmutableString, Module, NativeCallContext};
 
 use crate::caps::script::{Res, caps, throw};
-use crate::contract::bindings::cradle::host::lock::Holder;
-
-fn holder_map(h: Holder) -> Dynamic {
-    let mut map = Map::new();
-    map.insert("host".into(), h.host.into());
-    map.insert("pid".into(), i64::from(h.pid).into());
-    map.insert("started".into(), h.started.into());
-    map.insert("run_id".into(), h.run_id.into());
-    map.into()
-}
 
 /// The `lock` module.
 pub fn module() -> Module {
@@ -21,7 +14,7 @@ pub fn module() -> Module {
     FuncRegistration::new("acquire").set_into_module(
         &mut m,
         |ctx: NativeCallContext, key: ImmutableString| -> Res<Dynamic> {
-            caps(&ctx)?.lock_acquire(&key).map(holder_map).map_err(throw)
+            to_dynamic(caps(&ctx)?.lock_acquire(&key).map_err(throw)?)
         },
     );
     FuncRegistration::new("release")
@@ -31,7 +24,7 @@ pub fn module() -> Module {
     FuncRegistration::new("holder").set_into_module(
         &mut m,
         |ctx: NativeCallContext, key: ImmutableString| -> Res<Dynamic> {
-            Ok(caps(&ctx)?.lock_holder(&key).map_err(throw)?.map(holder_map).unwrap_or(Dynamic::UNIT))
+            to_dynamic(caps(&ctx)?.lock_holder(&key).map_err(throw)?)
         },
     );
     m

@@ -1,56 +1,58 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
 //! (status, power, tasks and a VM's task list, config and pending changes, migration, storage).
 //! Each goes through the same adapter as a plugin's call, so it is checked
-//! against `[workflow.grants.proxmox]` and journaled.
+//! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
+//! records converted by serde (`()` for a none), except where scripts see a
+//! different shape (the view structs below).
 
+use rhai::serde::to_dynamic;
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+use serde::Serialize;
 
-use crate::caps::script::{Res, caps, int_arg, wit_throw};
-use crate::contract::bindings::cradle::host::proxmox::{
-    Host, PendingEntry, PowerAction, TaskStatus, TaskSummary, VmResource,
-};
+use crate::caps::script::{Res, caps, int_arg, to_map, wit_throw};
+use crate::contract::bindings::cradle::host::proxmox::{Host, PowerAction, TaskSummary, VmRuntime};
 use crate::contract::bindings::cradle::host::types::Entry;
 
-fn vm_resource(v: VmResource) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("vmid".into(), i64::from(v.vmid).into());
-    m.insert("name".into(), v.name.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("node".into(), v.node.into());
-    m.insert("status".into(), v.status.into());
-    m.insert("template".into(), v.template.into());
-    m.insert("lock".into(), v.lock.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("hastate".into(), v.hastate.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("tags".into(), v.tags.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.into()
+/// A `task-summary` as scripts see it: `starttime` as an INT (clamped, where
+/// the WIT `u64` would serialize above `i64::MAX` as a FLOAT), `status` `()`
+/// while the task runs: that is what a caller waiting for it tests.
+#[derive(Serialize)]
+struct TaskSummaryView {
+    upid: String,
+    kind: String,
+    id: String,
+    starttime: i64,
+    status: Option<String>,
 }
 
-fn task_status(t: TaskStatus) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("upid".into(), t.upid.into());
-    m.insert("status".into(), t.status.into());
-    m.insert("exitstatus".into(), t.exitstatus.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("ok".into(), t.ok.into());
-    m.into()
+impl From<TaskSummary> for TaskSummaryView {
+    fn from(t: TaskSummary) -> Self {
+        let starttime = i64::try_from(t.starttime).unwrap_or(i64::MAX);
+        TaskSummaryView { upid: t.upid, kind: t.kind, id: t.id, starttime, status: t.status }
+    }
 }
 
-fn task_summary(t: TaskSummary) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("upid".into(), t.upid.into());
-    m.insert("kind".into(), t.kind.into());
-    m.insert("id".into(), t.id.into());
-    m.insert("starttime".into(), i64::try_from(t.starttime).unwrap_or(i64::MAX).into());
-    // `()` while the task runs: that is what a caller waiting for it tests.
-    m.insert("status".into(), t.status.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.into()
+/// A `vm-runtime` as scripts see it: `uptime` as an INT, clamped like
+/// [`TaskSummaryView::starttime`].
+#[derive(Serialize)]
+struct VmRuntimeView {
+    status: String,
+    qmpstatus: Option<String>,
+    lock: Option<String>,
+    uptime: i64,
+    ha_managed: bool,
 }
 
-fn pending(p: PendingEntry) -> Dynamic {
-    let mut m = Map::new();
-    m.insert("key".into(), p.key.into());
-    m.insert("value".into(), p.value.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("pending".into(), p.pending.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-    m.insert("delete".into(), p.delete.into());
-    m.into()
+impl From<VmRuntime> for VmRuntimeView {
+    fn from(s: VmRuntime) -> Self {
+        let uptime = i64::try_from(s.uptime).unwrap_or(i64::MAX);
+        VmRuntimeView { status: s.status, qmpstatus: s.qmpstatus, lock: s.lock, uptime, ha_managed: s.ha_managed }
+    }
+}
+
+/// Each of `items` as a script value.
+fn array<T: Serialize>(items: Vec<T>) -> Res<Array> {
+    items.iter().map(to_dynamic).collect()
 }
 
 fn power_action(name: &str) -> Res<PowerAction> {
@@ -73,7 +75,7 @@ pub fn module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("list_vms").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Array> {
         let vms = Host::list_vms(&mut caps(&ctx)?).map_err(wit_throw)?;
-        Ok(vms.into_iter().map(vm_resource).collect())
+        array(vms)
     });
     FuncRegistration::new("next_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<i64> {
         Ok(i64::from(Host::next_id(&mut caps(&ctx)?, None).map_err(wit_throw)?))
@@ -86,13 +88,7 @@ pub fn module() -> Module {
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Dynamic> {
             let s = Host::vm_status(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
-            let mut map = Map::new();
-            map.insert("status".into(), s.status.into());
-            map.insert("qmpstatus".into(), s.qmpstatus.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-            map.insert("lock".into(), s.lock.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-            map.insert("uptime".into(), i64::try_from(s.uptime).unwrap_or(i64::MAX).into());
-            map.insert("ha_managed".into(), s.ha_managed.into());
-            Ok(map.into())
+            to_dynamic(VmRuntimeView::from(s))
         },
     );
     FuncRegistration::new("power").set_into_module(
@@ -110,7 +106,7 @@ pub fn module() -> Module {
                 .map_err(|_| format!("proxmox::wait_task: timeout {timeout_ms} ms is negative"))?;
             let t =
                 Host::wait_task(&mut caps(&ctx)?, node.to_string(), upid.to_string(), timeout).map_err(wit_throw)?;
-            Ok(task_status(t))
+            to_dynamic(t)
         },
     );
     // The VM's tasks on `node` (`GET /nodes/{node}/tasks?vmid=`), so a step can
@@ -121,7 +117,7 @@ pub fn module() -> Module {
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Array> {
             let tasks = Host::list_tasks(&mut caps(&ctx)?, node.to_string(), Some(int_arg(vmid, "vmid")?), None)
                 .map_err(wit_throw)?;
-            Ok(tasks.into_iter().map(task_summary).collect())
+            array(tasks.into_iter().map(TaskSummaryView::from).collect())
         },
     );
     FuncRegistration::new("get_config").set_into_module(
@@ -137,7 +133,7 @@ pub fn module() -> Module {
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Array> {
             let entries =
                 Host::get_pending(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?).map_err(wit_throw)?;
-            Ok(entries.into_iter().map(pending).collect())
+            array(entries)
         },
     );
     FuncRegistration::new("set_config").set_into_module(
@@ -172,14 +168,7 @@ pub fn module() -> Module {
     FuncRegistration::new("storage_info").set_into_module(
         &mut m,
         |ctx: NativeCallContext, storage: ImmutableString| -> Res<Map> {
-            let s = Host::storage_info(&mut caps(&ctx)?, storage.to_string()).map_err(wit_throw)?;
-            let mut map = Map::new();
-            map.insert("storage".into(), s.storage.into());
-            map.insert("kind".into(), s.kind.into());
-            map.insert("content".into(), s.content.into_iter().map(Dynamic::from).collect::<Array>().into());
-            map.insert("path".into(), s.path.map(Dynamic::from).unwrap_or(Dynamic::UNIT));
-            map.insert("shared".into(), s.shared.into());
-            Ok(map)
+            to_map(&Host::storage_info(&mut caps(&ctx)?, storage.to_string()).map_err(wit_throw)?)
         },
     );
     FuncRegistration::new("agent_ping").set_into_module(

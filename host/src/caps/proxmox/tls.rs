@@ -18,7 +18,8 @@
 //! - [`TlsVerify::Insecure`]: accepts any certificate and warns on every client creation.
 //!
 //! Failure modes: an unparsable fingerprint, an unreadable CA file or a file without a
-//! PEM certificate fail [`client_config`] with `ProxmoxError::TlsSetup` naming the path.
+//! PEM certificate fail [`client_config`] with `ProxmoxError::TlsSetup` naming the path
+//! (the reason is a [`TlsConfigError`]'s text).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -48,24 +49,63 @@ pub enum TlsVerify {
     Insecure,
 }
 
+/// Why a configured fingerprint or CA cannot be used (the client reports it as
+/// [`ProxmoxError::TlsSetup`] naming the endpoint).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsConfigError {
+    /// The fingerprint is not hex.
+    #[error("fingerprint {text:?} is not hex (expected 32 bytes as AA:BB:.. or 64 hex digits)")]
+    FingerprintNotHex {
+        /// The configured text.
+        text: String,
+    },
+    /// The fingerprint is not 32 bytes long.
+    #[error(
+        "fingerprint {text:?} has {bytes} bytes, a SHA-256 fingerprint has 32 (is it SHA-1? use `openssl x509 -fingerprint -sha256`)"
+    )]
+    FingerprintLength {
+        /// The configured text.
+        text: String,
+        /// How many bytes it has.
+        bytes: usize,
+    },
+    /// The CA file or text has no certificate.
+    #[error("{origin} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)")]
+    NoCertificate {
+        /// `CA file PATH` or `the configured CA PEM`.
+        origin: String,
+    },
+    /// A CA certificate rustls refuses as a trust anchor.
+    #[error("{origin} holds a certificate that cannot be a trust anchor: {reason}")]
+    NotAnAnchor {
+        /// Where the certificate came from.
+        origin: String,
+        /// rustls' reason.
+        reason: String,
+    },
+    /// The verifier could not be built from the CA certificates.
+    #[error("cannot build a verifier from {origin}: {reason}")]
+    Verifier {
+        /// Where the certificates came from.
+        origin: String,
+        /// rustls' reason.
+        reason: String,
+    },
+}
+
 /// A SHA-256 certificate fingerprint.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fingerprint([u8; 32]);
 
 impl Fingerprint {
     /// Parses `AA:BB:...` or plain hex in any case; surrounding whitespace is ignored.
-    pub fn parse(text: &str) -> Result<Fingerprint, String> {
-        let hex_digits: String = text.trim().chars().filter(|c| *c != ':').collect();
-        let bytes = hex::decode(&hex_digits).map_err(|_| {
-            format!("fingerprint {:?} is not hex (expected 32 bytes as AA:BB:.. or 64 hex digits)", text.trim())
-        })?;
-        let arr: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
-            format!(
-                "fingerprint {:?} has {} bytes, a SHA-256 fingerprint has 32 (is it SHA-1? use `openssl x509 -fingerprint -sha256`)",
-                text.trim(),
-                b.len()
-            )
-        })?;
+    pub fn parse(text: &str) -> Result<Fingerprint, TlsConfigError> {
+        let text = text.trim();
+        let hex_digits: String = text.chars().filter(|c| *c != ':').collect();
+        let bytes = hex::decode(&hex_digits).map_err(|_| TlsConfigError::FingerprintNotHex { text: text.into() })?;
+        let arr: [u8; 32] = bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| TlsConfigError::FingerprintLength { text: text.into(), bytes: b.len() })?;
         Ok(Fingerprint(arr))
     }
 
@@ -129,7 +169,7 @@ pub fn client_config(verify: &TlsVerify, endpoint: &str) -> Result<(rustls::Clie
     let setup_err = |reason: String| ProxmoxError::TlsSetup { endpoint: endpoint.to_string(), reason };
     let verifier: Arc<dyn ServerCertVerifier> = match verify {
         TlsVerify::Fingerprint(text) => {
-            let expected = Fingerprint::parse(text).map_err(setup_err)?;
+            let expected = Fingerprint::parse(text).map_err(|e| setup_err(e.to_string()))?;
             Arc::new(PinnedVerifier { expected, algs, failures: failures.clone() })
         }
         TlsVerify::CaFile(path) => {
@@ -137,13 +177,14 @@ pub fn client_config(verify: &TlsVerify, endpoint: &str) -> Result<(rustls::Clie
                 .and_then(|it| it.collect::<Result<_, _>>())
                 .map_err(|e| setup_err(format!("cannot read CA certificates from {}: {e}", path.display())))?;
             ca_verifier(certs, &format!("CA file {}", path.display()), provider.clone(), &failures)
-                .map_err(setup_err)?
+                .map_err(|e| setup_err(e.to_string()))?
         }
         TlsVerify::CaPem(pem) => {
             let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
                 .collect::<Result<_, _>>()
                 .map_err(|e| setup_err(format!("cannot parse the configured CA PEM: {e}")))?;
-            ca_verifier(certs, "the configured CA PEM", provider.clone(), &failures).map_err(setup_err)?
+            ca_verifier(certs, "the configured CA PEM", provider.clone(), &failures)
+                .map_err(|e| setup_err(e.to_string()))?
         }
         TlsVerify::Insecure => {
             tracing::warn!(
@@ -167,17 +208,18 @@ fn ca_verifier(
     source: &str,
     provider: Arc<CryptoProvider>,
     failures: &TlsFailures,
-) -> Result<Arc<dyn ServerCertVerifier>, String> {
+) -> Result<Arc<dyn ServerCertVerifier>, TlsConfigError> {
+    let origin = || source.to_string();
     if certs.is_empty() {
-        return Err(format!("{source} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"));
+        return Err(TlsConfigError::NoCertificate { origin: origin() });
     }
     let mut roots = rustls::RootCertStore::empty();
     for cert in certs {
-        roots.add(cert).map_err(|e| format!("{source} holds a certificate that cannot be a trust anchor: {e}"))?;
+        roots.add(cert).map_err(|e| TlsConfigError::NotAnAnchor { origin: origin(), reason: e.to_string() })?;
     }
     let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
         .build()
-        .map_err(|e| format!("cannot build a verifier from {source}: {e}"))?;
+        .map_err(|e| TlsConfigError::Verifier { origin: origin(), reason: e.to_string() })?;
     Ok(Arc::new(RecordingVerifier { inner, failures: failures.clone() }))
 }
 
@@ -348,11 +390,11 @@ mod tests {
 
     #[test]
     fn malformed_fingerprints_say_what_is_expected() {
-        let short = Fingerprint::parse("AA:BB:CC").expect_err("too short");
+        let short = Fingerprint::parse("AA:BB:CC").expect_err("too short").to_string();
         assert!(short.contains("3 bytes") && short.contains("32"), "{short}");
-        let sha1 = Fingerprint::parse(&"AB".repeat(20)).expect_err("sha1 length");
+        let sha1 = Fingerprint::parse(&"AB".repeat(20)).expect_err("sha1 length").to_string();
         assert!(sha1.contains("SHA-1"), "{sha1}");
-        let junk = Fingerprint::parse("zz:zz").expect_err("not hex");
+        let junk = Fingerprint::parse("zz:zz").expect_err("not hex").to_string();
         assert!(junk.contains("not hex"), "{junk}");
     }
 

@@ -12,8 +12,9 @@
 //! on success.
 
 use rhai::{FuncRegistration, Map, Module, NativeCallContext};
+use serde::Serialize;
 
-use super::{Res, caps, throw, wit_throw};
+use super::{Res, caps, throw, to_map, wit_throw};
 use crate::caps::ssh::rhai::target;
 use crate::cloudinit::verify::{
     COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links, parse_resolv_conf,
@@ -36,28 +37,43 @@ fn run(
 ) -> Res<Vec<String>> {
     let line = commands.join(&format!(" && echo {MARK} && "));
     let out = ssh::Host::exec(&mut caps(ctx)?, t.clone(), line, None, timeout).map_err(wit_throw)?;
-    split_outputs(vm, commands, &out).map_err(|m| throw(CapError::failed(m)))
+    split_outputs(vm, commands, &out).map_err(|e| throw(CapError::failed(e.to_string())))
+}
+
+/// Why the outputs of a chain cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ChainError {
+    /// A command of the chain failed (the markers before it say which).
+    #[error(
+        "{vm}: `{command}` failed on the guest (exit {code}): {stderr}; the network check needs iproute2's `ip` and a readable /etc/resolv.conf"
+    )]
+    Failed { vm: String, command: &'static str, code: String, stderr: String },
+    /// The outputs are not one per command.
+    #[error("{vm}: could not read the output of `{chain}` on the guest: {parts} parts instead of {expected}")]
+    Unreadable { vm: String, chain: String, parts: usize, expected: usize },
 }
 
 /// Each command's output of a chain [`run`] ran. On a failure, the markers
 /// printed before it say which command failed.
-fn split_outputs(vm: &str, commands: &[&'static str], out: &ssh::ExecOutput) -> Result<Vec<String>, String> {
+fn split_outputs(vm: &str, commands: &[&'static str], out: &ssh::ExecOutput) -> Result<Vec<String>, ChainError> {
     let parts: Vec<String> = out.stdout.split(MARK).map(|p| p.strip_prefix('\n').unwrap_or(p).to_string()).collect();
     if out.exit_code != Some(0) {
         let failed = commands.get(parts.len().saturating_sub(1)).or(commands.last()).copied().unwrap_or_default();
         let code = out.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-        return Err(format!(
-            "{vm}: `{failed}` failed on the guest (exit {code}): {}; the network check needs iproute2's `ip` and a readable /etc/resolv.conf",
-            out.stderr.trim()
-        ));
+        return Err(ChainError::Failed {
+            vm: vm.to_string(),
+            command: failed,
+            code,
+            stderr: out.stderr.trim().to_string(),
+        });
     }
     if parts.len() != commands.len() {
-        return Err(format!(
-            "{vm}: could not read the output of `{}` on the guest: {} parts instead of {}",
-            commands.join(" && "),
-            parts.len(),
-            commands.len()
-        ));
+        return Err(ChainError::Unreadable {
+            vm: vm.to_string(),
+            chain: commands.join(" && "),
+            parts: parts.len(),
+            expected: commands.len(),
+        });
     }
     Ok(parts)
 }
@@ -110,14 +126,18 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let seen = Observed { links, routes, nameservers };
     check(&name, &nics, &seen).map_err(bad)?;
 
-    let mut out = Map::new();
     let addresses: Vec<String> = nics.iter().filter_map(|n| n.address.map(|a| format!("{} {a}", n.name))).collect();
     let gateways: Vec<String> = nics.iter().filter_map(|n| n.gateway.map(|g| format!("default via {g}"))).collect();
     let dns: Vec<String> = nics.iter().flat_map(|n| n.nameservers.iter().map(ToString::to_string)).collect();
-    out.insert("addresses".into(), addresses.join(", ").into());
-    out.insert("routes".into(), gateways.join(", ").into());
-    out.insert("nameservers".into(), dns.join(", ").into());
-    Ok(out)
+    to_map(&Verified { addresses: addresses.join(", "), routes: gateways.join(", "), nameservers: dns.join(", ") })
+}
+
+/// What `guestnet::verify` checked, as text.
+#[derive(Serialize)]
+struct Verified {
+    addresses: String,
+    routes: String,
+    nameservers: String,
 }
 
 /// The `guestnet` module.
@@ -144,18 +164,19 @@ mod tests {
         let stdout = format!("[{{}}]\n{MARK}\n[]{MARK}\nnameserver 10.0.0.53\n");
         let parts = split_outputs("test-0", &cmds, &out(&stdout, 0, "")).expect("parts");
         assert_eq!(parts, ["[{}]\n", "[]", "nameserver 10.0.0.53\n"]);
-        let short = split_outputs("test-0", &cmds, &out("[]\n", 0, "")).expect_err("one part of three");
+        let short = split_outputs("test-0", &cmds, &out("[]\n", 0, "")).expect_err("one part of three").to_string();
         assert!(short.contains("1 parts instead of 3"), "{short}");
     }
 
     #[test]
     fn the_failed_command_of_a_chain_is_named() {
         let cmds = [COMMANDS.addresses, COMMANDS.routes4, COMMANDS.resolv_conf];
-        let e = split_outputs("test-0", &cmds, &out("", 127, "sh: 1: ip: not found")).expect_err("failed");
+        let e = split_outputs("test-0", &cmds, &out("", 127, "sh: 1: ip: not found")).expect_err("failed").to_string();
         assert!(e.starts_with("test-0: `ip -j addr show` failed on the guest (exit 127): sh: 1: ip: not found"), "{e}");
         let stdout = format!("[]\n{MARK}\n[]\n{MARK}\n");
         let e = split_outputs("test-0", &cmds, &out(&stdout, 1, "cat: /etc/resolv.conf: Permission denied"))
-            .expect_err("failed");
+            .expect_err("failed")
+            .to_string();
         assert!(e.contains("`cat /etc/resolv.conf` failed on the guest (exit 1)"), "{e}");
     }
 }

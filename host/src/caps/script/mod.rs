@@ -11,7 +11,7 @@
 //! [`CapCtx::guard`] as plugins, under `[workflow.grants]`, and are journaled
 //! the same way. A failed call throws `#{kind, message}` — the shape backend
 //! errors have — so `try { } catch (e) { if e.kind == "conflict" { ... } }`
-//! works for both.
+//! works for both. Records go to scripts through serde ([`to_map`]).
 
 use rhai::{Dynamic, EvalAltResult, FuncRegistration, ImmutableString, Map, Module, NativeCallContext, Shared};
 
@@ -75,6 +75,14 @@ pub(crate) fn cradle_module() -> Module {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });
     m
+}
+
+/// `value` (a WIT record or a view struct) as a script map, through serde:
+/// fields by their Rust names, `()` for a none, INT for integers.
+pub(crate) fn to_map<T: serde::Serialize>(value: &T) -> Res<Map> {
+    let d = rhai::serde::to_dynamic(value)?;
+    let kind = d.type_name();
+    d.try_cast::<Map>().ok_or_else(|| format!("a record became a script {kind}, not a map").into())
 }
 
 /// Throw a WIT error as `#{kind, message}`.

@@ -2,10 +2,12 @@
 //! guest to answer, pin and forget host keys. A target is `#{host, port, user}`.
 //! Calls go through the `ssh` adapter: checked against `[workflow.grants.ssh]`
 //! (`"guests"` are the run's VMs, `"nodes"` the cluster's) and journaled.
+//! `exec` returns the WIT `exec-output` record (`#{exit_code, stdout, stderr}`,
+//! `exit_code` `()` when a signal killed the command).
 
-use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use crate::caps::script::{Res, caps, throw, wit_throw};
+use crate::caps::script::{Res, caps, throw, to_map, wit_throw};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::ssh::{Host, Target};
 
@@ -45,11 +47,7 @@ pub fn module() -> Module {
             let target = target(&t, "ssh::exec")?;
             let out = Host::exec(&mut caps(&ctx)?, target, command.to_string(), None, millis(timeout_ms, "ssh::exec")?)
                 .map_err(wit_throw)?;
-            let mut r = Map::new();
-            r.insert("exit_code".into(), out.exit_code.map(|c| Dynamic::from(i64::from(c))).unwrap_or(Dynamic::UNIT));
-            r.insert("stdout".into(), out.stdout.into());
-            r.insert("stderr".into(), out.stderr.into());
-            Ok(r)
+            to_map(&out)
         },
     );
     FuncRegistration::new("wait_for").set_into_module(

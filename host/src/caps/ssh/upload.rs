@@ -70,20 +70,47 @@ pub(crate) fn temp_path(path: &str, suffix: &str) -> String {
     format!("{path}.tmp.{suffix}")
 }
 
+/// Why an upload's directory is not confined to its grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unconfined {
+    /// `realpath` did not print the two paths asked for.
+    #[error("realpath printed {printed:?}, not two paths")]
+    Unreadable { printed: String },
+    /// The directory resolves outside the granted one.
+    #[error(
+        "{dir} resolves to {real} on the remote host, outside the granted directory {granted_dir} ({granted}) of \
+         {key}; a symlink inside it points elsewhere: remove it"
+    )]
+    Outside {
+        /// The file's directory, as given.
+        dir: String,
+        /// Where it resolves.
+        real: String,
+        /// The granted directory, as written in the grant.
+        granted_dir: String,
+        /// Where that resolves.
+        granted: String,
+        /// The grant's config key.
+        key: String,
+    },
+}
+
 /// Checks the remote `realpath -e` output of (granted dir, file dir): the
 /// file dir must be the granted dir or inside it. Returns the resolved file dir.
-pub(crate) fn check_resolved<'o>(stdout: &'o str, dir: &str, c: &Confine) -> Result<&'o str, String> {
+pub(crate) fn check_resolved<'o>(stdout: &'o str, dir: &str, c: &Confine) -> Result<&'o str, Unconfined> {
     let mut lines = stdout.lines();
     let (Some(granted), Some(real), None) = (lines.next(), lines.next(), lines.next()) else {
-        return Err(format!("realpath printed {:?}, not two paths", excerpt(stdout)));
+        return Err(Unconfined::Unreadable { printed: excerpt(stdout) });
     };
     let inside = Path::new(real).starts_with(granted) && real.starts_with('/');
     if !inside {
-        return Err(format!(
-            "{dir} resolves to {real} on the remote host, outside the granted directory {} ({granted}) of {}; a \
-             symlink inside it points elsewhere: remove it",
-            c.dir, c.key
-        ));
+        return Err(Unconfined::Outside {
+            dir: dir.to_string(),
+            real: real.to_string(),
+            granted_dir: c.dir.clone(),
+            granted: granted.to_string(),
+            key: c.key.clone(),
+        });
     }
     Ok(real)
 }

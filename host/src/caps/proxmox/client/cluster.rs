@@ -8,12 +8,12 @@
 use reqwest::Method;
 use serde_json::Value;
 
-use super::decode;
+use super::decode::{self, DecodeError};
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{HaResource, HaRule, StorageDefinition, VmResource};
 
-fn vm_resources(data: &Value) -> Result<Vec<VmResource>, String> {
+fn vm_resources(data: &Value) -> Result<Vec<VmResource>, DecodeError> {
     // Mirrors `type=vm` as PVE answers it (qemu and lxc share one VMID space).
     decode::objects(data, "the resource list")?
         .into_iter()
@@ -32,12 +32,12 @@ fn vm_resources(data: &Value) -> Result<Vec<VmResource>, String> {
         .collect()
 }
 
-fn vmid_value(data: &Value) -> Result<u32, String> {
-    let text = decode::render(data).ok_or("nextid answered null")?;
-    text.trim().parse().map_err(|_| format!("nextid answered {text:?}, not a VMID"))
+fn vmid_value(data: &Value) -> Result<u32, DecodeError> {
+    let text = decode::render(data).ok_or(DecodeError::NextidNull)?;
+    text.trim().parse().map_err(|_| DecodeError::NextidNotVmid { text })
 }
 
-fn storage_definition(storage: &str, data: &Value) -> Result<StorageDefinition, String> {
+fn storage_definition(storage: &str, data: &Value) -> Result<StorageDefinition, DecodeError> {
     let o = decode::object(data, "the storage definition")?;
     let content = decode::opt_string(o, "content").unwrap_or_default();
     Ok(StorageDefinition {
@@ -49,7 +49,7 @@ fn storage_definition(storage: &str, data: &Value) -> Result<StorageDefinition, 
     })
 }
 
-fn ha_resources(data: &Value) -> Result<Vec<HaResource>, String> {
+fn ha_resources(data: &Value) -> Result<Vec<HaResource>, DecodeError> {
     decode::objects(data, "the HA resource list")?
         .into_iter()
         .map(|o| {
@@ -71,14 +71,14 @@ fn comma_list(o: &decode::Object, key: &str) -> Option<String> {
     }
 }
 
-fn ha_rules(data: &Value) -> Result<Vec<HaRule>, String> {
+fn ha_rules(data: &Value) -> Result<Vec<HaRule>, DecodeError> {
     decode::objects(data, "the HA rule list")?
         .into_iter()
         .map(|o| {
             Ok(HaRule {
                 rule: decode::string(o, "rule")?,
                 kind: decode::string(o, "type")?,
-                resources: comma_list(o, "resources").ok_or("field \"resources\" is missing")?,
+                resources: comma_list(o, "resources").ok_or_else(|| decode::missing("resources"))?,
                 nodes: comma_list(o, "nodes"),
                 strict: decode::flag(o, "strict")?,
                 digest: decode::opt_string(o, "digest"),
@@ -198,7 +198,7 @@ mod tests {
             (100, false, Some("started"), Some("a;b"))
         );
         assert_eq!((vms[1].vmid, vms[1].template, vms[1].lock.as_deref()), (9000, true, Some("clone")));
-        assert!(vm_resources(&json!([{"vmid": 1}])).unwrap_err().contains("node"));
+        assert!(vm_resources(&json!([{"vmid": 1}])).unwrap_err().to_string().contains("node"));
     }
 
     #[test]

@@ -2,21 +2,63 @@
 //!
 //! PVE's JSON is produced by Perl, so a number may arrive as `2` or `"2"` and a
 //! boolean as `1`, `"1"` or `true`. These helpers accept those spellings and
-//! nothing else; a missing required field or a wrong type is an error text that
-//! names the field (the caller wraps it in `ProxmoxError::Decode`).
+//! nothing else; a missing required field or a wrong type is a [`DecodeError`]
+//! that names the field (the client wraps its text in `ProxmoxError::Decode`,
+//! naming the request).
 
 use serde_json::{Map, Value};
 
+use crate::caps::proxmox::errors::ProxmoxError;
+
 pub(crate) type Object = Map<String, Value>;
 
+/// How an answer differs from the documented shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// A value that must be an object.
+    #[error("{what} is not an object but {found}")]
+    NotAnObject { what: String, found: &'static str },
+    /// A value that must be a list.
+    #[error("{what} is not a list but {found}")]
+    NotAList { what: String, found: &'static str },
+    /// A required field is absent or null.
+    #[error("field {key:?} is missing")]
+    Missing { key: String },
+    /// A field that must be an unsigned integer (a number or a decimal string).
+    #[error("field {key:?} is not an unsigned integer: {value}")]
+    NotUnsigned { key: String, value: Value },
+    /// An integer field too large for a VMID.
+    #[error("field {key:?} = {value} is not a VMID")]
+    NotVmid { key: String, value: u64 },
+    /// A field that must be a 0/1 flag.
+    #[error("field {key:?} is not a 0/1 flag: {value}")]
+    NotAFlag { key: String, value: Value },
+    /// `GET /cluster/nextid` answered null.
+    #[error("nextid answered null")]
+    NextidNull,
+    /// `GET /cluster/nextid` answered something that is not a VMID.
+    #[error("nextid answered {text:?}, not a VMID")]
+    NextidNotVmid { text: String },
+    /// A task-starting call answered something that is not a string.
+    #[error("expected a UPID string, got {value}")]
+    NotAUpid { value: Value },
+    /// A UPID that does not parse.
+    #[error(transparent)]
+    Upid(#[from] ProxmoxError),
+    /// A task status that is neither `running` nor `stopped`.
+    #[error("task status {status:?} is neither running nor stopped")]
+    TaskStatus { status: String },
+}
+
 /// `value` as an object.
-pub(crate) fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Object, String> {
-    value.as_object().ok_or_else(|| format!("{what} is not an object but {}", type_name(value)))
+pub(crate) fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Object, DecodeError> {
+    value.as_object().ok_or_else(|| DecodeError::NotAnObject { what: what.to_string(), found: type_name(value) })
 }
 
 /// `value` as an array of objects.
-pub(crate) fn objects<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a Object>, String> {
-    let list = value.as_array().ok_or_else(|| format!("{what} is not a list but {}", type_name(value)))?;
+pub(crate) fn objects<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a Object>, DecodeError> {
+    let list =
+        value.as_array().ok_or_else(|| DecodeError::NotAList { what: what.to_string(), found: type_name(value) })?;
     list.iter().enumerate().map(|(i, v)| object(v, &format!("{what}[{i}]"))).collect()
 }
 
@@ -26,38 +68,45 @@ pub(crate) fn opt_string(o: &Object, key: &str) -> Option<String> {
 }
 
 /// A required string or number field.
-pub(crate) fn string(o: &Object, key: &str) -> Result<String, String> {
-    opt_string(o, key).ok_or_else(|| format!("field {key:?} is missing"))
+pub(crate) fn string(o: &Object, key: &str) -> Result<String, DecodeError> {
+    opt_string(o, key).ok_or_else(|| missing(key))
+}
+
+/// The error for a missing `key`.
+pub(crate) fn missing(key: &str) -> DecodeError {
+    DecodeError::Missing { key: key.to_string() }
 }
 
 /// An unsigned integer given as a number or a decimal string; `None` when absent.
-pub(crate) fn opt_u64(o: &Object, key: &str) -> Result<Option<u64>, String> {
+pub(crate) fn opt_u64(o: &Object, key: &str) -> Result<Option<u64>, DecodeError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => as_u64(v).map(Some).ok_or_else(|| format!("field {key:?} is not an unsigned integer: {v}")),
+        Some(v) => {
+            as_u64(v).map(Some).ok_or_else(|| DecodeError::NotUnsigned { key: key.to_string(), value: v.clone() })
+        }
     }
 }
 
 /// A required unsigned integer.
-pub(crate) fn u64_field(o: &Object, key: &str) -> Result<u64, String> {
-    opt_u64(o, key)?.ok_or_else(|| format!("field {key:?} is missing"))
+pub(crate) fn u64_field(o: &Object, key: &str) -> Result<u64, DecodeError> {
+    opt_u64(o, key)?.ok_or_else(|| missing(key))
 }
 
 /// A required VMID.
-pub(crate) fn vmid(o: &Object, key: &str) -> Result<u32, String> {
+pub(crate) fn vmid(o: &Object, key: &str) -> Result<u32, DecodeError> {
     let n = u64_field(o, key)?;
-    u32::try_from(n).map_err(|_| format!("field {key:?} = {n} is not a VMID"))
+    u32::try_from(n).map_err(|_| DecodeError::NotVmid { key: key.to_string(), value: n })
 }
 
 /// A boolean flag (`1`, `"1"`, `true`); absent or null is false.
-pub(crate) fn flag(o: &Object, key: &str) -> Result<bool, String> {
+pub(crate) fn flag(o: &Object, key: &str) -> Result<bool, DecodeError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
         Some(v) => match as_u64(v) {
             Some(0) => Ok(false),
             Some(1) => Ok(true),
-            _ => Err(format!("field {key:?} is not a 0/1 flag: {v}")),
+            _ => Err(DecodeError::NotAFlag { key: key.to_string(), value: v.clone() }),
         },
     }
 }
@@ -113,7 +162,7 @@ mod tests {
         assert_eq!(flag(o, "w"), Ok(true));
         assert_eq!(flag(o, "z"), Ok(false));
         assert_eq!(flag(o, "missing"), Ok(false));
-        assert!(flag(o, "bad").unwrap_err().contains("\"bad\""));
+        assert!(flag(o, "bad").unwrap_err().to_string().contains("\"bad\""));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use reqwest::Method;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
+use super::decode::DecodeError;
 use super::{Idempotency, ProxmoxClient};
 use crate::caps::proxmox::errors::{ProxmoxError, classify};
 use crate::caps::proxmox::tls::TlsFailure;
@@ -94,10 +95,10 @@ impl ProxmoxClient {
     pub(crate) async fn fetch<T>(
         &self,
         call: Call,
-        parse: impl FnOnce(&Value) -> Result<T, String>,
+        parse: impl FnOnce(&Value) -> Result<T, DecodeError>,
     ) -> Result<T, ProxmoxError> {
         let data = self.call(&call).await?;
-        parse(&data).map_err(|detail| self.decode_error(&call, &detail))
+        parse(&data).map_err(|detail| self.decode_error(&call, &detail.to_string()))
     }
 
     /// Sends `call`, repeating it after transient errors only when it is idempotent.

@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::decode;
+use super::decode::{self, DecodeError};
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
@@ -109,7 +109,7 @@ pub fn exit_ok(exitstatus: &str) -> bool {
         || exitstatus.strip_prefix("WARNINGS: ").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn task_status_from(upid: &str, data: &Value) -> Result<TaskStatus, String> {
+fn task_status_from(upid: &str, data: &Value) -> Result<TaskStatus, DecodeError> {
     let o = decode::object(data, "the task status")?;
     let status = decode::string(o, "status")?;
     let exitstatus = decode::opt_string(o, "exitstatus");
@@ -119,7 +119,7 @@ fn task_status_from(upid: &str, data: &Value) -> Result<TaskStatus, String> {
             let ok = exitstatus.as_deref().is_some_and(exit_ok);
             Ok(TaskStatus { upid: upid.to_string(), status, exitstatus, ok })
         }
-        other => Err(format!("task status {other:?} is neither running nor stopped")),
+        other => Err(DecodeError::TaskStatus { status: other.to_string() }),
     }
 }
 
@@ -181,11 +181,11 @@ impl ProxmoxClient {
     }
 }
 
-fn task_summary(o: &decode::Object) -> Result<TaskSummary, String> {
+fn task_summary(o: &decode::Object) -> Result<TaskSummary, DecodeError> {
     let upid = decode::string(o, "upid")?;
     // `type`, `id` and `starttime` are in every entry PVE lists; the UPID carries
     // the same facts, so it fills them should a server omit them.
-    let parsed = parse_upid(&upid).map_err(|e| e.to_string())?;
+    let parsed = parse_upid(&upid)?;
     Ok(TaskSummary {
         kind: decode::opt_string(o, "type").unwrap_or(parsed.kind),
         id: decode::opt_string(o, "id").unwrap_or(parsed.id),

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::decode;
+use super::decode::{self, DecodeError};
 use super::tasks::parse_upid;
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
@@ -23,9 +23,9 @@ use crate::contract::bindings::cradle::host::types::Entry;
 const RESERVED_KEYS: &[&str] = &["delete", "digest", "revert", "skiplock", "force", "background_delay", "node", "vmid"];
 
 /// The UPID a task-starting call returns.
-pub(crate) fn upid_from(data: &Value) -> Result<String, String> {
-    let upid = data.as_str().ok_or_else(|| format!("expected a UPID string, got {data}"))?;
-    parse_upid(upid).map_err(|e| e.to_string())?;
+pub(crate) fn upid_from(data: &Value) -> Result<String, DecodeError> {
+    let upid = data.as_str().ok_or_else(|| DecodeError::NotAUpid { value: data.clone() })?;
+    parse_upid(upid)?;
     Ok(upid.to_string())
 }
 
@@ -40,7 +40,7 @@ pub fn power_path(action: PowerAction) -> &'static str {
     }
 }
 
-fn config_entries(data: &Value) -> Result<Vec<Entry>, String> {
+fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
     let o = decode::object(data, "the VM config")?;
     // serde_json's map is ordered by key (no preserve_order feature); sort anyway
     // so the contract does not hang on a feature flag.
@@ -50,7 +50,7 @@ fn config_entries(data: &Value) -> Result<Vec<Entry>, String> {
     Ok(entries)
 }
 
-fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, String> {
+fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
     let mut out = Vec::new();
     for o in decode::objects(data, "the pending list")? {
         // `delete` is 1 (delete) or 2 (forced delete); both mean the key goes away.
@@ -66,7 +66,7 @@ fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, String> {
     Ok(out)
 }
 
-fn vm_runtime(data: &Value) -> Result<VmRuntime, String> {
+fn vm_runtime(data: &Value) -> Result<VmRuntime, DecodeError> {
     let o = decode::object(data, "the VM status")?;
     let ha_managed = match o.get("ha") {
         Some(ha) => decode::flag(decode::object(ha, "field \"ha\"")?, "managed")?,

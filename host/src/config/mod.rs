@@ -2,7 +2,8 @@
 //! named HTTP endpoints and workflow settings.
 //!
 //! Contract: [`Config::load`] either returns a fully validated configuration or a
-//! [`ConfigError`] whose message names the file, the field and what to change.
+//! [`ConfigError`] whose message names the file, the field and what to change
+//! (the error types are in `error.rs`).
 //! Unknown keys are errors (a typo in a grant must not silently widen or narrow
 //! it). Secrets are never inline: they are [`SecretRef`]s resolved later, by the
 //! capability that needs them. Relative paths are resolved against the directory
@@ -19,6 +20,10 @@ pub use crate::caps::dns::DnsProviderConfig;
 pub use crate::caps::http::{EndpointAuth, EndpointConfig};
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
+
+mod error;
+
+pub use error::{ClusterProblem, ConfigError, ConfigProblem, EnvironmentError};
 
 /// The file name cradle looks for in the project directory.
 pub const CONFIG_FILE: &str = "cradle.toml";
@@ -332,35 +337,6 @@ impl From<RawPluginConfig> for PluginConfig {
     }
 }
 
-/// Why `cradle.toml` could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source} (create it, or pass --config PATH)")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The TOML is malformed or a field has the wrong type or name.
-    #[error("{path}: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// toml's message, which names the line, column and field.
-        message: String,
-    },
-    /// The values are individually fine but do not fit together.
-    #[error("{path}: {message}")]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong and what to change.
-        message: String,
-    },
-}
-
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -382,7 +358,9 @@ impl Config {
         })?;
         config.base_dir = base.to_path_buf();
         config.add_implied_builtins();
-        config.validate().map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
+        config
+            .validate()
+            .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
         Ok(config)
     }
 
@@ -392,22 +370,18 @@ impl Config {
     }
 
     /// The environment named `name`, or the default one.
-    pub fn environment(&self, name: Option<&str>) -> Result<(&str, &EnvironmentConfig), String> {
+    pub fn environment(&self, name: Option<&str>) -> Result<(&str, &EnvironmentConfig), EnvironmentError> {
         let name = match name.or(self.default_environment.as_deref()) {
             Some(n) => n,
             None if self.environments.len() == 1 => {
                 self.environments.keys().next().map(String::as_str).unwrap_or_default()
             }
-            None => {
-                return Err(format!(
-                    "no environment chosen: pass --env NAME or set default_environment (known: {})",
-                    join_keys(&self.environments)
-                ));
-            }
+            None => return Err(EnvironmentError::NotChosen { known: join_keys(&self.environments) }),
         };
-        self.environments.get_key_value(name).map(|(k, v)| (k.as_str(), v)).ok_or_else(|| {
-            format!("environment `{name}` is not defined in [environments] (known: {})", join_keys(&self.environments))
-        })
+        self.environments
+            .get_key_value(name)
+            .map(|(k, v)| (k.as_str(), v))
+            .ok_or_else(|| EnvironmentError::Unknown { name: name.to_string(), known: join_keys(&self.environments) })
     }
 
     /// The workflow directory: `[workflow] dir`, or `workflows/` next to cradle.toml.
@@ -437,73 +411,65 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConfigProblem> {
         if let Some(env) = &self.default_environment
             && !self.environments.contains_key(env)
         {
-            return Err(format!(
-                "default_environment = \"{env}\" is not defined in [environments] (known: {})",
-                join_keys(&self.environments)
-            ));
+            return Err(ConfigProblem::DefaultEnvironment { env: env.clone(), known: join_keys(&self.environments) });
         }
         for (name, env) in &self.environments {
             if !self.clusters.contains_key(&env.cluster) {
-                return Err(format!(
-                    "environments.{name}.cluster = \"{}\" is not defined in [clusters] (known: {})",
-                    env.cluster,
-                    join_keys(&self.clusters)
-                ));
+                return Err(ConfigProblem::Cluster {
+                    env: name.clone(),
+                    cluster: env.cluster.clone(),
+                    known: join_keys(&self.clusters),
+                });
             }
             if !self.plugins.contains_key(&env.backend) {
-                return Err(format!(
-                    "environments.{name}.backend = \"{}\" is neither defined in [plugins] (known: {}) nor built in (built-in: {})",
-                    env.backend,
-                    join_keys(&self.plugins),
-                    crate::builtin::plugin_names()
-                ));
+                return Err(ConfigProblem::Backend {
+                    env: name.clone(),
+                    backend: env.backend.clone(),
+                    known: join_keys(&self.plugins),
+                    builtin: crate::builtin::plugin_names(),
+                });
             }
             if let Some(dns) = &env.dns
                 && !self.dns.contains_key(dns)
             {
-                return Err(format!(
-                    "environments.{name}.dns = \"{dns}\" is not defined in [dns] (known: {})",
-                    join_keys(&self.dns)
-                ));
+                return Err(ConfigProblem::Dns { env: name.clone(), dns: dns.clone(), known: join_keys(&self.dns) });
             }
         }
         for (name, dns) in &self.dns {
-            dns.validate().map_err(|m| format!("dns.{name}: {m}"))?;
+            dns.validate().map_err(|problem| ConfigProblem::DnsProvider { name: name.clone(), problem })?;
         }
         for (name, cluster) in &self.clusters {
-            cluster.validate().map_err(|m| format!("clusters.{name}: {m}"))?;
+            cluster.validate().map_err(|problem| ConfigProblem::ClusterValue { name: name.clone(), problem })?;
         }
         for (name, plugin) in &self.plugins {
             if plugin.path.is_none() && crate::builtin::plugin(name).is_none() {
-                return Err(format!(
-                    "plugins.{name}: path is required (e.g. path = \"plugins/{name}.wasm\"); only a built-in plugin ({}) may leave it out",
-                    crate::builtin::plugin_names()
-                ));
+                return Err(ConfigProblem::PluginPath { name: name.clone(), builtin: crate::builtin::plugin_names() });
             }
-            plugin.grants.validate().map_err(|m| format!("plugins.{name}.grants: {m}"))?;
-            plugin.limits.validate().map_err(|m| format!("plugins.{name}: {m}"))?;
+            plugin.grants.validate().map_err(|message| ConfigProblem::PluginGrants { name: name.clone(), message })?;
+            plugin.limits.validate().map_err(|problem| ConfigProblem::PluginLimits { name: name.clone(), problem })?;
             if let Some(http) = &plugin.grants.http {
                 for alias in &http.endpoints {
                     if !self.endpoints.contains_key(alias) {
-                        return Err(format!(
-                            "plugins.{name}.grants.http.endpoints names `{alias}`, which is not defined in [endpoints] (known: {})",
-                            join_keys(&self.endpoints)
-                        ));
+                        return Err(ConfigProblem::HttpEndpoint {
+                            name: name.clone(),
+                            alias: alias.clone(),
+                            known: join_keys(&self.endpoints),
+                        });
                     }
                 }
             }
         }
-        self.workflow.grants.validate().map_err(|m| format!("workflow.grants: {m}"))?;
+        self.workflow.grants.validate().map_err(|message| ConfigProblem::WorkflowGrants { message })?;
         if self.workflow.max_operations == 0 {
-            return Err("workflow.max_operations must be at least 1".into());
+            return Err(ConfigProblem::MaxOperations);
         }
         for (name, ep) in &self.endpoints {
             if !(ep.url.starts_with("https://") || ep.url.starts_with("http://")) {
-                return Err(format!("endpoints.{name}.url = \"{}\" must start with https:// or http://", ep.url));
+                return Err(ConfigProblem::EndpointUrl { name: name.clone(), url: ep.url.clone() });
             }
         }
         Ok(())
@@ -511,32 +477,29 @@ impl Config {
 }
 
 impl ClusterConfig {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ClusterProblem> {
         if !(self.sim.time_scale >= 0.0 && self.sim.time_scale.is_finite()) {
-            return Err(format!("sim.time_scale = {} must be a number ≥ 0", self.sim.time_scale));
+            return Err(ClusterProblem::TimeScale(self.sim.time_scale));
         }
         for (node, target) in &self.node_ssh {
-            crate::caps::ssh::NodeSsh::parse(target).map_err(|e| format!("node_ssh.{node}: {e}"))?;
+            crate::caps::ssh::NodeSsh::parse(target)
+                .map_err(|problem| ClusterProblem::NodeSsh { node: node.clone(), problem })?;
         }
         if self.kind == ClusterKind::Proxmox {
             let Some(endpoint) = &self.endpoint else {
-                return Err("endpoint is required, e.g. endpoint = \"https://pve1.lab:8006\"".into());
+                return Err(ClusterProblem::NoEndpoint);
             };
             if !endpoint.starts_with("https://") {
-                return Err(format!(
-                    "endpoint = \"{endpoint}\" must be an https:// URL (the Proxmox API listens on HTTPS, port 8006)"
-                ));
+                return Err(ClusterProblem::EndpointNotHttps(endpoint.clone()));
             }
             if self.token.is_none() {
-                return Err("token is required, e.g. token = { env = \"PVE_TOKEN\" }".into());
+                return Err(ClusterProblem::NoToken);
             }
             let verifiers = [self.fingerprint.is_some(), self.ca_file.is_some(), self.insecure_skip_verify];
             match verifiers.iter().filter(|v| **v).count() {
-                0 => {
-                    return Err("set fingerprint = \"AA:BB:..\" (SHA-256 of the node certificate) or ca_file = \"path.pem\" so the API's certificate can be verified".into());
-                }
+                0 => return Err(ClusterProblem::NoVerifier),
                 1 => {}
-                _ => return Err("set only one of fingerprint, ca_file and insecure_skip_verify".into()),
+                _ => return Err(ClusterProblem::SeveralVerifiers),
             }
         }
         Ok(())

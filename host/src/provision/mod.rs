@@ -2,20 +2,27 @@
 //! bounded concurrency (`--forks`), each its own run and journal, results
 //! gathered for the summary.
 //!
-//! The workflow gets `vm` (see [`vm_value`]): the backend's `vm-spec` under
-//! `spec`, the guest login under `ssh`, the NICs with their DNS settings, and
-//! optional bounds under `wait`. Nothing here talks to the cluster: that is
-//! the workflow's job, through the capabilities.
+//! The workflow gets `vm`, a [`WorkflowVm`] converted once ([`vm_value`]): the
+//! backend's `vm-spec` under `spec`, the guest login under `ssh`, the NICs with
+//! their DNS settings, the guest settings of the inventory
+//! ([`crate::inventory::GuestVars`]) and optional bounds under `wait`. Every
+//! VM's value is built before the first run starts. Nothing here talks to the
+//! cluster: that is the workflow's job, through the capabilities.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rhai::{Dynamic, Map};
-use serde_json::Value;
 
 use crate::caps::policy::{ScopedVm, SshLogin};
-use crate::inventory::{Inventory, InventoryError, VmPlan};
+use crate::inventory::{Inventory, VmPlan};
 use crate::project::{Loaded, Project, ProjectError, RunRequest};
+
+#[cfg(test)]
+mod tests;
+mod vm;
+
+pub use vm::{WorkflowNic, WorkflowSsh, WorkflowVm};
 
 /// The management user when the inventory sets no `ansible_user`.
 pub const DEFAULT_USER: &str = "cradle";
@@ -49,53 +56,10 @@ impl HostResult {
     }
 }
 
-fn json_to_dynamic(v: &Value) -> Dynamic {
-    match v {
-        Value::Null => Dynamic::UNIT,
-        Value::Bool(b) => (*b).into(),
-        Value::Number(n) => n.as_i64().map(Dynamic::from).unwrap_or_else(|| n.as_f64().unwrap_or_default().into()),
-        Value::String(s) => s.clone().into(),
-        Value::Array(a) => a.iter().map(json_to_dynamic).collect::<rhai::Array>().into(),
-        Value::Object(o) => o.iter().map(|(k, v)| (k.as_str().into(), json_to_dynamic(v))).collect::<Map>().into(),
-    }
-}
-
 /// The workflow's `vm` value for `plan`, with extra host variables from the inventory.
-pub fn vm_value(plan: &VmPlan, inv: &Inventory) -> Result<Dynamic, InventoryError> {
-    let spec = match plan.vmid {
-        Some(_) => plan.vm_spec(None)?,
-        None => plan.vm_spec_unallocated(),
-    };
-    let vars = inv.host_vars(plan.host.as_str())?;
-    let nics: Vec<Value> = plan
-        .nics
-        .iter()
-        .map(|n| {
-            serde_json::json!({
-                "slot": n.slot, "bridge": n.bridge, "vlan": n.vlan,
-                "address": n.address.as_ref().map(|a| a.to_string()),
-                "gateway": n.gateway.map(|g| g.to_string()),
-                "nameservers": n.nameservers.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-                "search": n.search, "guest_interface": n.guest_interface,
-            })
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "name": plan.name,
-        "hostname": plan.name,
-        "node": plan.node,
-        "spec": spec,
-        "ssh": { "host": plan.ssh.host, "port": plan.ssh.port, "user": plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()) },
-        "nics": nics,
-        "packages": vars.get("vms_packages").cloned().unwrap_or(Value::Array(vec![])),
-        "timezone": vars.get("vms_timezone").cloned().unwrap_or(Value::Null),
-        "fqdn": vars.get("vms_fqdn").cloned().unwrap_or(Value::Null),
-        "snippet_storage": vars.get("vms_snippet_storage").cloned().unwrap_or(Value::Null),
-        "authorized_keys": vars.get("vms_ssh_authorized_keys").cloned().unwrap_or(Value::Array(vec![])),
-        "dns": vars.get("vms_dns_record").cloned().unwrap_or(Value::Null),
-        "wait": vars.get("vms_wait").cloned().unwrap_or(Value::Null),
-    });
-    Ok(json_to_dynamic(&doc))
+pub fn vm_value(plan: &VmPlan, inv: &Inventory) -> Result<Dynamic, ProjectError> {
+    let vm = WorkflowVm::new(plan, inv).map_err(|e| ProjectError::Environment(e.to_string()))?;
+    vm.to_dynamic().map_err(|e| ProjectError::Environment(format!("the workflow value of {}: {e}", plan.name)))
 }
 
 fn field(map: &Map, key: &str) -> Option<String> {
@@ -135,9 +99,10 @@ pub async fn run_all(
 ) -> Result<Vec<HostResult>, ProjectError> {
     let (script, func) = action.entry();
     let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
+    // Every VM's value first: a bad one stops the command before any run starts.
+    let vms = plans.iter().map(|plan| vm_value(plan, &inv)).collect::<Result<Vec<_>, _>>()?;
     let mut tasks = Vec::new();
-    for plan in plans {
-        let vm = vm_value(&plan, &inv).map_err(|e| ProjectError::Environment(e.to_string()))?;
+    for (plan, vm) in plans.into_iter().zip(vms) {
         let (project, loaded, permits, env) = (project.clone(), loaded.clone(), permits.clone(), env.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;

@@ -1,0 +1,129 @@
+//! Why a `cradle.toml` cannot be used: [`ConfigError`] (unreadable, malformed,
+//! or values that do not fit together), the [`ConfigProblem`] of the last case
+//! naming the key to change, [`ClusterProblem`] for one `[clusters.NAME]`, and
+//! [`EnvironmentError`] for an environment a command asks for.
+
+use std::path::PathBuf;
+
+use crate::caps::dns::DnsConfigError;
+use crate::caps::ssh::NodeSshError;
+use crate::plugin::limits::LimitsError;
+
+/// Why `cradle.toml` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source} (create it, or pass --config PATH)")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or a field has the wrong type or name.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's message, which names the line, column and field.
+        message: String,
+    },
+    /// The values are individually fine but do not fit together.
+    #[error("{path}: {problem}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to change (boxed: it is large, and rare).
+        problem: Box<ConfigProblem>,
+    },
+}
+
+/// Values of a parsed `cradle.toml` that do not fit together; each names the
+/// key to change. `known` lists what is defined (`none` when nothing is).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigProblem {
+    /// `default_environment` names no environment.
+    #[error("default_environment = \"{env}\" is not defined in [environments] (known: {known})")]
+    DefaultEnvironment { env: String, known: String },
+    /// An environment's cluster is not defined.
+    #[error("environments.{env}.cluster = \"{cluster}\" is not defined in [clusters] (known: {known})")]
+    Cluster { env: String, cluster: String, known: String },
+    /// An environment's backend is neither configured nor built in.
+    #[error(
+        "environments.{env}.backend = \"{backend}\" is neither defined in [plugins] (known: {known}) nor built in (built-in: {builtin})"
+    )]
+    Backend { env: String, backend: String, known: String, builtin: String },
+    /// An environment's DNS provider is not defined.
+    #[error("environments.{env}.dns = \"{dns}\" is not defined in [dns] (known: {known})")]
+    Dns { env: String, dns: String, known: String },
+    /// A `[dns.NAME]` value.
+    #[error("dns.{name}: {problem}")]
+    DnsProvider { name: String, problem: DnsConfigError },
+    /// A `[clusters.NAME]` value.
+    #[error("clusters.{name}: {problem}")]
+    ClusterValue { name: String, problem: ClusterProblem },
+    /// A plugin that is not built in has no `path`.
+    #[error(
+        "plugins.{name}: path is required (e.g. path = \"plugins/{name}.wasm\"); only a built-in plugin ({builtin}) may leave it out"
+    )]
+    PluginPath { name: String, builtin: String },
+    /// A plugin's grants (the grant checker's message).
+    #[error("plugins.{name}.grants: {message}")]
+    PluginGrants { name: String, message: String },
+    /// A plugin's limits.
+    #[error("plugins.{name}: {problem}")]
+    PluginLimits { name: String, problem: LimitsError },
+    /// A plugin's HTTP grant names an endpoint that is not defined.
+    #[error(
+        "plugins.{name}.grants.http.endpoints names `{alias}`, which is not defined in [endpoints] (known: {known})"
+    )]
+    HttpEndpoint { name: String, alias: String, known: String },
+    /// The workflow grants (the grant checker's message).
+    #[error("workflow.grants: {message}")]
+    WorkflowGrants { message: String },
+    /// `workflow.max_operations = 0`.
+    #[error("workflow.max_operations must be at least 1")]
+    MaxOperations,
+    /// An endpoint URL that is not HTTP(S).
+    #[error("endpoints.{name}.url = \"{url}\" must start with https:// or http://")]
+    EndpointUrl { name: String, url: String },
+}
+
+/// A `[clusters.NAME]` value that cannot work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClusterProblem {
+    /// A negative or non-finite simulator time scale.
+    #[error("sim.time_scale = {0} must be a number ≥ 0")]
+    TimeScale(f64),
+    /// A `node_ssh` entry.
+    #[error("node_ssh.{node}: {problem}")]
+    NodeSsh { node: String, problem: NodeSshError },
+    /// A Proxmox cluster without `endpoint`.
+    #[error("endpoint is required, e.g. endpoint = \"https://pve1.lab:8006\"")]
+    NoEndpoint,
+    /// An endpoint that is not HTTPS.
+    #[error("endpoint = \"{0}\" must be an https:// URL (the Proxmox API listens on HTTPS, port 8006)")]
+    EndpointNotHttps(String),
+    /// A Proxmox cluster without `token`.
+    #[error("token is required, e.g. token = {{ env = \"PVE_TOKEN\" }}")]
+    NoToken,
+    /// None of fingerprint, ca_file, insecure_skip_verify.
+    #[error(
+        "set fingerprint = \"AA:BB:..\" (SHA-256 of the node certificate) or ca_file = \"path.pem\" so the API's certificate can be verified"
+    )]
+    NoVerifier,
+    /// More than one of them.
+    #[error("set only one of fingerprint, ca_file and insecure_skip_verify")]
+    SeveralVerifiers,
+}
+
+/// An environment a command asks for that the configuration does not settle.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvironmentError {
+    /// No `--env`, no `default_environment`, and not exactly one environment.
+    #[error("no environment chosen: pass --env NAME or set default_environment (known: {known})")]
+    NotChosen { known: String },
+    /// An environment that is not defined.
+    #[error("environment `{name}` is not defined in [environments] (known: {known})")]
+    Unknown { name: String, known: String },
+}

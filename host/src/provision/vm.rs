@@ -1,0 +1,125 @@
+//! The `vm` value a provisioning workflow receives: [`WorkflowVm`], built from
+//! the host's plan and guest settings and converted to a script value once
+//! (`rhai::serde::to_dynamic`), so its shape is the struct's: keys as the
+//! field names, `()` for a none, INT for the integers.
+
+use rhai::{Dynamic, EvalAltResult};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::DEFAULT_USER;
+use crate::inventory::{Inventory, InventoryError, SpecRecord, VmPlan};
+
+/// The `vm` a workflow receives (see the module doc), converted to a script
+/// value once by [`WorkflowVm::to_dynamic`]: keys as the field names, `()`
+/// for a none.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkflowVm {
+    /// The canonical VM name.
+    pub name: String,
+    /// The guest's host name (the VM name).
+    pub hostname: String,
+    /// The node the VM must run on.
+    pub node: String,
+    /// The backend's `vm-spec` (`vmid` `()` until the workflow allocates one).
+    pub spec: SpecRecord,
+    /// The guest login.
+    pub ssh: WorkflowSsh,
+    /// The NICs with their DNS settings.
+    pub nics: Vec<WorkflowNic>,
+    /// `vms_packages` (`[]` when unset, `()` when null).
+    pub packages: Option<Vec<String>>,
+    /// `vms_timezone`.
+    pub timezone: Option<String>,
+    /// `vms_fqdn`.
+    pub fqdn: Option<String>,
+    /// `vms_snippet_storage`.
+    pub snippet_storage: Option<String>,
+    /// `vms_ssh_authorized_keys` (`[]` when unset, `()` when null).
+    pub authorized_keys: Option<Vec<String>>,
+    /// `vms_dns_record`: one record, a list of them or `()`.
+    pub dns: Value,
+    /// `vms_wait`: the workflow's bounds, or `()`.
+    pub wait: Value,
+}
+
+/// `vm.ssh`: how the workflow reaches the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowSsh {
+    /// `ansible_host`.
+    pub host: String,
+    /// `ansible_port`.
+    pub port: u16,
+    /// `ansible_user`, default [`DEFAULT_USER`].
+    pub user: String,
+}
+
+/// One of `vm.nics`: the WIT `nic` fields plus the guest's DNS settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowNic {
+    /// Proxmox slot, `net0`.
+    pub slot: String,
+    /// Bridge on the node.
+    pub bridge: String,
+    /// VLAN tag.
+    pub vlan: Option<u16>,
+    /// The static address in CIDR form; `()` means DHCP.
+    pub address: Option<String>,
+    /// The default gateway.
+    pub gateway: Option<String>,
+    /// DNS servers.
+    pub nameservers: Vec<String>,
+    /// DNS search domains.
+    pub search: Vec<String>,
+    /// The guest's interface name.
+    pub guest_interface: String,
+}
+
+impl WorkflowVm {
+    /// The `vm` of `plan`, with the guest settings of its host in `inv`.
+    pub fn new(plan: &VmPlan, inv: &Inventory) -> Result<WorkflowVm, InventoryError> {
+        let spec = match plan.vmid {
+            Some(_) => plan.vm_spec(None)?,
+            None => plan.vm_spec_unallocated(),
+        };
+        let guest = inv.guest_vars(plan.host.as_str())?;
+        let nics = plan
+            .nics
+            .iter()
+            .map(|n| WorkflowNic {
+                slot: n.slot.clone(),
+                bridge: n.bridge.clone(),
+                vlan: n.vlan,
+                address: n.address.map(|a| a.to_string()),
+                gateway: n.gateway.map(|g| g.to_string()),
+                nameservers: n.nameservers.iter().map(ToString::to_string).collect(),
+                search: n.search.clone(),
+                guest_interface: n.guest_interface.clone(),
+            })
+            .collect();
+        Ok(WorkflowVm {
+            name: plan.name.clone(),
+            hostname: plan.name.clone(),
+            node: plan.node.clone(),
+            spec,
+            ssh: WorkflowSsh {
+                host: plan.ssh.host.clone(),
+                port: plan.ssh.port,
+                user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
+            },
+            nics,
+            packages: guest.packages,
+            timezone: guest.timezone,
+            fqdn: guest.fqdn,
+            snippet_storage: guest.snippet_storage,
+            authorized_keys: guest.authorized_keys,
+            dns: guest.dns,
+            wait: guest.wait,
+        })
+    }
+
+    /// The script value.
+    pub fn to_dynamic(&self) -> Result<Dynamic, Box<EvalAltResult>> {
+        rhai::serde::to_dynamic(self)
+    }
+}
