@@ -1,7 +1,7 @@
 //! Errors of the simulator's library API (starting, persisting, serving).
 //!
 //! API-level failures that a client sees (PVE error envelopes) are not these: they are
-//! [`crate::api::ApiError`]. A `SimError` means the simulator itself could not run, and its
+//! `api::ApiError`. A `SimError` means the simulator itself could not run, and its
 //! message says what to fix.
 
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //!
 //! Needs `target/debug/cradle` (and, for the file-override test, the sample
 //! plugin `scripts/test` builds). Simulated guests bind port 22 on
-//! 127.33.<n>.0/24, a subnet no other test uses.
+//! 127.35.<n>.0/24, a prefix no other test uses.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -46,10 +46,10 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
-/// A one-VM inventory (`lab-0`, VMID 300 on pve1) on 127.33.`n`.0/24 with fast waits.
+/// A one-VM inventory (`lab-0`, VMID 300 on pve1) on 127.35.`n`.0/24 with fast waits.
 fn write_inventory(dir: &Path, n: u8) -> PathBuf {
     let wait = Wait { reboot_attempts: None, ..Wait::fast() };
-    LabInventory::new("127.33", n).name_prefix("lab").vmid_base(Some(300)).target_node("pve1").wait(wait).write(dir)
+    LabInventory::new("127.35", n).name_prefix("lab").vmid_base(Some(300)).target_node("pve1").wait(wait).write(dir)
 }
 
 fn hosts_results(doc: &Value) -> Vec<String> {

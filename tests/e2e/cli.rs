@@ -2,9 +2,10 @@
 //! paragraph naming the file, the field or the function and what to do — never
 //! a panic or a backtrace — and the commands print what the README promises.
 //!
-//! Needs `target/debug/cradle` and the plugins (`scripts/test` builds both:
-//! `cargo build --profile plugin --target wasm32-wasip2 -p cradle-plugin-sample
-//! -p cradle-plugin-hostile` and `cargo build -p cradle`).
+//! Needs `target/debug/cradle` and the sample and hostile plugins (`scripts/test`
+//! builds them: `cargo build --profile plugin --target wasm32-wasip2
+//! -p cradle-plugin-sample -p cradle-plugin-direct -p cradle-plugin-hostile`, then
+//! `cargo build -p cradle`).
 
 use std::io::Read;
 use std::path::Path;

@@ -16,6 +16,9 @@
 //! The boundaries are not hard-coded: a probe VM is provisioned first and the
 //! step names are read from its run journal, so a step added to the workflow
 //! is crash-tested without touching this file.
+//!
+//! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=6), a prefix no
+//! other test uses, where the simulated guests bind port 22.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;

@@ -11,9 +11,10 @@
 //! the simulator runs at a time scale where provisioning takes seconds, far
 //! longer than one redraw, but no assertion counts frames or measures time.
 //!
-//! Needs `target/debug/cradle`, the direct plugin (see tests/e2e/cli.rs) and
-//! `script` (util-linux). Each test owns a loopback subnet 127.31.<n>.0/24
-//! (n in 45..=49) for the simulated guests' SSH.
+//! Needs `target/debug/cradle`, the direct plugin (`scripts/test` builds it;
+//! see `cradle_tests::plugin_wasm`) and `script` (util-linux). Each test owns a
+//! loopback subnet 127.37.<n>.0/24 (n in 45..=49; a prefix no other test uses)
+//! for the simulated guests' SSH.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,13 +25,13 @@ use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, SimCluster, Wa
 
 const VMS: [&str; 2] = ["vm-0", "vm-1"];
 
-/// A project with two VMs on loopback subnet 127.31.`subnet`.0/24.
+/// A project with two VMs on loopback subnet 127.37.`subnet`.0/24.
 fn project(subnet: u8) -> tempfile::TempDir {
     assert!(cradle_bin().is_file(), "{} is missing: build it with `cargo build -p cradle`", cradle_bin().display());
     let dir = tempfile::tempdir().expect("tempdir");
     ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.02))).write(dir.path());
     let wait = Wait { cloudinit_attempts: 400, reboot_attempts: Some(40), ..Wait::fast() };
-    LabInventory::new("127.31", subnet).count(VMS.len()).vmid_base(Some(200)).wait(wait).write(dir.path());
+    LabInventory::new("127.37", subnet).count(VMS.len()).vmid_base(Some(200)).wait(wait).write(dir.path());
     dir
 }
 

@@ -3,8 +3,9 @@
 //! starts in-process, with guests that answer real SSH on loopback.
 //!
 //! Every test owns a fixture project (cradle.toml, inventory, state dir) and
-//! its own loopback subnet 127.31.<n>.0/24: simulated guests bind port 22 on
-//! the address from their network-data, and tests run in parallel processes.
+//! its own loopback subnet 127.31.<n>.0/24 (a prefix no other test uses):
+//! simulated guests bind port 22 on the address from their network-data, and
+//! tests run in parallel processes.
 //! What happened is read from the simulator (request counters, boot ids,
 //! snippet dirs, its persisted state.json) and from the state dir
 //! (checkpoints, locks), never from timing.

@@ -1,17 +1,18 @@
-//! DNS within provisioning, end to end: the real workflows
-//! (workflows/provision.rhai calls `dns::upsert(vm.dns)` before creating a
-//! VM, workflows/remove.rhai calls `dns::delete` once the VM is gone), the
-//! direct backend, the simulated cluster, and a real BIND 9 on loopback
-//! updated through RFC 2136 + TSIG (`[dns.lab]`, `dns = "lab"` on the
-//! environment, `[workflow.grants.dns]`).
+//! DNS within provisioning, end to end: the real workflows (the creation
+//! step, workflows/lib/create.rhai, calls `dns::upsert` for each of the VM's
+//! records before creating it; workflows/remove.rhai calls `dns::delete` for
+//! each once the VM is gone), the direct backend, the simulated cluster, and
+//! a real BIND 9 on loopback updated through RFC 2136 + TSIG (`[dns.lab]`,
+//! `dns = "lab"` on the environment, `[workflow.grants.dns]`).
 //!
-//! A VM's record is its inventory variable `vms_dns_record`
-//! (`{zone, name, kind, value, ttl}`, here from `host_vars/<vm>.yml`).
+//! A VM's records are its inventory variable `vms_dns_record`: one
+//! `{zone, name, kind, value, ttl}` map or a list of them (here from
+//! `host_vars/<vm>.yml`).
 //! What happened is read from BIND (dig over TCP, the zone's SOA serial,
 //! which moves with every applied update and only then), from the simulator
 //! (persisted state, request counters) and from the run journals, never from
-//! timing. Each test owns a loopback subnet 127.31.<n>.0/24 (n in 40..=44)
-//! and its own named.
+//! timing. Each test owns a loopback subnet 127.32.<n>.0/24 (n in 40..=44; a
+//! prefix no other test uses) and its own named.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,9 +25,11 @@ use cradle_tests::fixture::{
 use serde_json::Value;
 
 /// The zones named serves and cradle may update.
-const ZONES: [&str; 2] = ["lab.example", "31.127.in-addr.arpa"];
+const ZONES: [&str; 2] = ["lab.example", "32.127.in-addr.arpa"];
 const LAB: &str = "lab.example.";
-const REV: &str = "31.127.in-addr.arpa.";
+const REV: &str = "32.127.in-addr.arpa.";
+/// The guests' addresses are `<NET>.<subnet>.<host>` (the reverse zone is `REV`).
+const NET: &str = "127.32";
 const VMID_BASE: u32 = 200;
 
 fn name(i: usize) -> String {
@@ -49,7 +52,7 @@ impl Lab {
     /// installed and the BIND tests may be skipped.
     fn new(test: &str, subnet: u8, count: usize, record: impl Fn(usize, u8) -> Option<String>) -> Option<Lab> {
         let bind = bind::start(test, &ZONES)?;
-        let mut hosts = LabInventory::new("127.31", subnet).count(count).vmid_base(Some(VMID_BASE));
+        let mut hosts = LabInventory::new(NET, subnet).count(count).vmid_base(Some(VMID_BASE));
         for i in 0..count {
             if let Some(rec) = record(i, subnet) {
                 hosts = hosts.host_vars(&name(i), &format!("vms_dns_record:\n{rec}"));
@@ -165,7 +168,7 @@ fn step(event: &'static str, name: &'static str) -> impl Fn(&Value) -> bool {
 
 /// An A record for `vm-<i>.lab.example.` with the provider's TTL.
 fn a_record(i: usize, subnet: u8) -> Option<String> {
-    Some(format!("  zone: {LAB}\n  name: {}.{LAB}\n  kind: A\n  value: 127.31.{subnet}.{}\n", name(i), 10 + i))
+    Some(format!("  zone: {LAB}\n  name: {}.{LAB}\n  kind: A\n  value: {NET}.{subnet}.{}\n", name(i), 10 + i))
 }
 
 fn ptr_name(subnet: u8, i: usize) -> String {
@@ -304,7 +307,7 @@ fn removal_deletes_the_record_only_once_the_vm_is_gone() {
 fn a_vm_with_an_a_and_a_ptr_record_gets_both_and_removal_deletes_both() {
     let Some(lab) = Lab::new("a_and_ptr", 44, 1, |i, n| {
         Some(format!(
-            "  - {{ zone: {LAB}, name: {vm}.{LAB}, kind: A, value: 127.31.{n}.{host} }}\n  - {{ zone: {REV}, name: {ptr}, kind: PTR, value: {vm}.{LAB} }}\n",
+            "  - {{ zone: {LAB}, name: {vm}.{LAB}, kind: A, value: {NET}.{n}.{host} }}\n  - {{ zone: {REV}, name: {ptr}, kind: PTR, value: {vm}.{LAB} }}\n",
             vm = name(i),
             host = 10 + i,
             ptr = ptr_name(n, i)

@@ -5,8 +5,9 @@
 //!
 //! It lives with the capabilities, not the plugin host, because the guard
 //! ([`super::context::CapCtx::guard`]) charges it; the plugin host makes one
-//! clock per call ([`crate::plugin::store`]) and its epoch callback traps the
-//! guest once the budget is exhausted. Failure modes: an exhausted budget is an
+//! clock per call ([`crate::plugin::LoadedPlugin::invoke`]) and its store's
+//! epoch callback ([`crate::plugin::store`]) traps the guest once the budget is
+//! exhausted. Failure modes: an exhausted budget is an
 //! [`Exhausted`] naming the limit and the `cradle.toml` key that raises it; the
 //! first refusal of a call is flagged so it is journaled once.
 

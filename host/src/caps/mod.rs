@@ -5,19 +5,20 @@
 //! functions, and every call is checked by [`policy::check`] (through
 //! [`context::CapCtx::guard`]) and journaled before it does anything.
 //!
-//! Each folder has one shape: `mod.rs` is the provider (the real work, typed
-//! Rust: [`proxmox::client`], [`ssh::SshClient`], [`dns::Rfc2136`],
-//! [`http::Endpoints`], [`lock::LockStore`], [`checkpoint::CheckpointStore`],
-//! [`creation`]'s records), `scope.rs` what the operator may grant and what
-//! of a call the grant looks at (the grant section type, the call type, the
-//! capability's own rules, with a test per denied case), `host.rs` the WIT
-//! adapter (builds the [`Call`] and runs the work through
-//! [`context::CapCtx::guard`]), and `rhai.rs` the module workflow scripts
-//! import, calling the same adapter. Not every folder has every file:
+//! Each folder has one shape: the provider (the real work, typed Rust, in
+//! `mod.rs`, for `proxmox` and `ssh` in `client.rs`: [`proxmox::client`],
+//! [`ssh::SshClient`], [`dns::Rfc2136`], [`http::Endpoints`],
+//! [`lock::LockStore`], [`checkpoint::CheckpointStore`],
+//! [`context::CapCtx::log_event`], [`creation`]'s records), `scope.rs` what
+//! the operator may grant and what of a call the grant looks at (the grant
+//! section type, the call type, the capability's own rules, with a test per
+//! denied case), `host.rs` the WIT adapter (builds the [`Call`] and runs the
+//! work through [`context::CapCtx::guard`]), and `rhai.rs` the module workflow
+//! scripts import, calling the same adapter. Not every folder has every file:
 //! [`http`] and [`terraform`] have no Rhai module, [`terraform`] has an
-//! adapter and no provider yet, and [`creation`] is no capability (no WIT
-//! interface, no grant): its Rhai module `cloudinit` works through the
-//! `checkpoint`, `proxmox` and `ssh` checks.
+//! adapter and no provider yet, and [`creation`] is no capability (no
+//! `scope.rs`, no `host.rs`, no WIT interface, no grant): its Rhai module
+//! `cloudinit` works through the `checkpoint`, `proxmox` and `ssh` checks.
 //!
 //! The [`registry`] generates [`Capability`], [`Grants`] and [`Call`] from
 //! its lines; [`policy`] holds the shared rules; [`script`] the Rhai glue and

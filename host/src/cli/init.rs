@@ -10,8 +10,8 @@
 //! write, and an existing one (file, directory or symlink) is an error naming
 //! it and `--force`, with nothing written. An I/O error part-way (disk full)
 //! names the file; what was written before it stays. Files are created 0644
-//! and directories 0755 (less the umask), each written to a temporary file and
-//! renamed into place. None holds a secret: credentials in cradle.toml are
+//! and directories with the default mode (0777), both less the umask; each
+//! file is written to a temporary file and renamed into place. None holds a secret: credentials in cradle.toml are
 //! references, and the state directory cradle later creates is 0700 on its own.
 
 use std::io::Write as _;

@@ -1,4 +1,12 @@
 //! `cradle plugins list` and `cradle plugins inspect NAME`.
+//!
+//! `list` loads every plugin in the project's `[plugins]` and shows its version,
+//! hash, source and where its grants come from, plus the built-in plugins the
+//! project does not use; it exits 1 if any plugin fails to load (its row says
+//! why). `inspect` compiles one plugin and shows its manifest, imports, exports,
+//! requested, imported and granted capabilities, limits and the admission
+//! verdict; it exits 1 when admission refuses the plugin. A name not in
+//! `[plugins]`, or a plugin that does not compile, is an error.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,10 @@
 //! `cradle runs list` and `cradle runs show ID`.
+//!
+//! Reads the run journals without loading any plugin. The state directory is
+//! `--state-dir`, else `state_dir` from cradle.toml, else the default; a
+//! cradle.toml that exists but does not load is an error (it may name another
+//! state directory). `show` takes a run id or a prefix of exactly one; an
+//! unknown or ambiguous prefix is an error.
 
 use std::process::ExitCode;
 

@@ -1,5 +1,9 @@
 //! `cradle workflows check`: compile every script and shared module, and say
 //! where they come from (the project's directory, or built into cradle).
+//!
+//! Exits 1 when the scripts do not compile (the error names file:line:column)
+//! or a configured plugin does not load; a plugin's load error is printed as a
+//! warning (`plugin_errors` in JSON) and the scripts are still checked.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,14 @@
-//! network-data: network config version 2 (netplan subset) for the guest's NICs.
+//! network-data: network config version 2 (netplan subset) for the guest's NICs,
+//! rendered by [`render_network_data`] as the parent module's contract says; also
+//! [`Cidr`] (an address with its prefix) and [`resolv_conf`] (the
+//! `/etc/resolv.conf` the user-data writes).
+//!
+//! Failures name the VM, the field and the value: no NIC, a second default
+//! gateway of one family, a gateway on a DHCP NIC or equal to the VM's address, a
+//! network or broadcast address, a bad or duplicate MAC or interface name, a VLAN
+//! ID outside 1-4094, an MTU under 576, a bad search domain or more than three
+//! nameservers is [`CloudInitError::Invalid`]; a gateway outside the NIC's subnet
+//! is [`CloudInitError::GatewayOutsideSubnet`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

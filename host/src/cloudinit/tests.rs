@@ -1,3 +1,9 @@
+//! Rendering and validation of the snippets, without cloud-init: every
+//! user-data key, YAML-special values, refused inputs, the private key kept out
+//! of Debug and errors, static, DHCP, MAC-matched and VLAN network-data, the
+//! instance id, the snippet names and `cicustom`, and resolv.conf through
+//! `write_files`.
+
 use super::*;
 use crate::secrets::Secret;
 use serde_yaml_ng::Value;

@@ -1,4 +1,13 @@
-//! user-data (`#cloud-config`): identity, the management user, host key, packages.
+//! user-data (`#cloud-config`), rendered by [`render_user_data`] as the parent
+//! module's contract says: identity (hostname, fqdn, timezone), the management
+//! user, the host key generated on the control node, packages, and (through
+//! [`super::render_all`]) the `/etc/resolv.conf` `write_files` entry.
+//!
+//! Failures name the VM and the field: a bad hostname, fqdn, user name (`root`
+//! included), shell, group, package, timezone or public host key, or a user
+//! without valid authorized keys, is [`CloudInitError::Invalid`] with the value;
+//! a bad private host key is [`CloudInitError::InvalidSecret`], which never
+//! shows it.
 
 use serde::Serialize;
 

@@ -5,9 +5,11 @@
 //!
 //! Contract: [`COMMANDS`] are what a minimal Debian 12 has (iproute2's `ip -j`,
 //! `cat`; `resolvectl` only when `/etc/resolv.conf` points at systemd-resolved's
-//! stub 127.0.0.53). [`parse_links`], [`parse_routes`], [`parse_resolv_conf`] and
-//! [`parse_resolvectl_dns`] read their output into typed values (malformed output
-//! is an error naming the command, never a panic). [`check`] compares them with the
+//! stub 127.0.0.53). [`parse_links`] and [`parse_routes`] read the `ip -j` JSON
+//! into typed values and fail on malformed JSON with
+//! [`NetVerifyError::Unreadable`] naming the command, never a panic;
+//! [`parse_resolv_conf`] and [`parse_resolvectl_dns`] keep the addresses they can
+//! read and skip everything else. [`check`] compares them with the
 //! VM's [`Interface`]s: every static address on its interface (with its prefix),
 //! a default route via each gateway on that interface, every nameserver in effect.
 //! The first NIC with a gateway of a family is the VM's primary one for that

@@ -1,3 +1,8 @@
+//! The journal on disk: run ids, owner-only files read back in order,
+//! redaction in every field, whole lines from concurrent writers and after a
+//! crash, torn vs. corrupt lines, the status of unfinished runs, and run-id
+//! prefixes.
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

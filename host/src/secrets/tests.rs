@@ -1,3 +1,9 @@
+//! Secret references: the config forms (an inline string refused without
+//! echoing it), env, file and command resolution and their errors (file
+//! permissions, exit code and stderr but never stdout, no shell, the deadline,
+//! empty values, unknown programs), and which values get registered for
+//! redaction.
+
 use super::*;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -3,7 +3,10 @@
 //! Workflows are trusted operator code, but a typo (`loop {}` without a `break`,
 //! unbounded recursion, a string doubled in a loop) must stop the run with an error
 //! that says which limit was hit and which `[workflow]` key in `cradle.toml` raises
-//! it, instead of hanging the host or exhausting its memory.
+//! it (`max_operations`, `max_call_depth`, `max_string_size`, `max_array_size`,
+//! which also bounds maps), instead of hanging the host or exhausting its memory.
+//! The expression depth is fixed (64, no key): too deep an expression fails the
+//! load as a compile error.
 
 use rhai::{Engine, EvalAltResult};
 use serde::Deserialize;

@@ -1,4 +1,8 @@
 //! Discovery: the VM by canonical name and VMID, and the template by name.
+//!
+//! Two VMs with the VM's name, the name on another VMID, the VMID under another
+//! name, or a template with the VM's name is `conflict`; a missing template is
+//! `not-found`, several templates with its name `conflict`.
 
 use crate::bindings::cradle::host::proxmox::{self, VmResource};
 use crate::bindings::cradle::host::types::{Error, VmSpec, VmState};

@@ -3,11 +3,16 @@
 //!
 //! - `discover` finds the VM by canonical name and VMID; a name on another
 //!   VMID, a VMID under another name, or a template is a `conflict`.
+//! - `check-ownership` accepts: `discover` already checks the identity.
+//! - `plan` reports the clone for a missing VM, else the `onboot`/`startup`
+//!   changes.
 //! - `create` clones (waiting for the clone task before touching the config),
-//!   then sets cores, memory, disks, the NIC, `cicustom`, the cloud-init drive,
-//!   `onboot` and `startup`, and returns the VM stopped. A clone that fails
-//!   ambiguously (timeout, reset connection) is never retried blindly: the VM
-//!   and the task list are re-read first (see `create.rs`).
+//!   then sets cores, memory, each NIC, `cicustom`, the cloud-init drive, the
+//!   extra disks, tags, `onboot` and `startup`, grows the boot disk when
+//!   `disk_gib` is larger (it never shrinks: smaller is `invalid`), and returns
+//!   the VM stopped. A clone that fails ambiguously (timeout, reset connection)
+//!   is never retried blindly: the VM and the task list are re-read first (see
+//!   `create.rs`).
 //! - `reconcile` re-applies `onboot`/`startup` on every run (self-healing).
 //! - `remove` stops and destroys with purge; a missing VM or a mismatched
 //!   identity fails closed.

@@ -1,5 +1,5 @@
 //! What a guest's cloud-init makes of its NoCloud seed, and what `cloud-init status`
-//! prints (the JSON of cloud-init 24.4.1, see reference/cloud-init-status-samples.txt).
+//! prints (text, or with `--format json` the JSON of cloud-init 24.4.1).
 //!
 //! Contract: [`parse_identity`] never fails on bad user-data — like cloud-init it goes on
 //! with defaults and marks the boot degraded; the network address is the first static

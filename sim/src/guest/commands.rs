@@ -4,7 +4,8 @@
 //! Contract: a command line is split at `&&`, `||` and `;` and run left to right with
 //! shell short-circuiting; `sudo [-n]` is accepted (cloud users have NOPASSWD sudo).
 //! Unknown commands exit 127 with bash's message, never hang. Node uploads (`tee PATH`,
-//! `cat > PATH`) only write under the node's `dir` storage paths.
+//! `cat > PATH`, `install -m MODE /dev/stdin PATH`, then `mv`) only write under the
+//! node's `dir` storage paths (see `node_cmd`).
 
 use std::sync::Arc;
 

@@ -333,7 +333,7 @@ async fn requests_are_counted_per_endpoint_and_method() {
     assert_eq!(over_http["data"]["GET /cluster/resources"], 3);
 }
 
-// reference/proxmox-api.md, "VM lifecycle": `PUT .../unlink` with `idlist` and
+// As in PVE: `PUT .../unlink` with `idlist` and
 // optional `force` deletes the listed config entries and returns `null`, not a UPID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlink_deletes_the_listed_drives_and_returns_null_like_pve() {
@@ -360,8 +360,8 @@ async fn unlink_deletes_the_listed_drives_and_returns_null_like_pve() {
     assert_eq!(ide2["delete"], 1, "{ide2}");
 }
 
-// reference/proxmox-api.md: "A config write that sets a key to the value it already
-// has on a running VM does not leave a pending change" (vmconfig_cleanup_pending).
+// As in PVE: a config write that sets a key to the value it already
+// has on a running VM does not leave a pending change (vmconfig_cleanup_pending).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_a_key_with_its_current_value_to_a_running_vm_leaves_nothing_pending() {
     let c = start(0.0, |_| {}).await;

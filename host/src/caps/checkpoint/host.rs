@@ -1,6 +1,11 @@
 //! The `checkpoint` WIT adapter and the checkpoint calls workflows make: each
 //! through the guard (a checkpoint is scoped to the call's VM), the store in
 //! [`super::CheckpointStore`].
+//!
+//! Failures, besides the guard's: a checkpoint that records another VMID than
+//! the one being cleared is `conflict`, a VM name that cannot be a file name
+//! `invalid`, an unreadable or corrupt file or a failed write or removal
+//! `failed`.
 
 use super::scope::CheckpointCall;
 use super::{CheckpointError, Finalization as StoredFinalization};

@@ -12,10 +12,18 @@
 //! - One owner-only JSON file per VM, `<dir>/<vm_name>.json` (directory 0700,
 //!   file 0600, written atomically and durably). It holds a private host key,
 //!   so it never enters a journal, a log or the workflow script.
-//! - Lifetime: written before the first side effect of the creation stage,
-//!   removed only once the snippets were deleted from the node, which happens
-//!   at the end of finalization, before the checkpoint is cleared. So "a record
-//!   and no checkpoint" always means "the creation stage did not finish".
+//! - Lifetime: written when a VMID is probed and reserved for the VM
+//!   (`cloudinit::reserve` in `workflows/lib/vmid.rhai`), at the latest before
+//!   the first side effect of the creation stage. Removed
+//!   ([`CreationStore::clear`]) once the snippets were deleted from the node
+//!   (`cloudinit::delete_snippets`: at the end of finalization, before the
+//!   checkpoint is cleared, or by `cradle remove`), or by `cloudinit::release`
+//!   when a failed preflight gives back a VMID probed for this run. So "a
+//!   record and no checkpoint" always means "the creation stage did not
+//!   finish".
+//! - [`CreationStore::list`] yields every record, i.e. the VMIDs this control
+//!   node has reserved; a file that is not a valid record is an error, never
+//!   skipped.
 //! - [`CreationStore::read`] returns `None` only when there is no file; an
 //!   unreadable or corrupt file is an error naming it, never "absent".
 //! - [`CreationStore::begin`] returns the existing record for the same VMID,

@@ -8,8 +8,9 @@
 //! |---|---|
 //! | timeout, connection refused/reset, SERVFAIL | `transient` |
 //! | FORMERR, NOTZONE, a bad name or value | `invalid` |
-//! | NOTAUTH, REFUSED, TSIG BADSIG/BADKEY/BADTIME, NOTIMP, an unsigned "success" | `failed` |
+//! | NOTAUTH, REFUSED, a non-authoritative answer, TSIG BADSIG/BADKEY/BADTIME, NOTIMP, an unsigned "success", a malformed answer, any other RCODE | `failed` |
 //! | the RRset kept changing under us | `conflict` |
+//! | the name is a CNAME (raised by `Rfc2136` in `mod.rs`) | `conflict` |
 
 use std::net::SocketAddr;
 

@@ -11,6 +11,11 @@
 //! changes), so a backend cannot free the workflow's VM lock; the lock store
 //! is released when the last caller's last acquisition is released. The
 //! workflow (operator code) may release any key the run holds.
+//!
+//! Failures, besides the guard's: a lock held by another run or by an
+//! unrecorded holder, or a release by a run that does not hold it, is
+//! `conflict`; a bad key `invalid`; a corrupt holder file or a filesystem
+//! error `failed`.
 
 use super::scope::{LockCall, LockOp};
 use super::{Holder as StoredHolder, LockError, LockStore};

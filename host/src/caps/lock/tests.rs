@@ -1,3 +1,9 @@
+//! The filesystem lock store on a real directory: one winner among competing
+//! runs (the losers told who holds it), reacquire and release by the same run,
+//! refused foreign releases, owner-only holder files, when a stale lock may be
+//! removed (dead pid, reused pid, remote holder), crash-shaped and corrupt lock
+//! directories, and refused keys.
+
 use std::fs;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};

@@ -1,6 +1,11 @@
 //! The `log` capability: structured events and progress from plugins and
 //! workflows, written to the run journal and to tracing. Always granted
 //! ([`scope`]); the WIT adapter is `host.rs`, the scripts' module `rhai.rs`.
+//!
+//! A log call never fails: a message, and each field key and value, is cut at
+//! 8 KiB with a "… (N bytes cut)" note, at most 32 fields are kept, and in a
+//! plugin call an event over the call's budget is dropped and the call ended
+//! ([`CapCtx::log_event`]). A journal write error is logged to tracing only.
 
 use super::context::CapCtx;
 use crate::journal::LogLevel;

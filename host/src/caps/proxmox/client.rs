@@ -9,7 +9,8 @@
 //!
 //! Retries (invariant 5): every call states its [`Idempotency`] where it is made.
 //! Only [`Idempotency::Idempotent`] calls are repeated, only after a transient
-//! error, at most [`RetryPolicy::max_attempts`] times with exponential backoff.
+//! error, with exponential backoff; such a call is sent at most
+//! [`RetryPolicy::max_attempts`] times in all (the first attempt included).
 //! Clone, migrate, power, destroy, resize, config writes and HA writes are sent
 //! exactly once; after an ambiguous failure the caller re-discovers.
 //!

@@ -8,13 +8,14 @@
 //! |---|---|
 //! | not-found | HTTP 404, `Configuration file 'nodes/<n>/qemu-server/<vmid>.conf' does not exist`, `no such ha rule` |
 //! | conflict | `VM is locked (...)`, `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
-//! | invalid | HTTP 400 parameter errors (with the `errors` map), bad arguments, bad configuration |
+//! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)` and `ha groups have been migrated to rules`, bad arguments, bad configuration |
 //! | transient | HTTP 5xx not matched above (incl. `can't lock file ... got timeout`, `got no worker upid`), 596, connect/reset/timeout |
 //! | denied | HTTP 401/403: Proxmox refused the API token (not a cradle grant denial) |
-//! | failed | TLS trust failures, undecodable answers, anything else |
+//! | failed | `No QEMU guest agent configured`, TLS trust failures, undecodable answers, anything else |
 //!
-//! The classification is one ordered table ([`classify`]) matched on the texts PVE
-//! really sends (see `reference/proxmox-api.md`), so review happens in one place.
+//! The classification is one ordered table (`MESSAGE_RULES`, applied by
+//! [`classify`]) of substrings of the texts PVE really sends, so review happens
+//! in one place.
 //!
 //! Secrets: no variant holds the API token. Messages that come from the server are
 //! scrubbed of the token by the client before they are stored here.
@@ -178,7 +179,7 @@ impl From<ProxmoxError> for CapError {
 }
 
 /// How a message text maps onto a kind, checked in order before the status fallbacks.
-/// Substrings are taken verbatim from what PVE sends (reference/proxmox-api.md).
+/// Substrings are taken verbatim from what PVE sends.
 const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
     // PVE::API2::HA::Rules answers a missing rule with a 500 `no such ha rule '<id>'`.
     ("no such ha rule", ErrorKind::NotFound),
@@ -202,7 +203,7 @@ const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
 /// Classifies an API error answer onto a WIT error kind.
 ///
 /// Order: 401/403 → denied; 404 or the missing-VM config message → not-found;
-/// [`MESSAGE_RULES`]; then 400 → invalid, 5xx/596 → transient, anything else → failed.
+/// `MESSAGE_RULES`; then 400 → invalid, 5xx/596 → transient, anything else → failed.
 pub fn classify(status: u16, message: &str) -> ErrorKind {
     if status == 401 || status == 403 {
         return ErrorKind::Denied;

@@ -6,7 +6,8 @@
 //! cases. [`scope`] is what the `proxmox` grant allows and how a call is
 //! compared with it; [`config_scope`] describes a `set-config`'s values for
 //! that comparison. The host adapter ([`host`]) has every call checked and
-//! journaled before any method here is called.
+//! journaled before any method here is called; `rhai.rs` is the scripts'
+//! `proxmox` module, through the same adapter.
 
 pub mod client;
 pub mod config_scope;

@@ -5,7 +5,7 @@
 //! journaled, and only then run through the environment's [`SshClient`]. An
 //! upload is also confined on the remote side: the directory must resolve
 //! (symlinks followed by the remote `realpath`) inside the granted directory
-//! the path is in, else the call is `denied` (see [`SshClient::upload`]).
+//! the path is in, else the call is `denied` (see [`SshClient::upload_within`]).
 //! Output streams reach the plugin as lossy UTF-8.
 
 use std::sync::Arc;

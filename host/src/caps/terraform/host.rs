@@ -3,6 +3,9 @@
 //! written, granted and denied against it today; a call that passes its scope
 //! check fails with `failed` saying the provider is missing, never with a
 //! made-up result.
+//!
+//! It also holds the (empty) host side of the `types` interface, whose
+//! records and error type the other interfaces `use`.
 
 use super::scope::TerraformCall;
 use crate::caps::Call;

@@ -1,4 +1,7 @@
-//! Script value → component value ([`to_val`]).
+//! Script value → component value ([`to_val`]), as strict as the table in the
+//! parent module says: a wrong kind, an unknown or missing field, an
+//! out-of-range integer, an unknown case name, a wrong tuple length or a type
+//! that cannot cross is a [`BridgeError`] naming the value's path.
 
 use rhai::{Dynamic, INT};
 use wasmtime::component::types::{Record, Variant};

@@ -1,4 +1,7 @@
-//! Component value → script value ([`from_val`], [`from_val_typed`]).
+//! Component value → script value: [`from_val_typed`] for values from a plugin,
+//! which fails only on resources, futures, streams and error-contexts (a
+//! [`BridgeError`] naming the path); [`from_val`] without a type, which turns a
+//! value holding one of those into `()` as a whole.
 
 use rhai::{Array, Blob, Dynamic, INT, Map};
 use wasmtime::component::{Type, Val};

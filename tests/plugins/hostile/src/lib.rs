@@ -2,7 +2,7 @@
 //! misbehaves according to `vm.name`; each behaviour must fail with its
 //! documented error while the host keeps serving other calls.
 //!
-//! A name `GROUP:ATTACK` (e.g. `pve:two-disks`) runs one attack of the module
+//! A name `GROUP:ATTACK` (e.g. `pve:set-config`) runs one attack of the module
 //! `attacks::GROUP` with `vm.template` as its argument; each attack returns
 //! what it achieved in the returned state's `name`, so a test sees both a
 //! denial and an unexpected success.

@@ -1,6 +1,8 @@
-//! `budget:` attacks: a plugin call that never ends or floods the host. Each
-//! first takes the lock `vm/<vm.template>` (so a test can check the run
-//! releases it when the call is ended), then misbehaves.
+//! `budget:` attacks. `log-loop`, `denied-lock-loop` and `wait-for-forever`
+//! make a plugin call that never ends or floods the host: each first takes the
+//! lock `vm/<vm.template>` (so a test can check the run releases it when the
+//! call is ended), then misbehaves. `terminal-error` fails at once with a
+//! message full of terminal control sequences ([`TERMINAL_ATTACK`]).
 
 use crate::bindings::cradle::host::types::{Error, VmSpec, VmState};
 use crate::bindings::cradle::host::{lock, log, ssh};

@@ -1,4 +1,6 @@
-//! `lock:` attacks. The argument is the lock key (the workflow's VM lock).
+//! `lock:` attacks on the key in `vm.template` (the workflow's VM lock):
+//! `release` (free it), `unnest` (acquire once, release twice) and `own`
+//! (acquire, then release: a key the plugin took itself is its own to release).
 
 use super::achieved;
 use crate::bindings::cradle::host::lock;

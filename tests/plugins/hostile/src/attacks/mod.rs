@@ -1,4 +1,7 @@
-//! Attacks by group; one module per capability area, so each can grow alone.
+//! Attacks by group (`pve`, `lock`, `ssh`, `budget`, `http`); one module per
+//! capability area, so each can grow alone. An unknown `GROUP:ATTACK` is an
+//! `invalid` error; [`achieved`] reports what got through in the returned
+//! state's `name`.
 
 use crate::bindings::cradle::host::types::{Error, VmSpec, VmState};
 
