@@ -1,5 +1,6 @@
-//! `cradle.toml`: clusters, environments, plugins with their grants and limits,
-//! named HTTP endpoints and workflow settings.
+//! `cradle.toml`: state dir, default environment, clusters, environments,
+//! plugins with their grants and limits, named HTTP endpoints, DNS providers
+//! (`[dns.NAME]`), `[ssh]` and workflow settings.
 //!
 //! Contract: [`Config::load`] either returns a fully validated configuration or a
 //! [`ConfigError`] whose message names the file, the field and what to change

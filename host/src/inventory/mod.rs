@@ -15,7 +15,7 @@
 //!   name). Top-level keys replace (Ansible's default `hash_behaviour=replace`).
 //! - [`Inventory::select`] evaluates a `--limit` pattern (see `limit.rs`) and returns
 //!   hosts in inventory order, whatever the pattern's order.
-//! - [`resolve`] / [`resolve_selected`] turn a host into a [`VmPlan`]; the VMID of a
+//! - [`resolve()`] / [`resolve_selected`] turn a host into a [`VmPlan`]; the VMID of a
 //!   host never depends on what `--limit` selected (invariant 6).
 //! - [`Inventory::guest_vars`] reads the guest settings a workflow's `vm`
 //!   carries besides the plan (packages, FQDN, DNS records, wait bounds, ...).

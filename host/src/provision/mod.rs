@@ -1,6 +1,6 @@
-//! Provisioning many VMs: inventory plans → one workflow call per VM with
-//! bounded concurrency (`--forks`), each its own run and journal, results
-//! gathered for the summary.
+//! Running one workflow function per inventory VM (`provision`, `check` or
+//! `remove_vm`, see [`Action`]) with bounded concurrency (`--forks`), each its
+//! own run and journal, results gathered for the summary.
 //!
 //! The workflow gets `vm`, a [`WorkflowVm`] converted once ([`vm_value`]): the
 //! backend's `vm-spec` under `spec`, the guest login under `ssh`, the NICs with

@@ -10,7 +10,8 @@
 //! flushed — exactly what `kill -9` (or the OOM killer, or a power cut for the
 //! control node's own state) leaves behind, so a test can prove that a rerun
 //! recovers from it. A value that does not parse is reported once on stderr
-//! and ignored. Unset, it costs one `OnceLock` read per step.
+//! and ignored. Unset, it costs one `OnceLock` read per step boundary and per successful
+//! host call.
 
 use std::sync::OnceLock;
 

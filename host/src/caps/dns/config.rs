@@ -119,7 +119,7 @@ pub enum DnsConfigError {
     /// A zone listed twice.
     #[error("zones lists `{0}` twice")]
     DuplicateZone(String),
-    /// A TTL outside 1..=[`MAX_TTL`].
+    /// A TTL outside 1..=`MAX_TTL`.
     #[error("ttl = {0} must be between 1 and {MAX_TTL} seconds")]
     Ttl(u32),
 }

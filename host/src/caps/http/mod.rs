@@ -2,15 +2,19 @@
 //!
 //! The operator maps an alias to a base URL and a credential in `[endpoints]`;
 //! the host resolves the credential when first needed and attaches it, so the
-//! plugin never sees it. Any HTTP status is a response; only transport
-//! failures are errors. Confinement:
+//! plugin never sees it. Any HTTP status is a response. Failure modes: an
+//! endpoint not in `[endpoints]`, or a path, header or URL the rules below
+//! refuse, is `invalid`; a body over 16 MiB is `failed`; a timeout or a
+//! refused connection is `transient`, any other transport error `failed`.
+//! Confinement:
 //! - The path is percent-decoded segment by segment before it is checked: no
 //!   `.`/`..` segment (`/%2e%2e/` included), no encoded `/` or `\`, no control
 //!   characters, no `?`/`#` (query parameters go in `query`). The final URL's
 //!   path must still lie below the endpoint's base path.
 //! - Headers that carry credentials or steer the connection are refused:
-//!   `authorization`, `x-api-key`, `cookie`, `host`, the hop-by-hop headers
-//!   and `content-length`/`transfer-encoding` ([`FORBIDDEN_HEADERS`]).
+//!   `authorization`, `proxy-authorization`, `x-api-key`, `cookie`, `host`,
+//!   the hop-by-hop headers, `expect` and `content-length`/`transfer-encoding`
+//!   ([`FORBIDDEN_HEADERS`]).
 //! - Redirects are followed only within the endpoint (same scheme, host and
 //!   port, below the base path; at most 5). Any other redirect is handed to
 //!   the plugin as the 3xx response it is, so the credential never reaches

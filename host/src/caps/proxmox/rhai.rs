@@ -1,5 +1,6 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
-//! (status, power, tasks and a VM's task list, config and pending changes, migration, storage).
+//! (`list_vms`, `next_id`, status, power, tasks and a VM's task list, config
+//! and pending changes, migration, storage, `agent_ping`).
 //! Each goes through the same adapter as a plugin's call, so it is checked
 //! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
 //! records converted by serde (`()` for a none), except where scripts see a

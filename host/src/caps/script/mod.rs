@@ -11,7 +11,7 @@
 //! [`CapCtx::guard`] as plugins, under `[workflow.grants]`, and are journaled
 //! the same way. A failed call throws `#{kind, message}` — the shape backend
 //! errors have — so `try { } catch (e) { if e.kind == "conflict" { ... } }`
-//! works for both. Records go to scripts through serde ([`to_map`]).
+//! works for both. Records go to scripts through serde (`to_map`).
 
 use rhai::{Dynamic, EvalAltResult, FuncRegistration, ImmutableString, Map, Module, NativeCallContext, Shared};
 

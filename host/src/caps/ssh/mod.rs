@@ -5,11 +5,13 @@
 //! in-process (`keys.rs`), not by `ssh-keygen`.
 //!
 //! Contract:
-//! - Every connection runs `ssh -F /dev/null -o BatchMode=yes
+//! - Every connection runs `ssh -F /dev/null -T -o BatchMode=yes
 //!   -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<cradle's known_hosts>
-//!   -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no -o IdentitiesOnly=yes
-//!   [-i <identity>] -o ConnectTimeout=N -o ControlMaster=auto -o ControlPath=<socket>
-//!   -o ControlPersist=15 -p PORT user@host -- <command>`.
+//!   -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no -o CheckHostIP=no
+//!   -o IdentitiesOnly=yes -o ConnectTimeout=N -o ServerAliveInterval=15
+//!   -o ServerAliveCountMax=3 -o ControlMaster=auto -o ControlPath=<socket>
+//!   -o ControlPersist=15 [-i <identity>] -p PORT user@host -- <command>`
+//!   (`SshClient::args`).
 //!   `-F /dev/null` means neither `~/.ssh/config` nor `/etc/ssh/ssh_config` can
 //!   change the behaviour (no proxy jumps, no aliases, no relaxed host-key
 //!   checks): what cradle runs is what this file says. Without an identity the
@@ -19,7 +21,8 @@
 //!   The master is the connection that checked the host key, so its socket is
 //!   keyed on the pinned key: a changed pin never reaches an old master, and a
 //!   host with no pin never gets one. Calls after the first run as sessions on
-//!   the master through its socket, without an `ssh` process (`mux_client`).
+//!   the master through its socket, without an `ssh` process (`mux_client`, over
+//!   the `openssh-mux-client` crate).
 //!   Without a control directory `ControlMaster=no -o ControlPath=none`. See
 //!   `mux` for the lifecycle.
 //! - [`SshClient::wait_for`] probes the port with TCP connects between `ssh`

@@ -1,10 +1,11 @@
 //! [`SshClient::upload`]: writes a remote file atomically through stdin.
 //!
-//! The content is piped into a small POSIX `sh -c` script (run through
-//! `sudo -n` when asked) that writes `PATH.tmp.<random>` under `umask 077` with
-//! noclobber, sets the mode, then `mv -f`s it over `PATH`; on any failure it
-//! removes the temp file. Readers on the remote see the old file or the new one,
-//! never a partial one. The path travels single-quoted; paths that are not
+//! The content goes to the stdin of `install -m MODE /dev/stdin PATH.tmp.<random>
+//! && mv -fT PATH.tmp.<random> PATH` (each through `sudo -n` when asked):
+//! `install` creates the temp file with its final mode, `mv -T` replaces `PATH`
+//! in one rename and refuses a directory. If the upload fails, cradle removes
+//! the temp file with a separate `rm -f` (best effort). Readers on the remote
+//! see the old file or the new one, never a partial one. The path travels single-quoted; paths that are not
 //! absolute, contain NUL/newline/`.`/`..` components, or name a directory are
 //! refused. Nothing is ever passed on the command line but the path and mode.
 //!
