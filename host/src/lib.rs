@@ -30,3 +30,6 @@ pub mod secrets;
 pub mod state;
 pub mod text;
 pub mod workflow;
+
+#[cfg(test)]
+mod layers_tests;
