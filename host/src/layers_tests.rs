@@ -66,8 +66,10 @@ fn imports() -> Graph {
         }
         let code = code_of(&fs::read_to_string(&file).expect("read"));
         for (i, _) in code.match_indices("crate::") {
-            let name: String =
-                code[i + 7..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit()).collect();
+            let name: String = code[i + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+                .collect();
             if name != top && tops.contains(&name) {
                 graph.entry(top.clone()).or_default().insert(name);
             }

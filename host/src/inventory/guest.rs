@@ -20,8 +20,9 @@ use serde_json::Value;
 use super::values::Ctx;
 use super::{Inventory, InventoryError};
 
-/// A host's guest settings (see the module doc).
-#[derive(Debug, Clone, PartialEq)]
+/// A host's guest settings (see the module doc). Serialized under the
+/// script-visible names a workflow's `vm` uses (`packages`, `dns`, ...).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GuestVars {
     /// `vms_packages`: `[]` when unset, `None` when set to null.
     pub packages: Option<Vec<String>>,

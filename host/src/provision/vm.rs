@@ -5,10 +5,9 @@
 
 use rhai::{Dynamic, EvalAltResult};
 use serde::Serialize;
-use serde_json::Value;
 
 use super::DEFAULT_USER;
-use crate::inventory::{Inventory, InventoryError, SpecRecord, VmPlan};
+use crate::inventory::{GuestVars, Inventory, InventoryError, SpecRecord, VmPlan};
 
 /// The `vm` a workflow receives (see the module doc), converted to a script
 /// value once by [`WorkflowVm::to_dynamic`]: keys as the field names, `()`
@@ -27,20 +26,11 @@ pub struct WorkflowVm {
     pub ssh: WorkflowSsh,
     /// The NICs with their DNS settings.
     pub nics: Vec<WorkflowNic>,
-    /// `vms_packages` (`[]` when unset, `()` when null).
-    pub packages: Option<Vec<String>>,
-    /// `vms_timezone`.
-    pub timezone: Option<String>,
-    /// `vms_fqdn`.
-    pub fqdn: Option<String>,
-    /// `vms_snippet_storage`.
-    pub snippet_storage: Option<String>,
-    /// `vms_ssh_authorized_keys` (`[]` when unset, `()` when null).
-    pub authorized_keys: Option<Vec<String>>,
-    /// `vms_dns_record`: one record, a list of them or `()`.
-    pub dns: Value,
-    /// `vms_wait`: the workflow's bounds, or `()`.
-    pub wait: Value,
+    /// The guest settings of the inventory (`packages`, `timezone`, `fqdn`,
+    /// `snippet_storage`, `authorized_keys`, `dns`, `wait`), at the top level
+    /// of `vm` beside the plan's keys.
+    #[serde(flatten)]
+    pub guest: GuestVars,
 }
 
 /// `vm.ssh`: how the workflow reaches the guest.
@@ -108,13 +98,7 @@ impl WorkflowVm {
                 user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
             },
             nics,
-            packages: guest.packages,
-            timezone: guest.timezone,
-            fqdn: guest.fqdn,
-            snippet_storage: guest.snippet_storage,
-            authorized_keys: guest.authorized_keys,
-            dns: guest.dns,
-            wait: guest.wait,
+            guest,
         })
     }
 
