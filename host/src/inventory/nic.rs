@@ -22,8 +22,8 @@ const NIC_KEYS: [&str; 9] =
     ["bridge", "vlan", "ip", "prefix", "netmask", "gateway", "nameservers", "search", "interface"];
 const IP_FORM: &str = "an address with its prefix (10.0.20.10/24), an address plus prefix: or netmask:, or dhcp";
 
-/// An address with its prefix length, e.g. `10.0.20.10/24`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// An address with its prefix length, e.g. `10.0.20.10/24` (serialized so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpCidr {
     /// The address.
     pub addr: IpAddr,
@@ -37,7 +37,14 @@ impl fmt::Display for IpCidr {
     }
 }
 
-/// One network interface, resolved.
+impl Serialize for IpCidr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One network interface, resolved. Serialized with its addresses as text
+/// (`10.0.20.10/24`, `10.0.20.1`): that is `vm.nics` in a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Nic {
     /// Proxmox slot, `net0`.

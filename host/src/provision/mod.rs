@@ -22,7 +22,7 @@ use crate::project::{Loaded, Project, ProjectError, RunRequest};
 mod tests;
 mod vm;
 
-pub use vm::{WorkflowNic, WorkflowSsh, WorkflowVm};
+pub use vm::{WorkflowSsh, WorkflowVm};
 
 /// The management user when the inventory sets no `ansible_user`.
 pub const DEFAULT_USER: &str = "cradle";

@@ -7,7 +7,7 @@ use rhai::{Dynamic, EvalAltResult};
 use serde::Serialize;
 
 use super::DEFAULT_USER;
-use crate::inventory::{GuestVars, Inventory, InventoryError, SpecRecord, VmPlan};
+use crate::inventory::{GuestVars, Inventory, InventoryError, Nic, SpecRecord, VmPlan};
 
 /// The `vm` a workflow receives (see the module doc), converted to a script
 /// value once by [`WorkflowVm::to_dynamic`]: keys as the field names, `()`
@@ -25,7 +25,7 @@ pub struct WorkflowVm {
     /// The guest login.
     pub ssh: WorkflowSsh,
     /// The NICs with their DNS settings.
-    pub nics: Vec<WorkflowNic>,
+    pub nics: Vec<Nic>,
     /// The guest settings of the inventory (`packages`, `timezone`, `fqdn`,
     /// `snippet_storage`, `authorized_keys`, `dns`, `wait`), at the top level
     /// of `vm` beside the plan's keys.
@@ -44,27 +44,6 @@ pub struct WorkflowSsh {
     pub user: String,
 }
 
-/// One of `vm.nics`: the WIT `nic` fields plus the guest's DNS settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WorkflowNic {
-    /// Proxmox slot, `net0`.
-    pub slot: String,
-    /// Bridge on the node.
-    pub bridge: String,
-    /// VLAN tag.
-    pub vlan: Option<u16>,
-    /// The static address in CIDR form; `()` means DHCP.
-    pub address: Option<String>,
-    /// The default gateway.
-    pub gateway: Option<String>,
-    /// DNS servers.
-    pub nameservers: Vec<String>,
-    /// DNS search domains.
-    pub search: Vec<String>,
-    /// The guest's interface name.
-    pub guest_interface: String,
-}
-
 impl WorkflowVm {
     /// The `vm` of `plan`, with the guest settings of its host in `inv`.
     pub fn new(plan: &VmPlan, inv: &Inventory) -> Result<WorkflowVm, InventoryError> {
@@ -73,20 +52,6 @@ impl WorkflowVm {
             None => plan.vm_spec_unallocated(),
         };
         let guest = inv.guest_vars(plan.host.as_str())?;
-        let nics = plan
-            .nics
-            .iter()
-            .map(|n| WorkflowNic {
-                slot: n.slot.clone(),
-                bridge: n.bridge.clone(),
-                vlan: n.vlan,
-                address: n.address.map(|a| a.to_string()),
-                gateway: n.gateway.map(|g| g.to_string()),
-                nameservers: n.nameservers.iter().map(ToString::to_string).collect(),
-                search: n.search.clone(),
-                guest_interface: n.guest_interface.clone(),
-            })
-            .collect();
         Ok(WorkflowVm {
             name: plan.name.clone(),
             hostname: plan.name.clone(),
@@ -97,7 +62,7 @@ impl WorkflowVm {
                 port: plan.ssh.port,
                 user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
             },
-            nics,
+            nics: plan.nics.clone(),
             guest,
         })
     }
