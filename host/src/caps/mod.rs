@@ -9,7 +9,8 @@
 //! `mod.rs`, for `proxmox` and `ssh` in `client.rs`: [`proxmox::client`],
 //! [`ssh::SshClient`], [`dns::Rfc2136`], [`http::Endpoints`],
 //! [`lock::LockStore`], [`checkpoint::CheckpointStore`],
-//! [`context::CapCtx::log_event`], [`creation`]'s records), `scope.rs` what
+//! [`context::CapCtx::log_event`]; [`creation`]'s record store in `mod.rs`,
+//! its typed service in `service.rs` and `snippets.rs`), `scope.rs` what
 //! the operator may grant and what of a call the grant looks at (the grant
 //! section type, the call type, the capability's own rules, with a test per
 //! denied case), `host.rs` the WIT adapter (builds the [`Call`] and runs the

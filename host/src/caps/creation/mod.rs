@@ -1,14 +1,25 @@
-//! Creation records: what a rerun needs to finish an interrupted creation stage.
+//! Creation: the guest's first-boot snippets and the records that let a rerun
+//! finish an interrupted creation stage, as a typed service.
 //!
-//! A clone is not idempotent, but everything after it is (configuration,
-//! resize, migration, pinning the guest's host key, starting it). What a rerun
-//! cannot recompute is the guest's SSH host key generated on the control node:
-//! it went into the user-data snippet, and a cloud-init that already ran on
-//! the first boot keeps it. So before anything is created the host writes a
-//! record with the VMID, the node the snippets went to and that key pair; a
-//! rerun re-renders byte-identical snippets and pins the same key.
+//! Layout: this file is the record store ([`CreationStore`], [`Creation`]);
+//! [`service`] reads, reserves, begins and releases a VM's record through the
+//! one guard (checked as the `checkpoint` capability, journaled as
+//! `creation-<function>`); [`snippets`] renders, uploads and deletes the
+//! snippets and waits for cloud-init, through the `proxmox` and `ssh` WIT
+//! adapters on [`super::context::CapCtx`]; `rhai.rs` is the `cloudinit`
+//! script module, which only turns the script's `vm` map into the service's
+//! typed inputs and its typed outputs back into script values. Creation is no
+//! capability of its own: no WIT interface, no grant, no `scope.rs`.
 //!
-//! Contract:
+//! Why records: a clone is not idempotent, but everything after it is
+//! (configuration, resize, migration, pinning the guest's host key, starting
+//! it). What a rerun cannot recompute is the guest's SSH host key generated on
+//! the control node: it went into the user-data snippet, and a cloud-init that
+//! already ran on the first boot keeps it. So before anything is created the
+//! host writes a record with the VMID, the node the snippets went to and that
+//! key pair; a rerun re-renders byte-identical snippets and pins the same key.
+//!
+//! Contract of the store:
 //! - One owner-only JSON file per VM, `<dir>/<vm_name>.json` (directory 0700,
 //!   file 0600, written atomically and durably). It holds a private host key,
 //!   so it never enters a journal, a log or the workflow script.
@@ -16,8 +27,8 @@
 //!   (`cloudinit::reserve` in `workflows/lib/vmid.rhai`), at the latest before
 //!   the first side effect of the creation stage. Removed
 //!   ([`CreationStore::clear`]) once the snippets were deleted from the node
-//!   (`cloudinit::delete_snippets`: at the end of finalization, before the
-//!   checkpoint is cleared, or by `cradle remove`), or by `cloudinit::release`
+//!   ([`snippets::delete_snippets`]: at the end of finalization, before the
+//!   checkpoint is cleared, or by `cradle remove`), or by [`service::release`]
 //!   when a failed preflight gives back a VMID probed for this run. So "a
 //!   record and no checkpoint" always means "the creation stage did not
 //!   finish".
@@ -25,7 +36,8 @@
 //!   node has reserved; a file that is not a valid record is an error, never
 //!   skipped.
 //! - [`CreationStore::read`] returns `None` only when there is no file; an
-//!   unreadable or corrupt file is an error naming it, never "absent".
+//!   unreadable, corrupt, group- or world-accessible or foreign-owned file is
+//!   an error naming it, never "absent".
 //! - [`CreationStore::begin`] returns the existing record for the same VMID,
 //!   refuses one for another VMID ([`CreationError::Mismatch`]) and otherwise
 //!   stores a new one.
@@ -34,6 +46,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub(crate) mod rhai;
+pub mod service;
+pub mod snippets;
 
 use serde::{Deserialize, Serialize};
 

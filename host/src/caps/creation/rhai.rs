@@ -1,55 +1,51 @@
-//! `cloudinit::*` for workflow scripts: the guest's first-boot scaffolding.
+//! `cloudinit::*` for workflow scripts: the script face of the creation
+//! service ([`super::service`], [`super::snippets`]). Each function reads the
+//! script's `vm` map into the service's typed input, calls the service and
+//! hands its typed output back through `rhai::serde::to_dynamic`.
 //!
-//! - `cloudinit::upload_snippets(vm, node)` checks that the snippet storage
-//!   accepts snippets, generates the guest's SSH host key on the control node,
-//!   renders user-data / network-data / meta-data, and uploads them over SSH to
-//!   the snippet directory of `node` (the node that will start the VM). It
-//!   returns `#{user, network, meta, host_key}`: volume ids for `cicustom` and
-//!   the PUBLIC host key to pin. The private key never enters the script.
-//!   Before the first upload it writes the VM's creation record
-//!   ([`crate::caps::creation`]); while that record exists a rerun reuses its
-//!   key, so the snippets are byte-identical and the pinned key stays valid
-//!   The same record reserves the VMID of a host whose VMID was probed
-//!   (`cloudinit::reserve(vm, node)`, `cloudinit::reserved_vmids()`): PVE's
-//!   nextid reserves nothing, so allocators on this control node skip VMIDs
-//!   that a record holds until the clone has taken them;
-//!   `cloudinit::release(vm)` drops a reservation no VM has taken (a
-//!   creation that failed its preflight).
-//! - `cloudinit::creation(vm)` is that record without the private key
+//! - `cloudinit::upload_snippets(vm, node)` → `#{user, network, meta,
+//!   host_key, node}`: the snippets rendered and uploaded to `node` (the node
+//!   that will start the VM), volume ids for `cicustom` and the PUBLIC host
+//!   key to pin. The private key never enters the script. The VM's creation
+//!   record is written before the first upload; while it exists a rerun
+//!   reuses its key, so the snippets are byte-identical and the pinned key
+//!   stays valid.
+//! - `cloudinit::reserve(vm, node)` writes that record for `vm.spec.vmid`
+//!   and returns it as `cloudinit::creation` does; `cloudinit::reserved_vmids()`
+//!   is the array of VMIDs every record on this control node holds (PVE's
+//!   nextid reserves nothing, so allocators skip them);
+//!   `cloudinit::release(vm)` drops a reservation no VM has taken (a creation
+//!   that failed its preflight).
+//! - `cloudinit::creation(vm)` is the record without the private key
 //!   (`#{vmid, node, host_key, written}`), or `()`: "the creation stage of this
 //!   VM started and did not finish".
 //! - `cloudinit::delete_snippets(vm, node)` removes the snippets from the node,
 //!   then the creation record (end of finalization).
-//! - `cloudinit::wait_done(target, timeout_ms, attempts, interval_ms)` polls
-//!   `cloud-init status --format=json` with a per-command timeout and a bounded
-//!   number of attempts (separate bounds) and throws unless it ends `done`.
+//! - `cloudinit::wait_done(target, timeout_ms, attempts, interval_ms)` →
+//!   `#{status: "done", attempts}`, or throws unless cloud-init ends `done`.
 //!
-//! Every remote step goes through the `proxmox` and `ssh` adapters, so it is
-//! checked against `[workflow.grants.*]` and journaled. Every creation-record
-//! access goes through the same guard as the `checkpoint` capability (the
-//! record lives with the checkpoints and holds the guest's private key): a
-//! VM's record only for a VM of the run (`creation-read`, `-begin`,
-//! `-clear`), the reserved VMIDs of all records as `creation-reservations`.
+//! A failure throws `#{kind, message}` ([`throw`]). The parsers here are the
+//! only reading of the `vm` map for snippets, so their messages are the ones
+//! scripts see (``web-1: missing `ssh` target``, ``web-1: `spec.vmid` must
+//! be a VMID ...``, `web-1: nics[0].address ...`); `cradle::check_inputs`
+//! (`caps/script/inputs.rs`) and `guestnet::verify` read the same values
+//! through them, so the preflight accepts exactly what the upload renders.
+//! Everything past the parse (the checks, adapter calls, records and their
+//! journal entries) is the service's, described there.
 
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
-use serde::Serialize;
 
-use crate::caps::Call;
-use crate::caps::checkpoint::scope::CheckpointCall;
-use crate::caps::context::CapCtx;
-use crate::caps::creation::{Creation, CreationError, CreationStore};
-use crate::caps::script::{Res, caps, throw, to_map, wit_throw, with_run};
+use super::service;
+use super::snippets::{self, DEFAULT_SNIPPET_STORAGE, GuestSettings, VmCreation, WaitBounds};
+use crate::caps::script::{Res, caps, throw, to_map};
 use crate::caps::ssh::rhai::target;
-use crate::cloudinit::status::{Verdict, verdict};
-use crate::cloudinit::{Cidr, HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
-use crate::contract::bindings::cradle::host::{proxmox, ssh};
-use crate::contract::{CapError, ErrorKind};
-
-pub(crate) const DEFAULT_SNIPPET_STORAGE: &str = "local";
+use crate::cloudinit::{Cidr, Interface};
+use crate::contract::CapError;
 
 fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
     throw(CapError::invalid(msg))
@@ -74,54 +70,9 @@ fn strings(map: &Map, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The snippet directory of `storage` on the node, failing closed when the
-/// storage does not take snippets.
-fn snippet_dir(caps: &mut CapCtx, storage: &str) -> Res<String> {
-    let def = proxmox::Host::storage_info(caps, storage.to_string()).map_err(wit_throw)?;
-    if !def.content.iter().any(|c| c == "snippets") {
-        return Err(invalid(format!(
-            "storage `{storage}` does not accept snippets (content: {}); enable `snippets` on it in Datacenter → Storage, or set vms_snippet_storage",
-            def.content.join(",")
-        )));
-    }
-    let path = def
-        .path
-        .ok_or_else(|| invalid(format!("storage `{storage}` has no path; snippets need a directory storage")))?;
-    Ok(format!("{}/snippets", path.trim_end_matches('/')))
-}
-
-fn node_target(ctx: &NativeCallContext, node: &str) -> Res<ssh::Target> {
-    let access = with_run(ctx, |d| d.services.nodes.get(node).cloned())?;
-    let n = access.ok_or_else(|| {
-        invalid(format!("no SSH address for node `{node}`: set it under [clusters.NAME.node_ssh] in cradle.toml"))
-    })?;
-    Ok(ssh::Target { host: n.host, port: n.port, user: n.user })
-}
-
-fn creations(ctx: &NativeCallContext) -> Res<CreationStore> {
-    with_run(ctx, |d| CreationStore::for_checkpoints(&d.services.checkpoints))
-}
-
-fn record_err(e: CreationError) -> CapError {
-    let kind = if matches!(e, CreationError::Mismatch { .. }) { ErrorKind::Conflict } else { ErrorKind::Failed };
-    CapError::new(kind, e.to_string())
-}
-
-/// One access to `vm_name`'s creation record (it holds the guest's private
-/// host key) through the one guard: checked as the `checkpoint` capability
-/// for that VM, journaled as `creation-<function>`.
-fn with_record<T>(
-    ctx: &NativeCallContext,
-    c: &CapCtx,
-    function: &str,
-    vm_name: &str,
-    work: impl FnOnce(&CreationStore) -> Result<T, CreationError>,
-) -> Res<T> {
-    let store = creations(ctx)?;
-    c.guard(&format!("creation-{function}"), Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
-        work(&store).map_err(record_err)
-    })
-    .map_err(throw)
+/// `vm.snippet_storage`, or [`DEFAULT_SNIPPET_STORAGE`].
+pub(crate) fn snippet_storage(vm: &Map) -> String {
+    opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into())
 }
 
 fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
@@ -134,84 +85,23 @@ fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
         })
 }
 
-/// `cloudinit::creation(vm)`: the creation record without its private key.
-#[derive(Serialize)]
-struct CreationView {
-    vmid: u32,
-    node: String,
-    host_key: String,
-    written: String,
+/// The user-data settings of `vm` (its `ssh.user` is the management user).
+pub(crate) fn guest_settings(vm: &Map, name: &str) -> Res<GuestSettings> {
+    let login = vm
+        .get("ssh")
+        .and_then(|s| s.clone().try_cast::<Map>())
+        .ok_or_else(|| invalid(format!("{name}: missing `ssh` target")))?;
+    Ok(GuestSettings {
+        login_user: str_of(&login, "user", &format!("{name}: ssh"))?,
+        authorized_keys: strings(vm, "authorized_keys"),
+        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.to_string()),
+        fqdn: opt_str(vm, "fqdn"),
+        packages: strings(vm, "packages"),
+        timezone: opt_str(vm, "timezone"),
+    })
 }
 
-fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
-    let name = str_of(vm, "name", "cloudinit::creation")?;
-    let Some(rec) = with_record(ctx, &caps(ctx)?, "read", &name, |s| s.read(&name))? else {
-        return Ok(Dynamic::UNIT);
-    };
-    to_dynamic(CreationView { vmid: rec.vmid, node: rec.node, host_key: rec.host_key_public, written: rec.written })
-}
-
-/// The VM's creation record: the stored one, or a new one with a host key
-/// generated now, written durably before anything else happens (a rerun must
-/// find the same key).
-fn begin(ctx: &NativeCallContext, c: &mut CapCtx, vm: &Map, name: &str, node: &str) -> Res<Creation> {
-    let vmid = vmid_of(vm, name)?;
-    let fresh = match with_record(ctx, c, "read", name, |s| s.read(name))? {
-        Some(rec) => rec,
-        None => {
-            let key = c.block_on(crate::caps::ssh::generate_host_key(&format!("cradle-{name}"))).map_err(throw)?;
-            Creation {
-                vm_name: name.to_string(),
-                vmid,
-                node: node.to_string(),
-                host_key_public: key.public,
-                host_key_private: key.private_openssh.expose().to_string(),
-                written: String::new(),
-            }
-        }
-    };
-    with_record(ctx, c, "begin", name, |s| s.begin(Creation { vmid, ..fresh }))
-}
-
-fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
-    let name = str_of(vm, "name", "cloudinit::reserve")?;
-    let mut c = caps(ctx)?;
-    begin(ctx, &mut c, vm, &name, node)?;
-    creation(ctx, vm)
-}
-
-/// Drop the reservation of a VMID this VM has not taken (its creation failed
-/// before the clone); refused while a VM of this name holds that VMID.
-fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
-    let name = str_of(vm, "name", "cloudinit::release")?;
-    let mut c = caps(ctx)?;
-    let Some(rec) = with_record(ctx, &c, "read", &name, |s| s.read(&name))? else { return Ok(()) };
-    let vms = proxmox::Host::list_vms(&mut c).map_err(wit_throw)?;
-    if let Some(taken) = vms.iter().find(|v| v.vmid == rec.vmid && v.name.as_deref() == Some(name.as_str())) {
-        return Err(throw(CapError::new(
-            ErrorKind::Conflict,
-            format!(
-                "the creation record of {name} is not released: VM {} (VMID {}) exists; finish or remove it",
-                taken.name.as_deref().unwrap_or("unnamed"),
-                rec.vmid
-            ),
-        )));
-    }
-    with_record(ctx, &c, "clear", &name, |s| s.clear(&name))
-}
-
-/// The VMIDs every creation record on this control node reserves (only the
-/// VMIDs leave the host), through the guard as [`CheckpointCall::Reservations`].
-fn reserved_vmids(ctx: &NativeCallContext) -> Res<rhai::Array> {
-    let store = creations(ctx)?;
-    let vmids = caps(ctx)?
-        .guard("creation-reservations", Call::Checkpoint(CheckpointCall::Reservations), || {
-            store.list().map(|r| r.into_iter().map(|r| r.vmid).collect::<Vec<u32>>()).map_err(record_err)
-        })
-        .map_err(throw)?;
-    Ok(vmids.into_iter().map(|v| Dynamic::from(i64::from(v))).collect())
-}
-
+/// The network-data interfaces of `vm.nics` (none: no interface).
 pub(crate) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
@@ -240,150 +130,61 @@ pub(crate) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     Ok(out)
 }
 
-/// The user-data inputs of `vm`: one builder for the upload and for the
-/// preflight check of the inventory's values (`cradle::check_inputs`), so
-/// the check accepts exactly what the upload renders.
-pub(crate) fn user_data(ctx: &NativeCallContext, vm: &Map, name: &str, host_key: Option<HostKey>) -> Res<UserData> {
-    let login = vm
-        .get("ssh")
-        .and_then(|s| s.clone().try_cast::<Map>())
-        .ok_or_else(|| invalid(format!("{name}: missing `ssh` target")))?;
-    let user_name = str_of(&login, "user", &format!("{name}: ssh"))?;
-    let mut keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
-    keys.extend(strings(vm, "authorized_keys"));
-    Ok(UserData {
-        vm_name: name.to_string(),
-        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.to_string()),
-        fqdn: opt_str(vm, "fqdn"),
-        user: ManagementUser::new(user_name, keys),
-        keep_default_user: false,
-        packages: strings(vm, "packages"),
-        package_update: false,
-        timezone: opt_str(vm, "timezone"),
-        host_key,
-    })
-}
-
-/// What `cloudinit::upload_snippets` returns: the volume ids for `cicustom`,
-/// the public host key to pin and the node the snippets are on.
-#[derive(Serialize)]
-struct Uploaded<'a> {
-    user: String,
-    network: String,
-    meta: String,
-    host_key: String,
-    node: &'a str,
+/// `vm` as the creation service's input for `node`.
+fn vm_creation(vm: &Map, name: String, node: &str) -> Res<VmCreation> {
+    let guest = guest_settings(vm, &name)?;
+    let vmid = vmid_of(vm, &name)?;
+    let interfaces = interfaces(vm, &name)?;
+    Ok(VmCreation { vmid, node: node.to_string(), snippet_storage: snippet_storage(vm), guest, interfaces, name })
 }
 
 fn upload_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Map> {
     let name = str_of(vm, "name", "cloudinit::upload_snippets")?;
-    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
     let mut c = caps(ctx)?;
-    let dir = snippet_dir(&mut c, &storage)?;
-    let node_ssh = node_target(ctx, node)?;
-    let mut user = user_data(ctx, vm, &name, None)?;
-    let record = begin(ctx, &mut c, vm, &name, node)?;
-    user.host_key =
-        Some(HostKey { ed25519_private: record.private_key(), ed25519_public: record.host_key_public.clone() });
-    let network = NetworkData { vm_name: name.clone(), interfaces: interfaces(vm, &name)? };
-    let rendered = render_all(&user, &network).map_err(|e| invalid(e.to_string()))?;
-    let sudo = node_ssh.user != "root";
-    for snippet in [&rendered.user, &rendered.network, &rendered.meta] {
-        let path = format!("{dir}/{}", snippet.file_name);
-        ssh::Host::upload(&mut c, node_ssh.clone(), path, snippet.content.as_bytes().to_vec(), 0o600, sudo)
-            .map_err(wit_throw)?;
-    }
-    let volid = |f: &str| format!("{storage}:snippets/{f}");
-    to_map(&Uploaded {
-        user: volid(&rendered.user.file_name),
-        network: volid(&rendered.network.file_name),
-        meta: volid(&rendered.meta.file_name),
-        host_key: record.host_key_public,
-        node,
-    })
+    let input = vm_creation(vm, name, node)?;
+    to_map(&snippets::upload_snippets(&mut c, &input).map_err(throw)?)
 }
 
 fn delete_snippets(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<()> {
     let name = str_of(vm, "name", "cloudinit::delete_snippets")?;
-    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let storage = snippet_storage(vm);
     let mut c = caps(ctx)?;
-    let dir = snippet_dir(&mut c, &storage)?;
-    let names = snippet_names(&name).map_err(|e| invalid(e.to_string()))?;
-    let files: Vec<String> = [names.user, names.network, names.meta].iter().map(|f| format!("'{dir}/{f}'")).collect();
-    // The snippets went to the node the creation record names; if the
-    // inventory's node changed since, both are cleaned.
-    let mut nodes = vec![node.to_string()];
-    if let Some(rec) = with_record(ctx, &c, "read", &name, |s| s.read(&name))?
-        && rec.node != node
-    {
-        nodes.push(rec.node);
-    }
-    for node in &nodes {
-        let node_ssh = node_target(ctx, node)?;
-        let sudo = if node_ssh.user == "root" { "" } else { "sudo -n " };
-        let command = format!("{sudo}rm -f {}", files.join(" "));
-        let out = ssh::Host::exec(&mut c, node_ssh, command, None, 30_000).map_err(wit_throw)?;
-        if out.exit_code != Some(0) {
-            return Err(throw(CapError::failed(format!(
-                "removing the snippets of {name} from node {node} failed: {}",
-                out.stderr.trim()
-            ))));
-        }
-    }
-    // Only now: the record's private key was in those files.
-    with_record(ctx, &c, "clear", &name, |s| s.clear(&name))
+    snippets::delete_snippets(&mut c, &name, &storage, node).map_err(throw)
 }
 
-/// What `cloudinit::wait_done` returns once cloud-init is done.
-#[derive(Serialize)]
-struct Done {
-    status: &'static str,
-    attempts: u32,
+fn creation(ctx: &NativeCallContext, vm: &Map) -> Res<Dynamic> {
+    let name = str_of(vm, "name", "cloudinit::creation")?;
+    to_dynamic(service::creation(&caps(ctx)?, &name).map_err(throw)?)
+}
+
+fn reserve(ctx: &NativeCallContext, vm: &Map, node: &str) -> Res<Dynamic> {
+    let name = str_of(vm, "name", "cloudinit::reserve")?;
+    let mut c = caps(ctx)?;
+    let vmid = vmid_of(vm, &name)?;
+    to_dynamic(service::reserve(&mut c, &name, vmid, node).map_err(throw)?)
+}
+
+fn release(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
+    let name = str_of(vm, "name", "cloudinit::release")?;
+    service::release(&mut caps(ctx)?, &name).map_err(throw)
+}
+
+fn reserved_vmids(ctx: &NativeCallContext) -> Res<Dynamic> {
+    to_dynamic(service::reserved_vmids(&caps(ctx)?).map_err(throw)?)
 }
 
 fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, interval_ms: i64) -> Res<Map> {
     let target = target(t, "cloudinit::wait_done")?;
-    let (timeout, attempts, interval) =
-        match (u64::try_from(timeout_ms), u32::try_from(attempts), u64::try_from(interval_ms)) {
-            (Ok(t), Ok(a), Ok(i)) if a > 0 => (t, a, Duration::from_millis(i)),
-            _ => {
-                return Err(invalid(
-                    "cloudinit::wait_done: timeout, attempts (≥ 1) and interval must be positive".into(),
-                ));
-            }
-        };
-    let mut last = String::from("no answer yet");
-    for attempt in 1..=attempts {
-        let answer =
-            ssh::Host::exec(&mut caps(ctx)?, target.clone(), "cloud-init status --format=json".into(), None, timeout);
-        match answer {
-            Ok(out) => match verdict(out.exit_code, &out.stdout) {
-                Verdict::Done => return to_map(&Done { status: "done", attempts: attempt }),
-                Verdict::Running => last = "still running".into(),
-                Verdict::Failed(why) => {
-                    return Err(throw(CapError::failed(format!(
-                        "{why}; the guest was NOT rebooted or marked complete: inspect `cloud-init status --long` on {}",
-                        target.host
-                    ))));
-                }
-            },
-            // The guest may not answer yet; only transport trouble is retried.
-            Err(e) => match CapError::from_wit(e) {
-                err if err.kind == ErrorKind::Transient => last = err.message,
-                err => return Err(throw(err)),
-            },
+    let attempts = u32::try_from(attempts).ok().and_then(NonZeroU32::new);
+    let bounds = match (u64::try_from(timeout_ms), attempts, u64::try_from(interval_ms)) {
+        (Ok(timeout_ms), Some(attempts), Ok(i)) => {
+            WaitBounds { timeout_ms, attempts, interval: Duration::from_millis(i) }
         }
-        if attempt < attempts {
-            std::thread::sleep(interval);
+        _ => {
+            return Err(invalid("cloudinit::wait_done: timeout, attempts (≥ 1) and interval must be positive".into()));
         }
-    }
-    Err(throw(CapError::new(
-        ErrorKind::Transient,
-        format!(
-            "cloud-init on {} did not finish after {attempts} checks ({last}); rerun to continue, or inspect `cloud-init status --long`",
-            target.host
-        ),
-    )))
+    };
+    to_map(&snippets::wait_done(&mut caps(ctx)?, &target, bounds).map_err(throw)?)
 }
 
 /// The `cloudinit` module.
@@ -400,7 +201,7 @@ pub fn module() -> Module {
     FuncRegistration::new("release")
         .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<()> { release(&ctx, &vm) });
     FuncRegistration::new("reserved_vmids")
-        .set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> { reserved_vmids(&ctx) });
+        .set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Dynamic> { reserved_vmids(&ctx) });
     FuncRegistration::new("creation")
         .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<Dynamic> { creation(&ctx, &vm) });
     FuncRegistration::new("delete_snippets")
@@ -414,4 +215,61 @@ pub fn module() -> Module {
         },
     );
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(e: &rhai::EvalAltResult) -> String {
+        match e {
+            rhai::EvalAltResult::ErrorRuntime(v, _) => v.clone().cast::<Map>()["message"].to_string(),
+            other => panic!("not a thrown error: {other}"),
+        }
+    }
+
+    fn vm(extra: &str) -> Map {
+        let engine = rhai::Engine::new();
+        let script = format!(
+            r#"#{{ name: "web-1", ssh: #{{ host: "10.0.0.5", user: "ops" }}, spec: #{{ vmid: 150 }}, {extra} }}"#
+        );
+        engine.eval::<Map>(&script).unwrap()
+    }
+
+    #[test]
+    fn a_vm_map_becomes_the_typed_creation_input() {
+        let m = vm(r#"authorized_keys: ["ssh-ed25519 VM"], nics: [#{ address: "10.0.0.5/24", gateway: "10.0.0.1" }]"#);
+        let input = vm_creation(&m, "web-1".into(), "pve2").unwrap();
+        assert_eq!((input.vmid, input.node.as_str(), input.snippet_storage.as_str()), (150, "pve2", "local"));
+        assert_eq!(input.guest.hostname, "web-1", "the hostname defaults to the VM name");
+        assert_eq!(input.interfaces[0].gateway, Some("10.0.0.1".parse().unwrap()));
+        let user = input.guest.user_data("web-1", &["ssh-ed25519 RUN".into()], None);
+        assert_eq!(user.user.ssh_authorized_keys, ["ssh-ed25519 RUN", "ssh-ed25519 VM"], "run keys first");
+    }
+
+    #[test]
+    fn bad_vm_values_fail_with_the_messages_scripts_see() {
+        let mut no_ssh = vm("");
+        no_ssh.remove("ssh");
+        let mut bad_vmid = vm("");
+        bad_vmid.insert("spec".into(), vm("").remove("ssh").unwrap());
+        let cases = [
+            (no_ssh, "web-1: missing `ssh` target"),
+            (bad_vmid, "web-1: `spec.vmid` must be a VMID"),
+            (vm(r#"nics: [#{ address: "10.0.0.300/24" }]"#), "web-1: nics[0].address `10.0.0.300/24`"),
+            (vm(r#"nics: [#{ gateway: "gw" }]"#), "web-1: nics[0].gateway `gw` is not an IP address"),
+        ];
+        for (m, want) in cases {
+            let err = message(&vm_creation(&m, "web-1".into(), "pve2").unwrap_err());
+            assert!(err.starts_with(want), "{err}");
+        }
+    }
+
+    #[test]
+    fn typed_outputs_reach_scripts_as_before() {
+        let none = to_dynamic(None::<service::CreationView>).unwrap();
+        assert!(none.is_unit(), "no record is ()");
+        let vmids = to_dynamic(vec![150u32, 151]).unwrap().into_array().unwrap();
+        assert_eq!(vmids[0].as_int(), Ok(150), "VMIDs are script integers");
+    }
 }

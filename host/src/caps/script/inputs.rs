@@ -13,9 +13,13 @@
 //! - SSH target: `caps::ssh::check_target` (the host must not look like an
 //!   option: `-oProxyCommand=...`; the user name; the port);
 //! - user-data and meta-data: rendered in memory (`cloudinit::render_all`)
-//!   from the inputs `cloudinit::upload_snippets` renders, without a host key;
-//!   this covers the VM name used in the snippet names, hostname, FQDN, the
-//!   management user (`ansible_user`) and its keys, packages, timezone;
+//!   from what `cloudinit::upload_snippets` renders: the same parsers
+//!   (`caps::creation::rhai`: `guest_settings`, `interfaces`,
+//!   `snippet_storage`), the same builder
+//!   (`caps::creation::snippets::GuestSettings::user_data`, with the run's
+//!   guest keys), without a host key. This covers the VM name used in the
+//!   snippet names, hostname, FQDN, the management user (`ansible_user`) and
+//!   its keys, packages, timezone;
 //! - network-data: each NIC rendered alone (so an error names its `nicN`),
 //!   then all together (names used twice): addresses, gateway inside the
 //!   subnet, nameservers, search domains, interface names;
@@ -24,8 +28,8 @@
 
 use rhai::{Map, NativeCallContext};
 
-use super::{Res, throw};
-use crate::caps::creation::rhai::{DEFAULT_SNIPPET_STORAGE, interfaces, opt_str, str_of, user_data};
+use super::{Res, throw, with_run};
+use crate::caps::creation::rhai::{guest_settings, interfaces, snippet_storage, str_of};
 use crate::cloudinit::{CloudInitError, NetworkData, cicustom, render_all, render_network_data, snippet_names};
 use crate::contract::CapError;
 
@@ -73,7 +77,9 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     crate::caps::ssh::check_host(&target.host).map_err(|e| bad(&name, "ansible_host", e.message))?;
     crate::caps::ssh::check_target(&target).map_err(|e| bad(&name, "ansible_user/ansible_port", e.message))?;
 
-    let user = user_data(ctx, vm, &name, None)?;
+    let guest = guest_settings(vm, &name)?;
+    let guest_keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
+    let user = guest.user_data(&name, &guest_keys, None);
     let nics = interfaces(vm, &name).map_err(|e| bad(&name, "vms_config.nicN", message(&e)))?;
     for (i, nic) in nics.iter().enumerate() {
         let one = NetworkData { vm_name: name.clone(), interfaces: vec![nic.clone()] };
@@ -83,7 +89,7 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
     render_network_data(&network).map_err(|e| bad(&name, "vms_config (NICs)", e))?;
     render_all(&user, &network).map_err(|e| bad(&name, user_variable(&e), e))?;
 
-    let storage = opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into());
+    let storage = snippet_storage(vm);
     let names = snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
     cicustom(&storage, &names).map_err(|e| bad(&name, "vms_snippet_storage", e))?;
 
