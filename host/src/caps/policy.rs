@@ -103,6 +103,32 @@ pub struct Caller<'a> {
     pub builtin_defaults: bool,
 }
 
+/// A grant section value serde accepted but the capability cannot use
+/// (`proxmox.node_keys: \`x\` is not a node key …`), found once when
+/// cradle.toml is read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: `{value}` {problem}")]
+pub struct GrantError {
+    /// The key below the grants, `section.key` (`ssh.upload_dirs`).
+    pub key: &'static str,
+    /// The value as written.
+    pub value: String,
+    /// What is wrong with it, and what to write instead.
+    pub problem: String,
+}
+
+/// What of a call lies outside a grant, and which config key governs it: the
+/// scope of the [`Denied`] [`check`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OutOfScope(pub String);
+
+impl From<String> for OutOfScope {
+    fn from(scope: String) -> OutOfScope {
+        OutOfScope(scope)
+    }
+}
+
 /// A capability's grant section (`[<origin>.<cap>]`) and the rules it
 /// enforces; implemented in the capability's `scope.rs`.
 pub trait Grant {
@@ -110,14 +136,13 @@ pub trait Grant {
     type Call<'a>;
 
     /// Check values serde cannot (absolute paths, zone spelling), once when
-    /// cradle.toml is read. The message names the key below the section.
-    fn validate(&self) -> Result<(), String> {
+    /// cradle.toml is read.
+    fn validate(&self) -> Result<(), GrantError> {
         Ok(())
     }
 
-    /// Whether `call` is inside this grant; the `Err` is the scope of the
-    /// [`Denied`] (what was outside it, and which config key governs it).
-    fn check(&self, caller: &Caller<'_>, call: &Self::Call<'_>) -> Result<(), String>;
+    /// Whether `call` is inside this grant.
+    fn check(&self, caller: &Caller<'_>, call: &Self::Call<'_>) -> Result<(), OutOfScope>;
 }
 
 /// Whether `list` allows `value`: `"*"` allows anything, an empty list nothing.
@@ -133,7 +158,7 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
         return Err(Denied { capability: cap, scope: format!("not granted (add [{origin}.{cap}] to cradle.toml)") });
     }
     let caller = Caller { origin, scope, builtin_defaults: grants.builtin_defaults };
-    grants.check_granted(&caller, call).map_err(|scope| Denied { capability: cap, scope })
+    grants.check_granted(&caller, call).map_err(|OutOfScope(scope)| Denied { capability: cap, scope })
 }
 
 /// The grants, scope and helpers the capabilities' denied-case tests share

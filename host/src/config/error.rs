@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use crate::caps::dns::DnsConfigError;
+use crate::caps::policy::GrantError;
 use crate::caps::ssh::NodeSshError;
 use crate::plugin::limits::LimitsError;
 
@@ -67,9 +68,9 @@ pub enum ConfigProblem {
         "plugins.{name}: path is required (e.g. path = \"plugins/{name}.wasm\"); only a built-in plugin ({builtin}) may leave it out"
     )]
     PluginPath { name: String, builtin: String },
-    /// A plugin's grants (the grant checker's message).
-    #[error("plugins.{name}.grants: {message}")]
-    PluginGrants { name: String, message: String },
+    /// A plugin's grants.
+    #[error("plugins.{name}.grants: {problem}")]
+    PluginGrants { name: String, problem: GrantError },
     /// A plugin's limits.
     #[error("plugins.{name}: {problem}")]
     PluginLimits { name: String, problem: LimitsError },
@@ -78,9 +79,9 @@ pub enum ConfigProblem {
         "plugins.{name}.grants.http.endpoints names `{alias}`, which is not defined in [endpoints] (known: {known})"
     )]
     HttpEndpoint { name: String, alias: String, known: String },
-    /// The workflow grants (the grant checker's message).
-    #[error("workflow.grants: {message}")]
-    WorkflowGrants { message: String },
+    /// The workflow grants.
+    #[error("workflow.grants: {problem}")]
+    WorkflowGrants { problem: GrantError },
     /// `workflow.max_operations = 0`.
     #[error("workflow.max_operations must be at least 1")]
     MaxOperations,

@@ -450,7 +450,7 @@ impl Config {
             if plugin.path.is_none() && crate::builtin::plugin(name).is_none() {
                 return Err(ConfigProblem::PluginPath { name: name.clone(), builtin: crate::builtin::plugin_names() });
             }
-            plugin.grants.validate().map_err(|message| ConfigProblem::PluginGrants { name: name.clone(), message })?;
+            plugin.grants.validate().map_err(|problem| ConfigProblem::PluginGrants { name: name.clone(), problem })?;
             plugin.limits.validate().map_err(|problem| ConfigProblem::PluginLimits { name: name.clone(), problem })?;
             if let Some(http) = &plugin.grants.http {
                 for alias in &http.endpoints {
@@ -464,7 +464,7 @@ impl Config {
                 }
             }
         }
-        self.workflow.grants.validate().map_err(|message| ConfigProblem::WorkflowGrants { message })?;
+        self.workflow.grants.validate().map_err(|problem| ConfigProblem::WorkflowGrants { problem })?;
         if self.workflow.max_operations == 0 {
             return Err(ConfigProblem::MaxOperations);
         }

@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant};
+use crate::caps::policy::{Caller, Grant, OutOfScope};
 
 /// `[...grants.checkpoint]`: checkpoints of the VMs the call is bound to.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -32,11 +32,11 @@ pub enum CheckpointCall<'a> {
 impl Grant for CheckpointGrant {
     type Call<'a> = CheckpointCall<'a>;
 
-    fn check(&self, caller: &Caller<'_>, call: &CheckpointCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &CheckpointCall<'_>) -> Result<(), OutOfScope> {
         match *call {
             CheckpointCall::Vm { vm_name } => {
                 if !caller.scope.vms.iter().any(|vm| vm.name == vm_name) {
-                    return Err(format!("VM `{vm_name}` is not a VM of this call (checkpoints are per VM)"));
+                    return Err(format!("VM `{vm_name}` is not a VM of this call (checkpoints are per VM)").into());
                 }
                 Ok(())
             }

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant};
+use crate::caps::policy::{Caller, Grant, GrantError, OutOfScope};
 
 /// `[...grants.dns]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -30,25 +30,25 @@ pub struct DnsCall<'a> {
 impl Grant for DnsGrant {
     type Call<'a> = DnsCall<'a>;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), GrantError> {
         for zone in &self.zones {
             if zone.is_empty() || zone.contains(char::is_whitespace) {
-                return Err(format!("dns.zones: `{zone}` is not a zone name"));
+                return Err(GrantError { key: "dns.zones", value: zone.clone(), problem: "is not a zone name".into() });
             }
         }
         Ok(())
     }
 
-    fn check(&self, caller: &Caller<'_>, call: &DnsCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &DnsCall<'_>) -> Result<(), OutOfScope> {
         let DnsCall { zone, name } = *call;
         let origin = caller.origin;
         let zone_n = normalize_zone(zone);
         if !self.zones.iter().any(|z| normalize_zone(z) == zone_n) {
-            return Err(format!("zone `{zone}` is not in {origin}.dns.zones"));
+            return Err(format!("zone `{zone}` is not in {origin}.dns.zones").into());
         }
         let name_n = normalize_zone(name);
         if !(name_n == zone_n || name_n.ends_with(&format!(".{zone_n}"))) {
-            return Err(format!("name `{name}` is not inside zone `{zone}`"));
+            return Err(format!("name `{name}` is not inside zone `{zone}`").into());
         }
         Ok(())
     }

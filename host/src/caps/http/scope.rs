@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant};
+use crate::caps::policy::{Caller, Grant, OutOfScope};
 
 /// `[...grants.http]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -28,10 +28,10 @@ pub struct HttpCall<'a> {
 impl Grant for HttpGrant {
     type Call<'a> = HttpCall<'a>;
 
-    fn check(&self, caller: &Caller<'_>, call: &HttpCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &HttpCall<'_>) -> Result<(), OutOfScope> {
         let endpoint = call.endpoint;
         if !self.endpoints.iter().any(|e| e == endpoint) {
-            return Err(format!("endpoint `{endpoint}` is not in {}.http.endpoints", caller.origin));
+            return Err(format!("endpoint `{endpoint}` is not in {}.http.endpoints", caller.origin).into());
         }
         Ok(())
     }

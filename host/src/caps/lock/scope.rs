@@ -8,7 +8,7 @@
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant};
+use crate::caps::policy::{Caller, Grant, OutOfScope};
 
 /// `[...grants.lock]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,16 +46,17 @@ pub enum LockOp {
 impl Grant for LockGrant {
     type Call<'a> = LockCall<'a>;
 
-    fn check(&self, caller: &Caller<'_>, call: &LockCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &LockCall<'_>) -> Result<(), OutOfScope> {
         let LockCall { key, op } = *call;
         if !self.prefixes.iter().any(|p| p == "*" || key.starts_with(p.as_str())) {
-            return Err(format!("key `{key}` does not start with a prefix in {}.lock.prefixes", caller.origin));
+            return Err(format!("key `{key}` does not start with a prefix in {}.lock.prefixes", caller.origin).into());
         }
         if op == (LockOp::Release { acquired_by_caller: false }) && !caller.scope.operator {
             return Err(format!(
                 "release of `{key}`: this plugin did not acquire it in this run (a plugin may release only \
                  locks it acquired; the workflow's lock belongs to the workflow)"
-            ));
+            )
+            .into());
         }
         Ok(())
     }

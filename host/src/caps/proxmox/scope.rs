@@ -8,7 +8,7 @@
 use serde::Deserialize;
 
 use super::config_scope::{ConfigScope, NODE_KEYS, Touch, node_key};
-use crate::caps::policy::{Caller, Grant, list_allows};
+use crate::caps::policy::{Caller, Grant, GrantError, OutOfScope, list_allows};
 
 /// `[...grants.proxmox]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -37,6 +37,31 @@ pub struct ProxmoxGrant {
     pub node_keys: Vec<String>,
 }
 
+/// Why a `vmids = "..."` grant is not a VMID range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VmidRangeError {
+    /// A part is not a number.
+    #[error("vmids = \"{range}\": `{token}` is not a VMID; write \"100-199\"")]
+    NotAVmid {
+        /// The range as written.
+        range: String,
+        /// The part that is not a VMID.
+        token: String,
+    },
+    /// Outside what PVE accepts.
+    #[error("vmids = \"{range}\": Proxmox VMIDs are 100..999999999")]
+    OutsidePve {
+        /// The range as written.
+        range: String,
+    },
+    /// The first VMID is above the last.
+    #[error("vmids = \"{range}\": the first VMID is above the last")]
+    Reversed {
+        /// The range as written.
+        range: String,
+    },
+}
+
 /// An inclusive VMID range, written `"100-199"` or `"150"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VmidRange {
@@ -53,9 +78,9 @@ impl VmidRange {
     }
 
     /// Parse `"100-199"` or `"150"`.
-    pub fn parse(s: &str) -> Result<VmidRange, String> {
+    pub fn parse(s: &str) -> Result<VmidRange, VmidRangeError> {
         let num = |t: &str| {
-            t.trim().parse::<u32>().map_err(|_| format!("vmids = \"{s}\": `{t}` is not a VMID; write \"100-199\""))
+            t.trim().parse::<u32>().map_err(|_| VmidRangeError::NotAVmid { range: s.to_string(), token: t.to_string() })
         };
         let (first, last) = match s.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
@@ -65,10 +90,10 @@ impl VmidRange {
             }
         };
         if first < 100 || last > 999_999_999 {
-            return Err(format!("vmids = \"{s}\": Proxmox VMIDs are 100..999999999"));
+            return Err(VmidRangeError::OutsidePve { range: s.to_string() });
         }
         if first > last {
-            return Err(format!("vmids = \"{s}\": the first VMID is above the last"));
+            return Err(VmidRangeError::Reversed { range: s.to_string() });
         }
         Ok(VmidRange { first, last })
     }
@@ -136,37 +161,41 @@ pub struct HaRuleScope<'a> {
 impl Grant for ProxmoxGrant {
     type Call<'a> = ProxmoxCall<'a>;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), GrantError> {
         for key in &self.node_keys {
             if !NODE_KEYS.contains(&key.as_str()) {
-                return Err(format!("proxmox.node_keys: `{key}` is not a node key (known: {})", NODE_KEYS.join(", ")));
+                return Err(GrantError {
+                    key: "proxmox.node_keys",
+                    value: key.clone(),
+                    problem: format!("is not a node key (known: {})", NODE_KEYS.join(", ")),
+                });
             }
         }
         Ok(())
     }
 
-    fn check(&self, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> Result<(), OutOfScope> {
         check_proxmox(self, caller, p)
     }
 }
 
-fn check_proxmox(g: &ProxmoxGrant, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> Result<(), String> {
+fn check_proxmox(g: &ProxmoxGrant, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> Result<(), OutOfScope> {
     let origin = caller.origin;
     let vmids_hint = || format!("{origin}.proxmox.vmids = \"{}\"", g.vmids);
     for node in [p.node, p.target_node].into_iter().flatten() {
         if !list_allows(&g.nodes, node) {
-            return Err(format!("node `{node}` is not in {origin}.proxmox.nodes"));
+            return Err(format!("node `{node}` is not in {origin}.proxmox.nodes").into());
         }
     }
     if let Some(vmid) = p.vmid
         && !g.vmids.contains(vmid)
     {
-        return Err(format!("vmid {vmid} is outside {}", vmids_hint()));
+        return Err(format!("vmid {vmid} is outside {}", vmids_hint()).into());
     }
     if let Some(storage) = p.storage
         && !list_allows(&g.storages, storage)
     {
-        return Err(format!("storage `{storage}` is not in {origin}.proxmox.storages"));
+        return Err(format!("storage `{storage}` is not in {origin}.proxmox.storages").into());
     }
     if let Some((vmid, name)) = p.template {
         let ok = g.templates.iter().any(|t| match t {
@@ -175,14 +204,14 @@ fn check_proxmox(g: &ProxmoxGrant, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> 
         });
         if !ok {
             let label = name.map(|n| format!("`{n}` ({vmid})")).unwrap_or_else(|| vmid.to_string());
-            return Err(format!("template {label} is not in {origin}.proxmox.templates"));
+            return Err(format!("template {label} is not in {origin}.proxmox.templates").into());
         }
     }
     if let Some(rule) = &p.ha_rule {
         let id = rule.rule;
         for vmid in &rule.new_members {
             if !g.vmids.contains(*vmid) {
-                return Err(format!("HA rule `{id}` would hold vm:{vmid}, outside {}", vmids_hint()));
+                return Err(format!("HA rule `{id}` would hold vm:{vmid}, outside {}", vmids_hint()).into());
             }
         }
         for vmid in &rule.current_members {
@@ -191,12 +220,15 @@ fn check_proxmox(g: &ProxmoxGrant, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> 
                     "HA rule `{id}` currently holds vm:{vmid}, outside {}: a rule holding VMs outside the grant \
                      cannot be rewritten",
                     vmids_hint()
-                ));
+                )
+                .into());
             }
         }
         for node in &rule.nodes {
             if !list_allows(&g.nodes, node) {
-                return Err(format!("HA rule `{id}` names node `{node}`, which is not in {origin}.proxmox.nodes"));
+                return Err(
+                    format!("HA rule `{id}` names node `{node}`, which is not in {origin}.proxmox.nodes").into()
+                );
             }
         }
     }
@@ -204,7 +236,7 @@ fn check_proxmox(g: &ProxmoxGrant, caller: &Caller<'_>, p: &ProxmoxCall<'_>) -> 
         check_config(g, caller, p.vmid, config)?;
     }
     if p.destructive && !g.destructive {
-        return Err(format!("destructive calls are not granted ({})", destructive_hint(caller)));
+        return Err(format!("destructive calls are not granted ({})", destructive_hint(caller)).into());
     }
     Ok(())
 }
@@ -224,7 +256,12 @@ fn destructive_hint(caller: &Caller<'_>) -> String {
 }
 
 /// Every storage, volume, snippet and node key a `set-config` names.
-fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config: &ConfigScope) -> Result<(), String> {
+fn check_config(
+    g: &ProxmoxGrant,
+    caller: &Caller<'_>,
+    vmid: Option<u32>,
+    config: &ConfigScope,
+) -> Result<(), OutOfScope> {
     let origin = caller.origin;
     let this = vmid.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
     for touch in &config.touches {
@@ -233,7 +270,8 @@ fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config
                 if !list_allows(&g.storages, storage) {
                     return Err(format!(
                         "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
-                    ));
+                    )
+                    .into());
                 }
             }
             Touch::Volume { key, volid, storage, owner, bare_base } => {
@@ -241,38 +279,43 @@ fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config
                     return Err(format!(
                         "key `{key}` attaches `{volid}`, a template's base disk; a base disk may appear only as \
                          this VM's own linked-clone base (`base-N-disk-M/vm-{this}-disk-K`)"
-                    ));
+                    )
+                    .into());
                 }
                 if !g.vmids.contains(*owner) {
                     return Err(format!(
                         "key `{key}` attaches `{volid}`, a volume of VMID {owner}, outside {origin}.proxmox.vmids = \"{}\"",
                         g.vmids
-                    ));
+                    ).into());
                 }
                 if !list_allows(&g.storages, storage) {
                     return Err(format!(
                         "key `{key}` names storage `{storage}`, which is not in {origin}.proxmox.storages"
-                    ));
+                    )
+                    .into());
                 }
             }
             Touch::Snippet { key, part, volid, storage, file } => {
                 if !list_allows(&g.storages, storage) {
                     return Err(format!(
                         "key `{key}` ({part}) names storage `{storage}`, which is not in {origin}.proxmox.storages"
-                    ));
+                    )
+                    .into());
                 }
                 let Some(vm) = caller.scope.vms.iter().find(|v| Some(v.vmid) == vmid) else {
                     return Err(format!(
                         "key `{key}` ({part}) names snippet `{volid}`, but VMID {this} is not a VM of this call, so \
                          its snippets are unknown"
-                    ));
+                    )
+                    .into());
                 };
                 let Ok(names) = crate::cloudinit::snippet_names(&vm.name) else {
                     return Err(format!(
                         "key `{key}` ({part}) names snippet `{volid}`, but `{}` (VMID {this}) is not a VM name \
                          snippets can be named after",
                         vm.name
-                    ));
+                    )
+                    .into());
                 };
                 let own = [(&names.user, "user"), (&names.network, "network"), (&names.meta, "meta")];
                 if !own.iter().any(|(n, p)| *n == file && p == part) {
@@ -280,7 +323,8 @@ fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config
                         "key `{key}` ({part}) names snippet `{volid}`, which is not this VM's: {} may use only \
                          {}, {} and {} as user, network and meta",
                         names.vm, names.user, names.network, names.meta
-                    ));
+                    )
+                    .into());
                 }
             }
             Touch::NodeKey { key } => {
@@ -289,14 +333,16 @@ fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config
                     return Err(format!(
                         "key `{key}` runs code on the node or passes a host resource to the guest; it is refused \
                          unless {origin}.proxmox.node_keys lists \"{base}\""
-                    ));
+                    )
+                    .into());
                 }
             }
             Touch::Unattributable { key, value, why } => {
                 return Err(format!(
                     "key `{key}` names `{value}`, which is {why}; only volumes of VMs in {origin}.proxmox.vmids on \
                      granted storages may be attached"
-                ));
+                )
+                .into());
             }
             Touch::DeletesDisk { key, holds } => {
                 if !g.destructive {
@@ -304,7 +350,8 @@ fn check_config(g: &ProxmoxGrant, caller: &Caller<'_>, vmid: Option<u32>, config
                         "deleting `{key}` (it holds {holds}) removes a disk from VM {this}: destructive calls are not \
                          granted ({})",
                         destructive_hint(caller)
-                    ));
+                    )
+                    .into());
                 }
             }
         }

@@ -87,7 +87,7 @@ macro_rules! capabilities {
             /// each granted section's
             /// [`Grant::validate`](crate::caps::policy::Grant::validate), in
             /// registry order.
-            pub fn validate(&self) -> Result<(), String> {
+            pub fn validate(&self) -> Result<(), $crate::caps::policy::GrantError> {
                 $(
                     if let Some(grant) = &self.$folder {
                         $crate::caps::policy::Grant::validate(grant)?;
@@ -104,14 +104,14 @@ macro_rules! capabilities {
                 &self,
                 caller: &$crate::caps::policy::Caller<'_>,
                 call: &Call<'_>,
-            ) -> Result<(), String> {
+            ) -> Result<(), $crate::caps::policy::OutOfScope> {
                 match call {
                     $( Call::$AV(_) => Ok(()), )*
                     $(
                         Call::$V(call) => match &self.$folder {
                             Some(grant) => $crate::caps::policy::Grant::check(grant, caller, call),
                             // Not reached: `policy::check` asks `allows` first.
-                            None => Err(String::new()),
+                            None => Err($crate::caps::policy::OutOfScope(String::new())),
                         },
                     )*
                 }

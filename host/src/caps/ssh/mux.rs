@@ -128,22 +128,38 @@ pub fn control_dir(state_root: &Path) -> Option<PathBuf> {
     }
 }
 
-fn usable_path(dir: &Path) -> Result<(), String> {
+/// Why a path cannot be the control directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ControlDirError {
+    /// Not absolute, or not UTF-8.
+    #[error("the control directory {0} is not an absolute UTF-8 path")]
+    NotAbsolute(PathBuf),
+    /// Longer than a unix socket path leaves room for.
+    #[error(
+        "the control directory {dir} is {len} bytes; unix socket paths leave room for at most {MAX_DIR_LEN} \
+         (choose a shorter state directory)"
+    )]
+    TooLong {
+        /// The directory.
+        dir: String,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Has characters `ssh` would expand or split on.
+    #[error("the control directory {0} has characters OpenSSH would interpret (only letters, digits and `/._+-`)")]
+    Interpreted(String),
+}
+
+fn usable_path(dir: &Path) -> Result<(), ControlDirError> {
     let s = dir.to_str().unwrap_or("");
     if !dir.is_absolute() || s.is_empty() {
-        return Err(format!("the control directory {} is not an absolute UTF-8 path", dir.display()));
+        return Err(ControlDirError::NotAbsolute(dir.to_path_buf()));
     }
     if s.len() > MAX_DIR_LEN {
-        return Err(format!(
-            "the control directory {s} is {} bytes; unix socket paths leave room for at most {MAX_DIR_LEN} \
-             (choose a shorter state directory)",
-            s.len()
-        ));
+        return Err(ControlDirError::TooLong { dir: s.to_string(), len: s.len() });
     }
     if !s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '+' | '-')) {
-        return Err(format!(
-            "the control directory {s} has characters OpenSSH would interpret (only letters, digits and `/._+-`)"
-        ));
+        return Err(ControlDirError::Interpreted(s.to_string()));
     }
     Ok(())
 }

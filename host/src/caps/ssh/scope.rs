@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant, SshLogin};
+use crate::caps::policy::{Caller, Grant, GrantError, OutOfScope, SshLogin};
 
 /// `[...grants.ssh]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -53,16 +53,20 @@ pub enum SshAction<'a> {
 impl Grant for SshGrant {
     type Call<'a> = SshCall<'a>;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), GrantError> {
         for dir in &self.upload_dirs {
             if !dir.is_absolute() {
-                return Err(format!("ssh.upload_dirs: `{}` must be an absolute remote path", dir.display()));
+                return Err(GrantError {
+                    key: "ssh.upload_dirs",
+                    value: dir.display().to_string(),
+                    problem: "must be an absolute remote path".into(),
+                });
             }
         }
         Ok(())
     }
 
-    fn check(&self, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<(), OutOfScope> {
         check_ssh(self, caller, call)
     }
 }
@@ -98,7 +102,7 @@ fn login_matches(login: &SshLogin, host: &str, port: u16, user: Option<&str>) ->
     login.host == host && login.port == port && user.is_none_or(|u| u == login.user)
 }
 
-fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<(), String> {
+fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<(), OutOfScope> {
     let Caller { origin, scope, .. } = *caller;
     let SshCall { host, port, user, action } = *call;
     let shown = match user {
@@ -113,7 +117,8 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
             return Err(format!(
                 "host-key trust of `{host}` is operator-only: it is a cluster node (a plugin may pin only the keys \
                  of guests its run owns)"
-            ));
+            )
+            .into());
         }
         let guest = scope.vms.iter().find(|vm| vm.ssh.as_ref().is_some_and(|l| login_matches(l, host, port, None)));
         match guest {
@@ -122,14 +127,16 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
                     "host-key trust of `{shown}` (guest {}) is denied: this run does not hold the VM's lock, so it \
                      does not own the guest",
                     vm.name
-                ));
+                )
+                .into());
             }
             Some(_) if g.hosts.iter().any(|h| h == "guests" || h == "*") => return Ok(()),
             _ => {
                 return Err(format!(
                     "host-key trust of `{shown}` is operator-only: it is not a guest of this call in \
                      {origin}.ssh.hosts (a plugin may pin only the keys of guests its run owns)"
-                ));
+                )
+                .into());
             }
         }
     }
@@ -161,11 +168,13 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
                 "`{shown}` is not a granted login: {origin}.ssh.hosts allows {host} only as the {} (user and port \
                  come from the inventory for guests and from the cluster's node_ssh for nodes)",
                 same_host.join(", ")
-            ));
+            )
+            .into());
         }
         return Err(format!(
             "host `{shown}` is not one of this call's guests or nodes, nor listed in {origin}.ssh.hosts"
-        ));
+        )
+        .into());
     }
     if let SshAction::Upload(path) = action
         && !inside_any(path, &g.upload_dirs)
@@ -173,7 +182,8 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
         return Err(format!(
             "upload to `{path}` is outside {origin}.ssh.upload_dirs ({})",
             g.upload_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-        ));
+        )
+        .into());
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::caps::policy::{Caller, Grant};
+use crate::caps::policy::{Caller, Grant, OutOfScope};
 
 /// `[...grants.terraform]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -28,7 +28,7 @@ pub struct TerraformCall<'a> {
 impl Grant for TerraformGrant {
     type Call<'a> = TerraformCall<'a>;
 
-    fn check(&self, caller: &Caller<'_>, call: &TerraformCall<'_>) -> Result<(), String> {
+    fn check(&self, caller: &Caller<'_>, call: &TerraformCall<'_>) -> Result<(), OutOfScope> {
         let module = call.module;
         let plain = !module.is_empty()
             && Path::new(module).components().all(|c| matches!(c, Component::Normal(_)))
@@ -37,7 +37,8 @@ impl Grant for TerraformGrant {
             return Err(format!(
                 "module `{module}` must be a directory name under {}.terraform.module_root",
                 caller.origin
-            ));
+            )
+            .into());
         }
         Ok(())
     }
