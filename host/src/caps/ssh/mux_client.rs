@@ -66,7 +66,8 @@ pub(crate) async fn exec(socket: &Path, t: &Target, command: &str, stdin: Option
     let Ok(Ok(conn)) = tokio::time::timeout(open, Connection::connect(socket)).await else { return Via::Unavailable };
     // The caller refuses NUL bytes; `ssh` reports anything left.
     let Some(cmd) = NonZeroByteSlice::new(command.as_bytes()) else { return Via::Unavailable };
-    let no_term = NonZeroByteSlice::new(b"").unwrap_or(cmd);
+    // No tty is asked for, so no terminal type either.
+    let Some(no_term) = NonZeroByteSlice::new(b"") else { return Via::Unavailable };
     let session = Session::builder().term(Cow::Borrowed(no_term)).cmd(Cow::Borrowed(cmd)).build();
     let Ok(pipes) = Pipes::new() else { return Via::Unavailable };
     let fds = [pipes.stdin_remote.as_raw_fd(), pipes.stdout_remote.as_raw_fd(), pipes.stderr_remote.as_raw_fd()];
