@@ -165,6 +165,7 @@ fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<O
         verify,
         timeout: Duration::from_secs(30),
         retry: RetryPolicy::default(),
+        task_time_scale: 1.0,
     };
     ProxmoxClient::new(settings)
         .map(Some)
@@ -213,6 +214,8 @@ pub fn connect(
                 verify: TlsVerify::Fingerprint(sim.fingerprint_sha256()),
                 timeout: std::time::Duration::from_secs(30),
                 retry: RetryPolicy::default(),
+                // The simulator runs PVE's task durations scaled by this.
+                task_time_scale: cluster.sim.time_scale,
             })
             .map_err(|source| ClusterError::Client { name: name_of(), source: Box::new(source) })?;
             let nodes = sim

@@ -17,7 +17,7 @@ pub fn request_state(sim: &Arc<Sim>, vmid: u32, state: &str) {
         if let Some(r) = st.ha_resources.get_mut(&format!("vm:{vmid}")) {
             r.state = state.to_string();
         }
-        sim.save(&st);
+        sim.changed();
     }
     schedule(sim, vmid);
 }

@@ -18,6 +18,7 @@ mod fsutil;
 mod guest;
 mod ha_manager;
 mod model;
+mod persist;
 mod seed;
 mod sim;
 mod tls;
@@ -128,7 +129,7 @@ fn resume_guests(sim: &Arc<Sim>) {
                 if let Some(vm) = st.vms.get_mut(&vmid) {
                     vm.power = model::Power::Stopped;
                 }
-                sim.save(&st);
+                sim.changed();
             }
         }
     }
@@ -158,6 +159,11 @@ impl RunningCluster {
     /// The CA certificate (PEM) that signed the API certificate.
     pub fn ca_pem(&self) -> String {
         self.tls.ca_pem.clone()
+    }
+
+    /// How fast simulated tasks run against PVE's durations (`time_scale`).
+    pub fn time_scale(&self) -> f64 {
+        self.sim.cfg.time_scale
     }
 
     /// Requests served so far, per `METHOD /pattern` (e.g. `GET /cluster/resources`).
@@ -244,7 +250,10 @@ impl Drop for RunningCluster {
         lock(&self.sim.guests).clear();
         if self.sim.root_is_temp {
             let _ = std::fs::remove_dir_all(self.sim.root());
+            return;
         }
+        self.sim.flush();
+        self.sim.write_request_counts();
     }
 }
 

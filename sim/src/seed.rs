@@ -46,5 +46,5 @@ pub fn seed(sim: &Arc<Sim>) {
         };
         st.vms.insert(vmid, vm);
     }
-    sim.save(&st);
+    sim.changed();
 }

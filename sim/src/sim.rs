@@ -3,8 +3,8 @@
 //!
 //! Contract: `state` is only locked for short, await-free sections. [`Sim::after`] runs a
 //! closure after a scaled delay (inline when the delay is zero, so `time_scale = 0` is
-//! fully synchronous); closures are dropped at shutdown. Persisting is best effort after
-//! each mutation: a failed write is logged, never turned into an API error.
+//! fully synchronous); closures are dropped at shutdown. A mutation marks the state
+//! changed ([`Sim::changed`]); `persist` writes it before the next response leaves.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -50,6 +50,8 @@ pub struct Sim {
     pub shutdown: watch::Sender<bool>,
     /// SHA-256 fingerprint of the API certificate (for `/nodes` `ssl_fingerprint`).
     pub fingerprint: std::sync::OnceLock<String>,
+    /// What of `state` has reached `state.json` (see `persist`).
+    pub persist: crate::persist::Persist,
 }
 
 impl std::fmt::Debug for Sim {
@@ -121,6 +123,7 @@ impl Sim {
             node_ssh: Mutex::new(Vec::new()),
             shutdown: tx,
             fingerprint: std::sync::OnceLock::new(),
+            persist: crate::persist::Persist::default(),
             cfg,
         });
         for node in &sim.cfg.nodes {
@@ -134,6 +137,7 @@ impl Sim {
         }
         if fresh {
             crate::seed::seed(&sim);
+            sim.flush();
         }
         Ok(sim)
     }
@@ -218,7 +222,7 @@ impl Sim {
     pub fn finish_task(&self, upid: &str, result: Result<(), String>) {
         let mut st = lock(&self.state);
         Self::finish_task_in(&mut st, upid, result);
-        self.save(&st);
+        self.changed();
     }
 
     /// Finish a task inside a locked section.
@@ -235,17 +239,15 @@ impl Sim {
         }
     }
 
-    /// Persist the state when a state dir is configured (best effort).
-    pub fn save(&self, st: &ClusterState) {
+    /// Writes the requests this process served, per `METHOD /pattern`, to
+    /// `requests.json` in the state dir (replaced by each process; what
+    /// `scripts/bench-provision` reports as requests per VM).
+    pub fn write_request_counts(&self) {
         let Some(dir) = &self.cfg.state_dir else { return };
-        let path = dir.join("state.json");
-        match serde_json::to_vec(st) {
-            Ok(bytes) => {
-                if let Err(e) = fsutil::write_private_nosync(&path, &bytes) {
-                    tracing::warn!(error = %e, "cannot persist simulator state");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot serialise simulator state"),
+        let counts = lock(&self.counts).clone();
+        let bytes = serde_json::to_vec_pretty(&counts).unwrap_or_default();
+        if let Err(e) = fsutil::write_private_nosync(&dir.join("requests.json"), &bytes) {
+            tracing::warn!(error = %e, "cannot write the request counts");
         }
     }
 

@@ -32,6 +32,7 @@ fn client(cluster: &RunningCluster, verify: TlsVerify) -> Result<ProxmoxClient, 
         verify,
         timeout: Duration::from_secs(30),
         retry: RetryPolicy::default(),
+        task_time_scale: cluster.time_scale(),
     })
 }
 

@@ -44,6 +44,7 @@ fn sim_serve_prints_the_api_url_token_and_fingerprint_and_answers() {
         verify: cradle::caps::proxmox::tls::TlsVerify::Fingerprint(fingerprint),
         timeout: std::time::Duration::from_secs(10),
         retry: Default::default(),
+        task_time_scale: 1.0,
     })
     .expect("client");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");

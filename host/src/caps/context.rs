@@ -43,13 +43,16 @@ pub struct RunHandle {
     /// must not free the outer step's lock, and a plugin must not release the
     /// workflow's.
     pub held_locks: Mutex<BTreeMap<String, BTreeMap<String, u32>>>,
+    /// What this run has read from the cluster and may answer again
+    /// (`proxmox::held`).
+    pub held_reads: crate::caps::proxmox::held::Held,
 }
 
 impl RunHandle {
     /// A run with `run_id`, held as this process.
     pub fn new(run_id: String, journal: Option<JournalWriter>) -> RunHandle {
         let holder = Holder::current(&run_id);
-        RunHandle { run_id, holder, journal, held_locks: Mutex::new(BTreeMap::new()) }
+        RunHandle { run_id, holder, journal, held_locks: Mutex::new(BTreeMap::new()), held_reads: Default::default() }
     }
 }
 

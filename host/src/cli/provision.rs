@@ -14,8 +14,9 @@ use serde_json::json;
 
 use super::progress::Live;
 use super::{Cli, Output, outln, print_json};
+use crate::config::ClusterKind;
 use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
-use crate::provision::{Action, HostResult, run_all};
+use crate::provision::{Action, HostResult, forks, run_all};
 use crate::text::printable;
 
 #[derive(Debug, Args)]
@@ -70,13 +71,22 @@ pub async fn run_inventory(
         project.progress = live.sink();
     }
     let project = Arc::new(project);
-    let (env_name, _) = project.config.environment(selection.env)?;
+    let (env_name, environment) = project.config.environment(selection.env)?;
+    // An in-process simulator keeps every running guest's sshd listener and
+    // its connection open in this process.
+    let simulated = project.config.clusters.get(&environment.cluster).is_some_and(|c| c.kind == ClusterKind::Sim);
     let env_name = env_name.to_string();
     let inv = Arc::new(Inventory::load(selection.inventory)?);
     let hosts = inv.select(selection.limit)?;
     let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
     let plans = resolve_selected(&inv, &hosts, &opts)?;
     approve(&env_name, &plans)?;
+    let nofile = forks::raise_open_files_limit();
+    let forks = forks::cap(forks, plans.len(), nofile, if simulated { 3 } else { 0 });
+    if let Some(w) = &forks.warning {
+        eprintln!("warning: {w}");
+    }
+    let forks = forks.granted.min(plans.len().max(1));
     let loaded = {
         let p = project.clone();
         Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)

@@ -18,6 +18,7 @@ use crate::caps::policy::{ScopedVm, SshLogin};
 use crate::inventory::{Inventory, VmPlan};
 use crate::project::{Loaded, Project, ProjectError, RunRequest};
 
+pub mod forks;
 #[cfg(test)]
 mod tests;
 mod vm;

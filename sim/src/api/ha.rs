@@ -82,7 +82,7 @@ pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
         }
         let options = RES_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
         st.ha_resources.insert(sid.clone(), HaResource { sid, state, options });
-        sim.save(&st);
+        sim.changed();
     }
     crate::ha_manager::schedule(sim, vmid);
     Ok(Reply::data(Value::Null))
@@ -128,7 +128,7 @@ pub fn resource_update(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
         for k in p.get("delete").unwrap_or("").split(',').filter(|s| !s.is_empty()) {
             r.options.remove(k);
         }
-        sim.save(&st);
+        sim.changed();
     }
     crate::ha_manager::schedule(sim, vmid);
     Ok(Reply::data(Value::Null))
@@ -146,7 +146,7 @@ pub fn resource_delete(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
         }
         st.ha_rules.retain(|_, r| !r.resources.is_empty());
     }
-    sim.save(&st);
+    sim.changed();
     Ok(Reply::data(Value::Null))
 }
 
@@ -250,7 +250,7 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     }
     validate_rule(sim, &st, &rule)?;
     st.ha_rules.insert(id, rule);
-    sim.save(&st);
+    sim.changed();
     Ok(Reply::data(Value::Null))
 }
 
@@ -288,13 +288,13 @@ pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     }
     validate_rule(sim, &st, &rule)?;
     st.ha_rules.insert(id.to_string(), rule);
-    sim.save(&st);
+    sim.changed();
     Ok(Reply::data(Value::Null))
 }
 
 pub fn rule_delete(sim: &Arc<Sim>, id: &str) -> ApiResult {
     let mut st = lock(&sim.state);
     st.ha_rules.remove(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
-    sim.save(&st);
+    sim.changed();
     Ok(Reply::data(Value::Null))
 }

@@ -134,7 +134,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     for l in log {
         Sim::task_log(&mut st, &upid, l);
     }
-    sim.save(&st);
+    sim.changed();
     drop(st);
     // Drawn now, not at completion, so the decision follows request order.
     let fail = sim.faults.fire(FaultKind::CloneFail);
@@ -154,7 +154,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
             }
             Sim::finish_task_in(&mut st, &u, Ok(()));
         }
-        sim.save(&st);
+        sim.changed();
     });
     upid_reply(upid)
 }
@@ -184,7 +184,7 @@ pub fn cold_start(sim: &Arc<Sim>, vmid: u32, skiplock: bool) -> Result<(), Strin
     if let Some(vm) = st.vms.get_mut(&vmid) {
         vm.pid = Some(pid);
     }
-    sim.save(&st);
+    sim.changed();
     drop(st);
     crate::guest::power_on(sim, vmid, seed, true);
     Ok(())
@@ -198,7 +198,7 @@ pub fn halt(sim: &Arc<Sim>, vmid: u32) {
         vm.started_at = None;
         vm.pid = None;
     }
-    sim.save(&st);
+    sim.changed();
 }
 
 /// Start as a task on `node` (also used by HA).
@@ -275,7 +275,7 @@ pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) ->
             let upid = sim.new_task(&mut st, node, kind, &vmid.to_string(), Some(vmid));
             Sim::task_log(&mut st, &upid, format!("Requesting HA {action} for VM {vmid}"));
             Sim::finish_task_in(&mut st, &upid, Ok(()));
-            sim.save(&st);
+            sim.changed();
             upid_reply(upid)
         }
         "start" => upid_reply(start_task(sim, node, vmid, skiplock)),
@@ -350,7 +350,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         )));
     }
     let upid = sim.new_task(&mut st, node, "qmdestroy", &vmid.to_string(), Some(vmid));
-    sim.save(&st);
+    sim.changed();
     drop(st);
     let u = upid.clone();
     sim.after(sim.scaled(sim.cfg.timings.destroy), move |sim| {
@@ -364,7 +364,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
             Sim::task_log(&mut st, &u, format!("purging HA resource {sid}"));
         }
         Sim::finish_task_in(&mut st, &u, Ok(()));
-        sim.save(&st);
+        sim.changed();
     });
     upid_reply(upid)
 }

@@ -81,7 +81,7 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         let upid = sim.new_task(&mut st, node, "hamigrate", &vmid.to_string(), Some(vmid));
         Sim::task_log(&mut st, &upid, format!("Requesting HA migration for VM {vmid} to node {target}"));
         Sim::finish_task_in(&mut st, &upid, Ok(()));
-        sim.save(&st);
+        sim.changed();
         drop(st);
         let n = node.to_string();
         sim.after(sim.scaled(sim.cfg.timings.ha_reaction), move |sim| {
@@ -104,7 +104,7 @@ fn migrate_task(sim: &Arc<Sim>, node: &str, vmid: u32, target: String) -> String
     if let Ok(vm) = vm_on_mut(&mut st, node, vmid) {
         vm.config.insert("lock".into(), "migrate".into());
     }
-    sim.save(&st);
+    sim.changed();
     drop(st);
     let u = upid.clone();
     let src = node.to_string();
@@ -122,7 +122,7 @@ fn migrate_task(sim: &Arc<Sim>, node: &str, vmid: u32, target: String) -> String
         };
         Sim::task_log(&mut st, &u, "migration finished successfully (duration 00:00:08)");
         Sim::finish_task_in(&mut st, &u, r);
-        sim.save(&st);
+        sim.changed();
     });
     upid
 }
@@ -174,7 +174,7 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
             *v = format!("{},size={}", parts.join(","), ids::format_size(new));
         }
         Sim::finish_task_in(&mut st, &u, Ok(()));
-        sim.save(&st);
+        sim.changed();
     });
     upid_reply(upid)
 }

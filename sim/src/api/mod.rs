@@ -157,7 +157,14 @@ pub async fn serve(sim: Arc<Sim>, listener: TcpListener, tls: Arc<rustls::Server
     }
 }
 
-async fn handle(sim: Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
+/// One request; the response leaves only once every change so far is written.
+async fn handle(sim: Arc<Sim>, peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
+    let response = answer(&sim, peer, req).await;
+    sim.settle().await;
+    response
+}
+
+async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
     let (parts, body) = req.into_parts();
     let body = match Limited::new(body, 4 << 20).collect().await {
         Ok(b) => b.to_bytes(),
@@ -214,7 +221,7 @@ async fn handle(sim: Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Res
         return Ok(error_response(ApiError::die("got no worker upid - start worker failed")));
     }
 
-    let result = route::dispatch(&sim, &method, &segs, &params);
+    let result = route::dispatch(sim, &method, &segs, &params);
 
     // Faults that strike after the action happened: the client cannot tell.
     if class.starts_task && result.is_ok() {

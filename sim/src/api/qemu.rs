@@ -283,7 +283,7 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
         Err(_) => Err(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid))),
     };
     if !asynchronous {
-        sim.save(&st);
+        sim.changed();
         return match result {
             Ok(()) => Ok(Reply::data(Value::Null)),
             Err(e) => Err(ApiError::die(e)),
@@ -300,7 +300,7 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
     }
     let failed = result.as_ref().err().cloned();
     Sim::finish_task_in(&mut st, &upid, result);
-    sim.save(&st);
+    sim.changed();
     match (background_delay, failed) {
         (Some(_), Some(e)) => Err(ApiError::die(format!("failed to update VM {vmid}: {e}"))),
         (Some(_), None) => Ok(Reply::data(Value::Null)),

@@ -215,7 +215,7 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
             vm.disk.host_key = keys::generate_ed25519_openssh().ok();
         }
         let disk = vm.disk.clone();
-        sim.save(&st);
+        sim.changed();
         (disk, first_boot, fallback)
     };
     let (disk, first_boot, fallback) = prepared;

@@ -78,12 +78,12 @@ impl Handler {
                 tokio::time::sleep_until(until).await;
                 if let Role::Guest { vmid, generation, .. } = role {
                     let o = commands::cloud_init_status(&sim, vmid, generation, json, long);
-                    send(&handle, channel, o).await;
+                    send(&sim, &handle, channel, o).await;
                 }
                 return;
             }
             let action = out.action;
-            send(&handle, channel, out).await;
+            send(&sim, &handle, channel, out).await;
             if let (Action::Reboot | Action::PowerOff, Role::Guest { vmid, .. }) = (action, role) {
                 // Give the client the channel close first, as a real reboot races it.
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -98,7 +98,9 @@ impl Handler {
     }
 }
 
-async fn send(handle: &russh::server::Handle, channel: ChannelId, out: Outcome) {
+async fn send(sim: &Sim, handle: &russh::server::Handle, channel: ChannelId, out: Outcome) {
+    // What the reply says about the cluster is written before the client hears it.
+    sim.settle().await;
     if !out.stdout.is_empty() {
         let _ = handle.data(channel, out.stdout.into_bytes()).await;
     }

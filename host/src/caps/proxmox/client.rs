@@ -55,6 +55,10 @@ pub struct ClientSettings {
     pub timeout: Duration,
     /// Retry bounds for idempotent calls.
     pub retry: RetryPolicy,
+    /// How the cluster's clock runs against PVE's usual task durations, which
+    /// the task poll schedule is fitted to: 1 for a real cluster, the
+    /// simulator's `time_scale` for a simulated one.
+    pub task_time_scale: f64,
 }
 
 impl fmt::Debug for ClientSettings {
@@ -65,6 +69,7 @@ impl fmt::Debug for ClientSettings {
             .field("verify", &self.verify)
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
+            .field("task_time_scale", &self.task_time_scale)
             .finish()
     }
 }
@@ -135,6 +140,7 @@ struct Inner {
     auth: HeaderValue,
     token: Secret,
     retry: RetryPolicy,
+    task_time_scale: f64,
     tls_failures: TlsFailures,
 }
 
@@ -212,6 +218,11 @@ impl ProxmoxClient {
                 auth,
                 token: Secret::new(settings.token),
                 retry: settings.retry,
+                task_time_scale: if settings.task_time_scale.is_finite() {
+                    settings.task_time_scale.clamp(0.0, 100.0)
+                } else {
+                    1.0
+                },
                 tls_failures,
             }),
         })

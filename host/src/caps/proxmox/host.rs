@@ -11,7 +11,8 @@
 //! disk's storage was checked when it was attached).
 //! What the adapter reads to describe a call (a template's name, the HA rule
 //! being rewritten, the config a deletion changes) is read through the same
-//! guard and journaled. `set-config` values are described by
+//! guard and journaled. Every call is checked and journaled; a read the run
+//! already holds ([`held`]) is answered without a request. `set-config` values are described by
 //! [`config_scope`]; the policy compares them with the grant.
 
 use std::future::Future;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use super::client::ProxmoxClient;
 use super::config_scope;
 use super::errors::ProxmoxError;
+use super::held;
 use super::scope::{HaRuleScope, ProxmoxCall};
 use crate::caps::Call;
 use crate::caps::context::CapCtx;
@@ -44,11 +46,19 @@ impl CapCtx {
         F: FnOnce(Arc<ProxmoxClient>) -> Fut,
         Fut: Future<Output = Result<T, ProxmoxError>>,
     {
-        self.guard(function, Call::Proxmox(call), || {
+        let changes = held::changes_cluster(function);
+        if changes {
+            self.run.held_reads.forget_changeable();
+        }
+        let result = self.guard(function, Call::Proxmox(call), || {
             let client = self.pve_client()?;
             self.block_on(work(client))
-        })
-        .map_err(Into::into)
+        });
+        if changes {
+            // A wait that ended, or a write that failed part-way, changed what was read.
+            self.run.held_reads.forget_changeable();
+        }
+        result.map_err(Into::into)
     }
 
     /// The name of template `vmid`, for the template grant: read from the
@@ -66,7 +76,15 @@ fn vm_call(node: &str, vmid: u32) -> ProxmoxCall<'_> {
 
 impl Host for CapCtx {
     fn list_vms(&mut self) -> Result<Vec<VmResource>, WitError> {
-        self.pve("list-vms", ProxmoxCall::default(), |c| async move { c.list_vms().await })
+        let held = &self.run.held_reads;
+        self.pve("list-vms", ProxmoxCall::default(), |c| async move {
+            if let Some(vms) = held.vms() {
+                return Ok(vms);
+            }
+            let vms = c.list_vms().await?;
+            held.keep_vms(&vms);
+            Ok(vms)
+        })
     }
 
     /// Without a hint: the first free VMID inside the caller's `vmids` grant.
@@ -112,7 +130,15 @@ impl Host for CapCtx {
 
     fn get_config(&mut self, node: String, vmid: u32) -> Result<Vec<Entry>, WitError> {
         let node = node.as_str();
-        self.pve("get-config", vm_call(node, vmid), |c| async move { c.get_config(node, vmid).await })
+        let held = &self.run.held_reads;
+        self.pve("get-config", vm_call(node, vmid), |c| async move {
+            if let Some(config) = held.config(node, vmid) {
+                return Ok(config);
+            }
+            let config = c.get_config(node, vmid).await?;
+            held.keep_config(node, vmid, &config);
+            Ok(config)
+        })
     }
 
     fn get_pending(&mut self, node: String, vmid: u32) -> Result<Vec<PendingEntry>, WitError> {
@@ -212,7 +238,15 @@ impl Host for CapCtx {
     fn storage_info(&mut self, storage: String) -> Result<StorageDefinition, WitError> {
         let storage = storage.as_str();
         let call = ProxmoxCall { storage: Some(storage), ..Default::default() };
-        self.pve("storage-info", call, |c| async move { c.storage_info(storage).await })
+        let held = &self.run.held_reads;
+        self.pve("storage-info", call, |c| async move {
+            if let Some(def) = held.storage(storage) {
+                return Ok(def);
+            }
+            let def = c.storage_info(storage).await?;
+            held.keep_storage(storage, &def);
+            Ok(def)
+        })
     }
 
     fn list_ha_resources(&mut self) -> Result<Vec<HaResource>, WitError> {

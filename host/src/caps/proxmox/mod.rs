@@ -12,6 +12,7 @@
 pub mod client;
 pub mod config_scope;
 pub mod errors;
+pub mod held;
 pub mod tls;
 // The WIT adapter (the guard: grant checks, journaling) lives beside the client.
 pub mod host;

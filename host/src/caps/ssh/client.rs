@@ -18,7 +18,7 @@ use tokio::process::Command;
 use tokio::task::JoinHandle;
 
 use super::known_hosts::{KnownHosts, host_entry};
-use super::stream::{Capped, DRAIN_GRACE, excerpt, spawn_reader, take};
+use super::stream::{Capped, excerpt, spawn_reader, take};
 use super::{ExecOutput, SshSettings, Target, check_target, show_command};
 use super::{mux, mux_client};
 use crate::contract::{CapError, ErrorKind};
@@ -282,17 +282,28 @@ impl SshClient {
 
     /// Runs `true` on `t` until a session authenticates, or fails with
     /// `transient` after `timeout`. Authentication and host-key failures end
-    /// the wait at once (waiting cannot fix them). Between `ssh` attempts (which
-    /// back off from 200 ms to 3 s) the port is probed with a plain TCP connect
-    /// every `PROBE_INTERVAL` (100 ms): a port that was closed and now accepts starts the
-    /// next attempt at once, so a booting guest is seen within about 100 ms of
-    /// its sshd listening, without an `ssh` process per poll. With no master for
-    /// the target, an attempt is skipped while the port refuses connections.
+    /// the wait at once (waiting cannot fix them).
+    ///
+    /// A guest's sshd must never see what sshguard or fail2ban count as an
+    /// attack (a connection that sends no identification, or many that end
+    /// before authenticating), and a booting guest should be seen soon after
+    /// its sshd listens. So, without a master for the target: while the port
+    /// refuses connections it is probed with TCP connects, which the guest's
+    /// kernel answers and its sshd never sees (every 100 ms at first, slowing
+    /// to 1 s, so a long boot costs a few dozen probes, not hundreds). The
+    /// probe that is accepted identifies itself as an SSH client before it
+    /// closes ([`tcp_probe`]): at most one unauthenticated connection per boot.
+    /// From then on the port is only reached by real `ssh` attempts, which back
+    /// off from 200 ms to 3 s; an attempt refused at the TCP level (the guest
+    /// rebooted) goes back to probing.
     pub async fn wait_for(&self, t: &Target, timeout: Duration) -> Result<(), CapError> {
         check_target(t)?;
         let started = Instant::now();
         let mut backoff = Duration::from_millis(200);
+        let mut probe_every = PROBE_INTERVAL;
         let mut last = String::from("no attempt finished");
+        // A master, or an accepted probe, makes an `ssh` attempt the next step.
+        let mut open = self.control_path(t)?.is_some_and(|p| p.exists());
         loop {
             let remaining = timeout.saturating_sub(started.elapsed());
             if remaining.is_zero() {
@@ -301,38 +312,33 @@ impl SshClient {
                     format!("ssh {t}: no SSH session within {} ms; last attempt: {last}", timeout.as_millis()),
                 ));
             }
-            // Without a master to ask, a closed port needs no `ssh` to tell.
-            let master = self.control_path(t)?.is_some_and(|p| p.exists());
-            let mut was_closed = !master && tcp_probe(t, PROBE_INTERVAL).await == Some(false);
-            if was_closed {
-                last = format!("ssh {t}: the port refused the connection (TCP probe)");
-            } else {
-                let attempt = remaining.min(self.settings.connect_timeout + Duration::from_secs(10));
-                match self.exec(t, "true", None, attempt).await {
-                    Ok(out) if out.exit_code == Some(0) => return Ok(()),
-                    Ok(out) => last = format!("`true` exited with {:?}", out.exit_code),
-                    Err(e) if e.kind == ErrorKind::Transient => last = e.message,
-                    Err(e) => return Err(e),
+            if !open {
+                if tcp_probe(t, probe_every.min(remaining)).await == Some(false) {
+                    last = format!("ssh {t}: the port refused the connection (TCP probe)");
+                    tokio::time::sleep(probe_every.min(timeout.saturating_sub(started.elapsed()))).await;
+                    probe_every = (probe_every * 5 / 4).min(MAX_PROBE_INTERVAL);
+                    continue;
                 }
+                // Accepted, or no answer in time (a slow network is not a closed port).
+                open = true;
             }
-            let until = Instant::now() + backoff.min(timeout.saturating_sub(started.elapsed()));
-            loop {
-                let now = Instant::now();
-                if now >= until {
-                    break;
-                }
-                match tcp_probe(t, PROBE_INTERVAL.min(until - now)).await {
-                    Some(true) if was_closed => break,
-                    Some(true) => {
-                        // Open but ssh failed: no news to wait for, only the backoff.
-                        tokio::time::sleep(until.saturating_duration_since(Instant::now())).await;
-                        break;
+            let attempt = remaining.min(self.settings.connect_timeout + Duration::from_secs(10));
+            match self.exec(t, "true", None, attempt).await {
+                Ok(out) if out.exit_code == Some(0) => return Ok(()),
+                Ok(out) => last = format!("`true` exited with {:?}", out.exit_code),
+                Err(e) if e.kind == ErrorKind::Transient => {
+                    if e.message.contains("Connection refused") {
+                        // sshd went away (a reboot): probe quietly until it is back.
+                        open = false;
+                        probe_every = PROBE_INTERVAL;
+                        last = e.message;
+                        continue;
                     }
-                    Some(false) => was_closed = true,
-                    None => {}
+                    last = e.message;
                 }
-                tokio::time::sleep(PROBE_INTERVAL.min(until.saturating_duration_since(Instant::now()))).await;
+                Err(e) => return Err(e),
             }
+            tokio::time::sleep(backoff.min(timeout.saturating_sub(started.elapsed()))).await;
             backoff = (backoff * 2).min(Duration::from_secs(3));
         }
     }
@@ -376,6 +382,7 @@ impl SshClient {
             }
             _ => None,
         };
+        let deadline = tokio::time::Instant::now() + limit;
         let waited = tokio::time::timeout(limit, child.wait()).await;
         if let Some(w) = writer {
             w.abort();
@@ -400,10 +407,24 @@ impl SshClient {
                 ));
             }
         };
+        // `ssh` may exit before the output does: the first call on a new master
+        // runs as that master's mux client, which exits on the exit message while
+        // the master still writes the session's last output into our pipes. The
+        // streams are read to their end, within what is left of the call's time.
         for r in readers.into_iter().flatten() {
             let abort = r.abort_handle();
-            if tokio::time::timeout(DRAIN_GRACE, r).await.is_err() {
+            if tokio::time::timeout_at(deadline, r).await.is_err() {
                 abort.abort();
+                return Err(CapError::new(
+                    ErrorKind::Transient,
+                    format!(
+                        "ssh {t}: `{}` exited with {} but its output did not end within {} ms (something it \
+                         started may still hold it open); the output is incomplete, so it is not used",
+                        show_command(command),
+                        status.code().map_or_else(|| "a signal".to_string(), |c| c.to_string()),
+                        timeout.as_millis()
+                    ),
+                ));
             }
         }
         Ok(ExecOutput { exit_code: status.code(), stdout: take(&stdout), stderr: take(&stderr) })
@@ -504,21 +525,47 @@ impl Drop for SshClient {
     }
 }
 
-/// How often [`SshClient::wait_for`] probes the port between `ssh` attempts.
+/// How often [`SshClient::wait_for`] first probes a port that refuses connections...
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// ...and how often at most after a while.
+const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a shared connection has to run `true` after one of its sessions
 /// failed before it counts as dead and is ended.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// What an accepted probe says it is (RFC 4253 §4.2: `SSH-protoversion-softwareversion`).
+const PROBE_IDENT: &[u8] = b"SSH-2.0-cradle_wait\r\n";
 
 /// Whether `t`'s port accepts a TCP connection: `Some(false)` when refused or
 /// unreachable, `None` when neither happened within `limit` (unknown: a slow
-/// network is not taken for a closed port).
+/// network is not taken for a closed port). An accepted connection is not just
+/// dropped (sshd would log "did not receive identification string", which
+/// sshguard and fail2ban count as an attack): it sends an SSH identification
+/// line and reads the server's before it closes, so the server's buffer holds
+/// nothing unread and it sees an ordinary client hanging up before key exchange.
 async fn tcp_probe(t: &Target, limit: Duration) -> Option<bool> {
-    match tokio::time::timeout(limit, tokio::net::TcpStream::connect((t.host.as_str(), t.port))).await {
-        Ok(Ok(_stream)) => Some(true),
-        Ok(Err(_)) => Some(false),
-        Err(_) => None,
-    }
+    use tokio::io::AsyncReadExt;
+    let mut stream = match tokio::time::timeout(limit, tokio::net::TcpStream::connect((t.host.as_str(), t.port))).await
+    {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(_)) => return Some(false),
+        Err(_) => return None,
+    };
+    let polite = async {
+        stream.write_all(PROBE_IDENT).await?;
+        let mut banner = [0u8; 256];
+        let mut seen = 0;
+        while seen < banner.len() && !banner[..seen].contains(&b'\n') {
+            let n = stream.read(&mut banner[seen..]).await?;
+            if n == 0 {
+                break;
+            }
+            seen += n;
+        }
+        stream.shutdown().await
+    };
+    // A guest that accepts and never speaks (a hung sshd) still counts as open.
+    let _ = tokio::time::timeout(Duration::from_millis(500), polite).await;
+    Some(true)
 }
 
 fn abort_all(readers: [Option<JoinHandle<()>>; 2]) {

@@ -41,6 +41,9 @@ impl ssh::Host for CapCtx {
         stdin: Option<Vec<u8>>,
         timeout_ms: u64,
     ) -> Result<ssh::ExecOutput, WitError> {
+        // A command may change what the run read from the cluster (a guest
+        // that powers off, `qm` on a node).
+        self.run.held_reads.forget_changeable();
         self.guard("exec", login(&t, SshAction::Connect), || {
             let client = self.ssh_client()?;
             let timeout = self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::SshExec);

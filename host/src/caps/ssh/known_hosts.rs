@@ -18,11 +18,12 @@
 //!   names the same type. Error messages never echo the key material (a private
 //!   key passed by mistake is recognised and not repeated).
 
+use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -101,12 +102,64 @@ pub(crate) fn host_entry(host: &str, port: u16) -> String {
 pub struct KnownHosts {
     path: PathBuf,
     lock: Mutex<()>,
+    /// The file as last parsed, indexed by host; reused while the file's
+    /// identity, size and times are unchanged (every SSH call consults the
+    /// pins, and a file with a thousand guests must not be re-read and its
+    /// keys re-decoded per call).
+    view: Mutex<Option<Arc<View>>>,
+}
+
+/// What decides whether `ssh` accepts a host's key, parsed once per version of the file.
+#[derive(Debug, Default)]
+struct View {
+    stamp: Option<Stamp>,
+    /// The keys of plain entries by lowercased host field, each with whether its
+    /// line also names patterns (such a line is among `others` too).
+    pins: HashMap<String, Vec<(PublicKey, bool)>>,
+    /// Every line that could apply to any host (markers, hashed entries,
+    /// wildcard or negated patterns), verbatim and in file order.
+    others: Vec<String>,
+}
+
+/// A version of the file: inode, size, modification and change times.
+type Stamp = (u64, u64, i64, i64, i64, i64);
+
+fn stamp(meta: &fs::Metadata) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec())
+}
+
+impl View {
+    fn parse(text: &str, stamp: Option<Stamp>) -> View {
+        let mut view = View { stamp, ..View::default() };
+        for line in text.lines() {
+            let l = line.trim();
+            if l.is_empty() || l.starts_with('#') {
+                continue;
+            }
+            let hosts = l.split_whitespace().next().unwrap_or_default();
+            let other = l.starts_with('@') || hosts.contains(['|', '*', '?', '!']);
+            if other {
+                view.others.push(l.to_string());
+            }
+            if let Some((hosts, key)) = plain_entry(l) {
+                for h in hosts.split(',') {
+                    view.pins.entry(h.to_ascii_lowercase()).or_default().push((key.clone(), other));
+                }
+            }
+        }
+        view
+    }
+
+    fn keys(&self, entry: &str) -> impl Iterator<Item = &(PublicKey, bool)> {
+        self.pins.get(entry).into_iter().flatten()
+    }
 }
 
 impl KnownHosts {
     /// The file at `path` (created on the first change).
     pub fn new(path: PathBuf) -> KnownHosts {
-        KnownHosts { path, lock: Mutex::new(()) }
+        KnownHosts { path, lock: Mutex::new(()), view: Mutex::new(None) }
     }
 
     /// Where the file is.
@@ -117,8 +170,7 @@ impl KnownHosts {
     /// The keys pinned for `host`/`port` (plain entries only).
     pub fn pinned(&self, host: &str, port: u16) -> Result<Vec<PublicKey>, CapError> {
         let entry = host_entry(host, port);
-        let text = self.read()?;
-        Ok(text.lines().filter_map(plain_entry).filter(|(h, _)| has_host(h, &entry)).map(|(_, k)| k).collect())
+        Ok(self.view()?.keys(&entry).map(|(k, _)| k.clone()).collect())
     }
 
     /// Everything in the file that decides whether `ssh` accepts a key from
@@ -128,29 +180,41 @@ impl KnownHosts {
     /// Empty when nothing is pinned for the host (no master may then be used).
     pub(crate) fn pin_material(&self, host: &str, port: u16) -> Result<Vec<String>, CapError> {
         let entry = host_entry(host, port);
-        let text = self.read()?;
-        let mut pinned = Vec::new();
-        let mut others = Vec::new();
-        for line in text.lines() {
-            let l = line.trim();
-            if l.is_empty() || l.starts_with('#') {
-                continue;
-            }
-            let hosts = l.split_whitespace().next().unwrap_or_default();
-            if l.starts_with('@') || hosts.contains(['|', '*', '?', '!']) {
-                others.push(l.to_string());
-            } else if has_host(hosts, &entry)
-                && let Some((_, key)) = plain_entry(l)
-            {
-                pinned.push(format!("{} {}", key.kind, key.base64));
-            }
-        }
+        let view = self.view()?;
+        let mut pinned: Vec<String> =
+            view.keys(&entry).filter(|(_, other)| !other).map(|(k, _)| format!("{} {}", k.kind, k.base64)).collect();
         if pinned.is_empty() {
             return Ok(Vec::new());
         }
         pinned.sort();
-        pinned.append(&mut others);
+        pinned.extend(view.others.iter().cloned());
         Ok(pinned)
+    }
+
+    /// The parsed file: the cached view while the file is unchanged, else read
+    /// and parsed anew (refusing a file that is too open, as [`Self::read`]).
+    fn view(&self) -> Result<Arc<View>, CapError> {
+        let now = match fs::metadata(&self.path) {
+            Ok(meta) => {
+                self.check_mode(&meta)?;
+                Some(stamp(&meta))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.io("inspect", &self.path, e)),
+        };
+        let mut cached = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = cached.as_ref().filter(|v| v.stamp == now) {
+            return Ok(v.clone());
+        }
+        let text = match now {
+            Some(_) => fs::read_to_string(&self.path).map_err(|e| self.io("read", &self.path, e))?,
+            None => String::new(),
+        };
+        // The file may have changed between the stat and the read; then the
+        // next call's stamp differs and it parses again.
+        let view = Arc::new(View::parse(&text, now));
+        *cached = Some(view.clone());
+        Ok(view)
     }
 
     /// Pins `public_key` for `host`/`port`. `Ok(false)` when it was already pinned.
@@ -218,19 +282,22 @@ impl KnownHosts {
     /// Reads the file ("" when missing), refusing one that is too open.
     fn read(&self) -> Result<String, CapError> {
         match fs::metadata(&self.path) {
-            Ok(meta) => {
-                let mode = meta.permissions().mode() & 0o777;
-                if mode & 0o077 != 0 {
-                    return Err(CapError::failed(format!(
-                        "ssh: {p} is accessible by group or others (mode {mode:03o}); run `chmod 600 {p}`",
-                        p = self.path.display()
-                    )));
-                }
-            }
+            Ok(meta) => self.check_mode(&meta)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
             Err(e) => return Err(self.io("inspect", &self.path, e)),
         }
         fs::read_to_string(&self.path).map_err(|e| self.io("read", &self.path, e))
+    }
+
+    fn check_mode(&self, meta: &fs::Metadata) -> Result<(), CapError> {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(CapError::failed(format!(
+                "ssh: {p} is accessible by group or others (mode {mode:03o}); run `chmod 600 {p}`",
+                p = self.path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Runs `change` on the current text under both locks and writes its result (if any).
@@ -329,6 +396,32 @@ mod tests {
         assert_eq!(base64_decode("a*=="), None);
         assert_eq!(host_entry("Guest.Lab", 22), "guest.lab");
         assert_eq!(host_entry("127.0.0.1", 2222), "[127.0.0.1]:2222");
+    }
+
+    const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f";
+
+    #[test]
+    fn the_parsed_file_is_reused_until_anyone_changes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        let kh = KnownHosts::new(path.clone());
+        assert!(kh.pin_material("g1", 22).unwrap().is_empty());
+        assert!(kh.trust("g1", 22, KEY_A).unwrap());
+        assert_eq!(kh.pinned("G1", 22).unwrap().len(), 1, "hosts match case-insensitively");
+        let first = kh.view().unwrap();
+        assert!(Arc::ptr_eq(&first, &kh.view().unwrap()), "an unchanged file is not parsed again");
+        // An operator's edit outside cradle (in place, same inode) is seen at once.
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, format!("{text}*.lab {KEY_A}\n[g2]:2222,g3 {KEY_A}\n")).unwrap();
+        assert_eq!(kh.pinned("g2", 2222).unwrap().len(), 1);
+        assert_eq!(kh.pinned("g3", 22).unwrap().len(), 1);
+        let material = kh.pin_material("g1", 22).unwrap();
+        assert_eq!(material.len(), 2, "the pin, then the wildcard line: {material:?}");
+        assert!(material[1].starts_with("*.lab "));
+        assert!(kh.forget("g1", 22).unwrap());
+        assert!(kh.pin_material("g1", 22).unwrap().is_empty());
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(kh.pinned("g2", 2222).is_err(), "a file others can read is refused, cached or not");
     }
 
     #[test]

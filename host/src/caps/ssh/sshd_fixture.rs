@@ -140,12 +140,17 @@ impl Sshd {
 
     /// How many connections have authenticated so far (from sshd's log).
     pub fn logins(&self) -> usize {
+        self.log().matches("Accepted publickey for").count()
+    }
+
+    /// Everything sshd has logged so far (LogLevel VERBOSE).
+    pub fn log(&self) -> String {
         fs::read_dir(self.dir.path())
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_name().to_string_lossy().starts_with("sshd-"))
-            .map(|e| fs::read_to_string(e.path()).unwrap_or_default().matches("Accepted publickey for").count())
-            .sum()
+            .map(|e| fs::read_to_string(e.path()).unwrap_or_default())
+            .collect()
     }
 
     pub fn client_with(&self, name: &str, identity: Option<PathBuf>, control_dir: Option<PathBuf>) -> SshClient {

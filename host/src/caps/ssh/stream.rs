@@ -1,19 +1,14 @@
 //! What `ssh` children and mux sessions share: their stdout and stderr read
 //! into buffers capped at [`MAX_STREAM`] bytes (what is cut is counted and said),
-//! the grace readers get to drain, and the short, redacted excerpt of `ssh`'s
+//! and the short, redacted excerpt of `ssh`'s
 //! stderr that errors quote.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
 use super::MAX_STREAM;
-
-/// How long readers may take to drain after `ssh` exited (a multiplexing master
-/// forked into the background can keep stderr open).
-pub(super) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// The last few lines of `stderr`, secrets redacted, as one line of ≤ 400 chars.
 pub(crate) fn excerpt(stderr: &str) -> String {

@@ -238,6 +238,36 @@ async fn refused_connections_are_transient_and_wait_for_gives_up() {
     assert_eq!(c.exec(&bad, "true", None, T).await.expect_err("user").kind, ErrorKind::Invalid);
 }
 
+/// What sshguard and fail2ban count as attacks never comes from waiting: a
+/// port that refuses is probed at the TCP level only (no sshd sees it), and
+/// the probe that finds it open identifies itself before it hangs up, so the
+/// server logs at most one connection that did not authenticate.
+#[tokio::test]
+async fn waiting_for_a_host_never_looks_like_an_attack_to_its_sshd() {
+    if !available("quiet wait") {
+        return;
+    }
+    let s = Sshd::start().await;
+    // The fixture's own readiness check connected bare; only what follows counts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = s.log().len();
+    let c = s.pinned_client("kh");
+    c.wait_for(&s.target(), T).await.expect("up");
+    c.wait_for(&s.target(), T).await.expect("again, through the master");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = s.log()[before..].to_string();
+    for attack in ["Did not receive identification string", "Bad protocol version", "invalid protocol identifier"] {
+        assert!(!log.contains(attack), "sshd logged `{attack}`:\n{log}");
+    }
+    let unauthenticated = log
+        .lines()
+        .filter(|l| l.contains("[preauth]"))
+        .filter(|l| ["Connection closed by", "Connection reset by", "Disconnected from"].iter().any(|m| l.contains(m)))
+        .count();
+    assert!(unauthenticated <= 1, "at most the one probe that found the port open:\n{log}");
+    assert_eq!(s.logins(), 1, "one real session, shared by the second wait");
+}
+
 #[tokio::test]
 async fn a_wrong_key_fails_authentication_naming_user_and_key() {
     if !available("auth") {
@@ -396,6 +426,40 @@ async fn calls_share_one_connection_and_the_master_ends_with_the_client() {
     d.exec(&s.target(), "true", None, T).await.expect("direct");
     d.exec(&s.target(), "true", None, T).await.expect("direct");
     assert_eq!(s.logins(), 3, "a direct client authenticates per call");
+}
+
+/// The first call on a new master runs as that master's mux client: `ssh`
+/// exits on the exit status while the master may still be writing the
+/// session's output. Output that arrives after the status (a background job
+/// still holding stdout, as a loaded guest or master delays it) is read to its
+/// end, never cut at a grace period; output that never ends within the call's
+/// timeout is an error naming the host and the command, never an empty success.
+#[tokio::test]
+async fn output_after_the_exit_status_is_never_lost_on_the_call_that_opens_the_master() {
+    if !available("late output") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_client("kh");
+    let socket = c.control_path(&s.target()).unwrap().expect("a pinned host gets a master");
+    assert!(!socket.exists(), "no master yet: this call runs `ssh`, which makes it");
+    let late = "(sleep 2; echo late) & echo early";
+    let out = c.exec(&s.target(), late, None, T).await.expect("exec");
+    assert_eq!((out.exit_code, String::from_utf8_lossy(&out.stdout).as_ref()), (Some(0), "early\nlate\n"));
+    assert!(socket.exists(), "the call made the master");
+    // Through the master (no `ssh` process) the same holds.
+    let out = c.exec(&s.target(), late, None, T).await.expect("exec on the master");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "early\nlate\n");
+    // Output that outlives the call's time is an error, on either path.
+    let endless = "(sleep 30; echo never) & echo early";
+    let e = c.exec(&s.target(), endless, None, Duration::from_millis(1500)).await.expect_err("incomplete");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(e.message.contains("sleep 30") && e.message.contains("127.0.0.1"), "{e}");
+    drop(c);
+    let c = s.pinned_client("kh2");
+    let e = c.exec(&s.target(), endless, None, Duration::from_millis(1500)).await.expect_err("incomplete via ssh");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(e.message.contains("sleep 30") && e.message.contains("127.0.0.1"), "{e}");
 }
 
 /// One command running past its timeout loses its own session only: the

@@ -26,6 +26,8 @@ fn settings(endpoint: String) -> ClientSettings {
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(2),
         },
+        // Canned answers come at once: poll as a cluster a hundred times as fast.
+        task_time_scale: 0.01,
     }
 }
 
