@@ -161,6 +161,11 @@ impl RunningCluster {
         self.tls.ca_pem.clone()
     }
 
+    /// How many times the state file was written so far.
+    pub fn state_writes(&self) -> u64 {
+        self.sim.persist.writes()
+    }
+
     /// How fast simulated tasks run against PVE's durations (`time_scale`).
     pub fn time_scale(&self) -> f64 {
         self.sim.cfg.time_scale

@@ -107,3 +107,41 @@ impl Sim {
         self.persist.written.fetch_max(generation, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SimConfig;
+    use crate::sim::Sim;
+
+    #[tokio::test]
+    async fn changes_waiting_together_share_one_write_of_the_state_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let sim = Sim::new(SimConfig { state_dir: Some(dir.path().join("sim")), ..SimConfig::default() }).unwrap();
+        let seeded = sim.persist.writes();
+        assert_eq!(seeded, 1, "a fresh cluster is written once, seeded");
+        sim.settle().await;
+        assert_eq!(sim.persist.writes(), seeded, "nothing changed: nothing written");
+        for _ in 0..100 {
+            sim.changed();
+        }
+        // A hundred responses waiting at once: the first writes for all.
+        let waits: Vec<_> = (0..100).map(|_| sim.settle()).collect();
+        for w in waits {
+            w.await;
+        }
+        assert_eq!(sim.persist.writes(), seeded + 1);
+        sim.changed();
+        sim.flush();
+        sim.flush();
+        assert_eq!(sim.persist.writes(), seeded + 2, "a flush writes what changed, once");
+    }
+
+    #[tokio::test]
+    async fn without_a_state_dir_nothing_is_written() {
+        let sim = Sim::new(SimConfig::default()).unwrap();
+        sim.changed();
+        sim.settle().await;
+        sim.flush();
+        assert_eq!(sim.persist.writes(), 0);
+    }
+}

@@ -239,13 +239,15 @@ impl Sim {
         }
     }
 
-    /// Writes the requests this process served, per `METHOD /pattern`, to
-    /// `requests.json` in the state dir (replaced by each process; what
-    /// `scripts/bench-provision` reports as requests per VM).
+    /// Writes the requests this process served, per `METHOD /pattern`, and
+    /// how often it wrote `state.json`, to `requests.json` in the state dir
+    /// (`{"requests": {...}, "state_writes": N}`, replaced by each process;
+    /// what `scripts/bench-provision` reports).
     pub fn write_request_counts(&self) {
         let Some(dir) = &self.cfg.state_dir else { return };
         let counts = lock(&self.counts).clone();
-        let bytes = serde_json::to_vec_pretty(&counts).unwrap_or_default();
+        let doc = serde_json::json!({ "requests": counts, "state_writes": self.persist.writes() });
+        let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
         if let Err(e) = fsutil::write_private_nosync(&dir.join("requests.json"), &bytes) {
             tracing::warn!(error = %e, "cannot write the request counts");
         }

@@ -14,5 +14,6 @@ mod provision_dns;
 mod proxmox_client;
 mod reload;
 mod sandbox;
+mod scale;
 mod sim_cli;
 mod workflows;

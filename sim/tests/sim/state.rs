@@ -40,3 +40,30 @@ async fn a_second_run_sees_the_vms_token_and_certificate_of_the_first() {
     let tasks = api.get("/nodes/pve1/tasks?vmid=101").await;
     assert_eq!(tasks[0]["status"], "OK");
 }
+
+/// What a client was told is on disk before it was told: every clone's VM is
+/// in `state.json` the moment its response arrives, however many run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_leaves_only_once_its_change_is_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("sim");
+    let s = state.clone();
+    let c = start(0.0, move |cfg| cfg.state_dir = Some(s)).await;
+    let api = std::sync::Arc::new(Api::new(&c));
+    let mut clones = tokio::task::JoinSet::new();
+    for i in 0..40u32 {
+        let (api, state) = (api.clone(), state.clone());
+        clones.spawn(async move {
+            let newid = (500 + i).to_string();
+            api.post("/nodes/pve1/qemu/9000/clone", &[("newid", &newid), ("name", &format!("c{i}"))]).await;
+            // Read the file right after the response, before anything else happens.
+            let on_disk: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(state.join("state.json")).unwrap()).unwrap();
+            assert!(on_disk["vms"].get(&newid).is_some(), "VM {newid} answered but not persisted");
+        });
+    }
+    let done = clones.join_all().await;
+    assert_eq!(done.len(), 40);
+    assert!(c.state_writes() >= 1);
+    c.shutdown().await;
+}

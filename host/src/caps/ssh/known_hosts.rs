@@ -23,7 +23,7 @@ use std::fs::{self, OpenOptions};
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -105,12 +105,17 @@ pub struct KnownHosts {
     /// The file as last parsed, indexed by host; reused while the file's
     /// identity, size and times are unchanged (every SSH call consults the
     /// pins, and a file with a thousand guests must not be re-read and its
-    /// keys re-decoded per call).
-    view: Mutex<Option<Arc<View>>>,
+    /// keys re-decoded per call). Shared by every `KnownHosts` of the same
+    /// path in this process: each run has its own client, and a cache per
+    /// run would parse the whole file again after every other run's pin.
+    view: Arc<Mutex<Option<Arc<View>>>>,
 }
 
+/// The parsed views of this process, one per known_hosts path.
+static VIEWS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Arc<View>>>>>>> = LazyLock::new(Mutex::default);
+
 /// What decides whether `ssh` accepts a host's key, parsed once per version of the file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct View {
     stamp: Option<Stamp>,
     /// The keys of plain entries by lowercased host field, each with whether its
@@ -159,7 +164,8 @@ impl View {
 impl KnownHosts {
     /// The file at `path` (created on the first change).
     pub fn new(path: PathBuf) -> KnownHosts {
-        KnownHosts { path, lock: Mutex::new(()), view: Mutex::new(None) }
+        let view = VIEWS.lock().unwrap_or_else(|e| e.into_inner()).entry(path.clone()).or_default().clone();
+        KnownHosts { path, lock: Mutex::new(()), view }
     }
 
     /// Where the file is.
@@ -222,9 +228,13 @@ impl KnownHosts {
         check_host(host)?;
         let key = PublicKey::parse(public_key)?;
         let entry = host_entry(host, port);
-        self.locked(|text| {
-            let pinned: Vec<PublicKey> =
-                text.lines().filter_map(plain_entry).filter(|(h, _)| has_host(h, &entry)).map(|(_, k)| k).collect();
+        let before = std::cell::Cell::new(None);
+        let after = || self.note_pin(&entry, &key, before.get());
+        self.locked(after, |text| {
+            // The view is checked against the file's stamp, and the file is locked.
+            let view = self.view()?;
+            before.set(view.stamp);
+            let pinned: Vec<PublicKey> = view.keys(&entry).map(|(k, _)| k.clone()).collect();
             if pinned.iter().any(|k| k.same_key(&key)) {
                 return Ok(None);
             }
@@ -254,29 +264,33 @@ impl KnownHosts {
     pub fn forget(&self, host: &str, port: u16) -> Result<bool, CapError> {
         check_host(host)?;
         let entry = host_entry(host, port);
-        self.locked(|text| {
-            let mut changed = false;
-            let mut out = String::with_capacity(text.len());
-            for line in text.lines() {
-                match plain_entry(line) {
-                    Some((hosts, _)) if has_host(hosts, &entry) => {
-                        changed = true;
-                        let rest: Vec<&str> = hosts.split(',').filter(|h| !h.eq_ignore_ascii_case(&entry)).collect();
-                        if !rest.is_empty() {
-                            let tail = line.trim_start()[hosts.len()..].to_string();
-                            out.push_str(&rest.join(","));
-                            out.push_str(&tail);
+        self.locked(
+            || {},
+            |text| {
+                let mut changed = false;
+                let mut out = String::with_capacity(text.len());
+                for line in text.lines() {
+                    match plain_entry(line) {
+                        Some((hosts, _)) if has_host(hosts, &entry) => {
+                            changed = true;
+                            let rest: Vec<&str> =
+                                hosts.split(',').filter(|h| !h.eq_ignore_ascii_case(&entry)).collect();
+                            if !rest.is_empty() {
+                                let tail = line.trim_start()[hosts.len()..].to_string();
+                                out.push_str(&rest.join(","));
+                                out.push_str(&tail);
+                                out.push('\n');
+                            }
+                        }
+                        _ => {
+                            out.push_str(line);
                             out.push('\n');
                         }
                     }
-                    _ => {
-                        out.push_str(line);
-                        out.push('\n');
-                    }
                 }
-            }
-            Ok(changed.then_some(out))
-        })
+                Ok(changed.then_some(out))
+            },
+        )
     }
 
     /// Reads the file ("" when missing), refusing one that is too open.
@@ -301,7 +315,12 @@ impl KnownHosts {
     }
 
     /// Runs `change` on the current text under both locks and writes its result (if any).
-    fn locked(&self, change: impl FnOnce(&str) -> Result<Option<String>, CapError>) -> Result<bool, CapError> {
+    /// `after` runs once the new text is in place, still under both locks.
+    fn locked(
+        &self,
+        after: impl FnOnce(),
+        change: impl FnOnce(&str) -> Result<Option<String>, CapError>,
+    ) -> Result<bool, CapError> {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut lock_path = self.path.clone().into_os_string();
         lock_path.push(".lock");
@@ -318,7 +337,21 @@ impl KnownHosts {
         let Some(new) = change(&text)? else { return Ok(false) };
         crate::state::write_private_file_atomic(&self.path, new.as_bytes())
             .map_err(|e| CapError::failed(format!("ssh: cannot update cradle's known_hosts: {e}")))?;
+        after();
         Ok(true)
+    }
+
+    /// After this process pinned `key` for `entry` in the file whose stamp was
+    /// `before` (under the file lock): the cached view gains the one entry
+    /// instead of parsing every line again. A view of another version of the
+    /// file is left to be parsed anew.
+    fn note_pin(&self, entry: &str, key: &PublicKey, before: Option<Stamp>) {
+        let Ok(meta) = fs::metadata(&self.path) else { return };
+        let mut cached = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(view) = cached.as_mut().filter(|v| v.stamp == before) else { return };
+        let view = Arc::make_mut(view);
+        view.pins.entry(entry.to_string()).or_default().push((key.clone(), false));
+        view.stamp = Some(stamp(&meta));
     }
 
     fn io(&self, action: &str, path: &Path, e: io::Error) -> CapError {
@@ -418,6 +451,14 @@ mod tests {
         let material = kh.pin_material("g1", 22).unwrap();
         assert_eq!(material.len(), 2, "the pin, then the wildcard line: {material:?}");
         assert!(material[1].starts_with("*.lab "));
+        // A pin this process adds updates the view in place; it matches a fresh parse.
+        assert!(kh.trust("g4", 22, KEY_A).unwrap());
+        let fresh = KnownHosts::new(path.clone());
+        for host in ["g1", "g2", "g3", "g4"] {
+            assert_eq!(kh.pin_material(host, 22).unwrap(), fresh.pin_material(host, 22).unwrap(), "{host}");
+        }
+        assert_eq!(kh.pinned("g4", 22).unwrap().len(), 1);
+        assert!(!kh.trust("g4", 22, KEY_A).unwrap(), "pinned once");
         assert!(kh.forget("g1", 22).unwrap());
         assert!(kh.pin_material("g1", 22).unwrap().is_empty());
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
