@@ -13,6 +13,8 @@ pub mod client;
 pub mod config_scope;
 pub mod errors;
 pub mod held;
+#[cfg(test)]
+mod held_tests;
 pub mod tls;
 // The WIT adapter (the guard: grant checks, journaling) lives beside the client.
 pub mod host;

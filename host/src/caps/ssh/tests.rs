@@ -435,7 +435,7 @@ async fn calls_share_one_connection_and_the_master_ends_with_the_client() {
 /// end, never cut at a grace period; output that never ends within the call's
 /// timeout is an error naming the host and the command, never an empty success.
 #[tokio::test]
-async fn output_after_the_exit_status_is_never_lost_on_the_call_that_opens_the_master() {
+async fn output_after_the_exit_status_is_never_lost_through_a_shared_connection() {
     if !available("late output") {
         return;
     }
