@@ -5,10 +5,11 @@
 //! [`ProxmoxClient::wait_task`] polls the task status until the task stops or the
 //! timeout passes; a timeout returns the *running* status (the task may still
 //! succeed — never report it as failed). `ok` is true only for `OK` and `WARNINGS: N`.
-//! The first poll is at once; the second a little before a task of its kind
-//! (the UPID's worker type) usually ends; later ones at a tenth of that,
-//! doubling, up to 2 s apart, and never closer than four round-trips. A linked
-//! clone that takes its usual 4 s costs three status requests, not seven.
+//! The first poll comes a little before a task of its kind (the UPID's worker
+//! type) usually ends; later ones at a tenth of that, doubling, up to 2 s
+//! apart, and never closer than four round-trips. A linked clone that takes
+//! its usual 4 s costs two status requests, not seven; a task that fails at
+//! once is seen at that first poll (a clone's after 3.6 s).
 
 use std::time::Duration;
 
@@ -21,12 +22,11 @@ use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
 
-/// After the first poll (at once: a task that fails at once, or a fast
-/// server, is seen without delay), the next comes when a task of its kind
-/// usually ends ([`expected`]), a little before; later polls come at a tenth
-/// of that, doubling, but at least this often...
+/// The first poll comes a little before a task of its kind usually ends
+/// ([`expected`], 90 % of it); later polls come at a tenth of that, doubling,
+/// but at least this far apart...
 const MIN_POLL: Duration = Duration::from_millis(2);
-/// ...and at most this far apart.
+/// ...and at most this far.
 const MAX_POLL: Duration = Duration::from_secs(2);
 /// A pause is never shorter than this many round-trips of the first request
 /// (a slow link is not flooded).
@@ -47,16 +47,18 @@ fn expected(kind: &str) -> Duration {
     Duration::from_millis(ms)
 }
 
-/// The pause before poll number `polls + 1` of a task of `kind` started
-/// polling `since` ago, with `rtt` the first request's round-trip.
-fn next_pause(kind: &str, scale: f64, polls: u32, since: Duration, rtt: Duration) -> Duration {
-    let expected = expected(kind).mul_f64(scale);
+/// How long to wait before the first poll of a task of `kind`.
+fn first_wait(kind: &str, scale: f64) -> Duration {
+    expected(kind).mul_f64(scale) * 9 / 10
+}
+
+/// The pause after poll number `polls` (≥ 1) found a task of `kind` still
+/// running, with `rtt` the first request's round-trip.
+fn next_pause(kind: &str, scale: f64, polls: u32, rtt: Duration) -> Duration {
     let floor = rtt.saturating_mul(POLL_RTTS).max(MIN_POLL);
-    if polls == 1 {
-        // Up to the usual end, however long that is.
-        return (expected * 9 / 10).saturating_sub(since).max(floor);
-    }
-    (expected / 10).saturating_mul(1 << (polls - 2).min(8)).clamp(floor, MAX_POLL.max(floor))
+    (expected(kind).mul_f64(scale) / 10)
+        .saturating_mul(1 << polls.saturating_sub(1).min(8))
+        .clamp(floor, MAX_POLL.max(floor))
 }
 
 /// A parsed task id.
@@ -175,11 +177,12 @@ impl ProxmoxClient {
         // what an `Instant` can hold means "no deadline", never a panic.
         let now = Instant::now();
         let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(10 * 365 * 24 * 3600));
-        let started = now;
         // The UPID's worker type picks the schedule; one that does not parse is
         // refused by the status request with the reason.
         let kind = parse_upid(upid).map(|u| u.kind).unwrap_or_default();
         let (mut polls, mut rtt) = (0u32, None);
+        let scale = self.inner.task_time_scale;
+        tokio::time::sleep(first_wait(&kind, scale).min(deadline.saturating_duration_since(Instant::now()))).await;
         loop {
             let asked = Instant::now();
             let status = self.task_status(node, upid).await?;
@@ -192,7 +195,7 @@ impl ProxmoxClient {
             if now >= deadline {
                 return Ok(status);
             }
-            let pause = next_pause(&kind, self.inner.task_time_scale, polls, now - started, rtt);
+            let pause = next_pause(&kind, scale, polls, rtt);
             tokio::time::sleep(pause.min(deadline - now)).await;
         }
     }
@@ -236,28 +239,24 @@ mod tests {
     const CLONE: &str = "UPID:pve1:000A1B2C:0042F1E3:6745A0B1:qmclone:9000:root@pam!cradle:";
 
     #[test]
-    fn polls_fit_the_task_kind_a_usual_clone_costs_three_status_requests() {
+    fn polls_fit_the_task_kind_a_usual_clone_costs_two_status_requests() {
         let rtt = Duration::from_millis(1);
-        // Poll 1 at 0 s; poll 2 just before a clone usually ends; then a tenth of it, doubling.
-        assert_eq!(next_pause("qmclone", 1.0, 1, Duration::ZERO, rtt), Duration::from_millis(3600));
-        assert_eq!(next_pause("qmclone", 1.0, 2, Duration::from_millis(3600), rtt), Duration::from_millis(400));
-        assert_eq!(next_pause("qmclone", 1.0, 3, Duration::from_secs(4), rtt), Duration::from_millis(800));
-        assert_eq!(
-            next_pause("qmclone", 1.0, 9, Duration::from_secs(60), rtt),
-            MAX_POLL,
-            "a long full clone: every 2 s"
-        );
-        // Time already spent (a slow first request) is not waited again.
-        assert_eq!(next_pause("qmstart", 1.0, 1, Duration::from_millis(1500), rtt), Duration::from_millis(300));
+        // The first poll just before a clone usually ends; then a tenth of it, doubling.
+        assert_eq!(first_wait("qmclone", 1.0), Duration::from_millis(3600));
+        assert_eq!(next_pause("qmclone", 1.0, 1, rtt), Duration::from_millis(400));
+        assert_eq!(next_pause("qmclone", 1.0, 2, rtt), Duration::from_millis(800));
+        assert_eq!(next_pause("qmclone", 1.0, 9, rtt), MAX_POLL, "a long full clone: every 2 s");
+        assert_eq!(first_wait("qmstart", 1.0), Duration::from_millis(1800));
+        assert_eq!(first_wait("qmreboot", 1.0), Duration::from_millis(4500));
         // Never closer than four round-trips of a slow link, never a zero pause.
-        assert_eq!(
-            next_pause("qmstart", 1.0, 1, Duration::from_secs(5), Duration::from_millis(50)),
-            Duration::from_millis(200)
-        );
-        assert_eq!(next_pause("whatever", 1.0, 1, Duration::from_secs(5), Duration::ZERO), MIN_POLL);
-        // A simulated cluster ten times as fast is polled ten times as often.
-        assert_eq!(next_pause("qmclone", 0.1, 1, Duration::ZERO, rtt), Duration::from_millis(360));
-        assert_eq!(next_pause("qmclone", 0.0, 1, Duration::ZERO, rtt), Duration::from_millis(4), "four round-trips");
+        assert_eq!(next_pause("qmstart", 1.0, 1, Duration::from_millis(100)), Duration::from_millis(400));
+        assert_eq!(next_pause("whatever", 1.0, 1, Duration::ZERO), Duration::from_millis(20));
+        assert_eq!(next_pause("whatever", 0.0, 1, Duration::ZERO), MIN_POLL);
+        // A simulated cluster ten times as fast is polled ten times as soon; one
+        // that finishes tasks at once is polled at once.
+        assert_eq!(first_wait("qmclone", 0.1), Duration::from_millis(360));
+        assert_eq!(first_wait("qmclone", 0.0), Duration::ZERO);
+        assert_eq!(next_pause("qmclone", 0.0, 1, rtt), Duration::from_millis(4), "four round-trips");
     }
 
     #[test]
