@@ -1,6 +1,6 @@
 //! Scale (issue 10): the CI-sized version of the 1,000-VM benchmark
 //! (`scripts/bench-provision 1000 100 0`). 200 VMs at time scale 0, 100 at
-//! once, through the library against the in-process simulator:
+//! once, on 127.48.1.0/24, through the library against the in-process simulator:
 //!
 //! - every VM is created and none fails. An SSH command whose output went
 //!   missing fails its VM naming the command (the identity check compares
@@ -10,7 +10,9 @@
 //!   finalize on the direct backend (the migration and disk growth this
 //!   inventory also asks for not counted), and a rerun of the complete VMs at most
 //!   3 per VM, none of them a write;
-//! - no `ssh` process the runs started (masters included) outlives them.
+//! - no `ssh` process the runs started (masters included) outlives them;
+//! - `--forks` past the open-files limit is capped with a warning, and the run
+//!   succeeds (guests on 127.48.2.0/24).
 //!
 //! Bounds are generous (a debug build on two loaded cores): this proves
 //! correctness under load, not speed; speed is `docs/BENCHMARKS.md`'s.
@@ -96,4 +98,35 @@ fn two_hundred_vms_at_once_all_succeed_with_no_output_lost_in_few_requests() {
         left = processes_naming(&state);
     }
     assert!(left.is_empty(), "ssh processes outlived their runs: {left:?}");
+}
+
+/// `--forks` past what the process can hold is capped with a warning naming
+/// the limit, and the run goes on: never "too many open files" in the middle
+/// of a VM.
+#[test]
+fn forks_past_the_open_files_limit_are_capped_with_a_warning_and_the_run_succeeds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inv = LabInventory::new("127.48", 2).count(2).vmid_base(Some(700));
+    let inventory = inv.write(dir.path());
+    let config = ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0))).write(dir.path());
+    // `ulimit -n` in sh lowers the soft and the hard limit, so cradle cannot raise it.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 400 && exec \"$0\" \"$@\"")
+        .arg(cradle_tests::cradle_bin())
+        .args(["--config", config.to_str().unwrap(), "--output", "json", "provision", "-i"])
+        .arg(&inventory)
+        .args(["--forks", "100000"])
+        .output()
+        .expect("run cradle");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr.contains("warning: --forks 100000 is more than this process can hold")
+            && stderr.contains("open-files limit is 400"),
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let results: Vec<&str> = doc["hosts"].as_array().unwrap().iter().map(|h| h["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["created", "created"]);
 }

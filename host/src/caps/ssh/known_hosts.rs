@@ -108,11 +108,14 @@ pub struct KnownHosts {
     /// keys re-decoded per call). Shared by every `KnownHosts` of the same
     /// path in this process: each run has its own client, and a cache per
     /// run would parse the whole file again after every other run's pin.
-    view: Arc<Mutex<Option<Arc<View>>>>,
+    view: SharedView,
 }
 
+/// A file's parsed view, shared by every `KnownHosts` of its path.
+type SharedView = Arc<Mutex<Option<Arc<View>>>>;
+
 /// The parsed views of this process, one per known_hosts path.
-static VIEWS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<Arc<View>>>>>>> = LazyLock::new(Mutex::default);
+static VIEWS: LazyLock<Mutex<HashMap<PathBuf, SharedView>>> = LazyLock::new(Mutex::default);
 
 /// What decides whether `ssh` accepts a host's key, parsed once per version of the file.
 #[derive(Debug, Default, Clone)]
