@@ -99,6 +99,26 @@ impl std::fmt::Debug for Services {
     }
 }
 
+#[cfg(test)]
+impl Services {
+    /// For adapter tests: locks and checkpoints under `dir`, the runtime
+    /// `rt`, no providers (set the one a test needs with struct update).
+    pub(crate) fn for_tests(dir: &std::path::Path, rt: &tokio::runtime::Runtime) -> Services {
+        Services {
+            locks: Arc::new(crate::caps::lock::FsLockStore::new(dir.join("locks"))),
+            checkpoints: CheckpointStore::new(dir.join("checkpoints")),
+            proxmox: None,
+            http: super::http::Endpoints::default(),
+            ssh: None,
+            dns: None,
+            rt: rt.handle().clone(),
+            cluster_id: "test".into(),
+            nodes: Default::default(),
+            guest_keys: Vec::new(),
+        }
+    }
+}
+
 /// The capability context of one store or workflow run.
 #[derive(Debug, Clone)]
 pub struct CapCtx {
@@ -120,6 +140,24 @@ pub struct CapCtx {
     /// returns so time spent in the host does not count against the plugin,
     /// and the call's budget (wall clock, host calls, journal bytes).
     pub clock: Option<Arc<crate::caps::budget::GuestClock>>,
+}
+
+#[cfg(test)]
+impl CapCtx {
+    /// For adapter tests: the workflow's context with `grants` in `scope`, a
+    /// run of its own (`run_id`, no journal).
+    pub(crate) fn for_tests(grants: Grants, scope: RunScope, services: Services, run_id: &str) -> CapCtx {
+        CapCtx {
+            caller: "workflow".into(),
+            origin: "workflow.grants".into(),
+            grants: Arc::new(grants),
+            scope: Arc::new(scope),
+            vm: None,
+            run: Arc::new(RunHandle::new(run_id.into(), None)),
+            services: Arc::new(services),
+            clock: None,
+        }
+    }
 }
 
 impl CapCtx {

@@ -256,44 +256,21 @@ mod adapter {
 
     use super::*;
     use crate::caps::Grants;
-    use crate::caps::checkpoint::CheckpointStore;
     use crate::caps::context::{CapCtx, RunHandle, Services};
-    use crate::caps::http::Endpoints;
-    use crate::caps::lock::FsLockStore;
     use crate::caps::policy::RunScope;
     use crate::contract::bindings::cradle::host::dns::Host;
     use crate::contract::bindings::cradle::host::types::Error as WitError;
 
-    fn grants() -> Arc<Grants> {
-        Arc::new(toml::from_str("[dns]\nzones = [\"lab.example.\"]").expect("grants"))
+    fn grants() -> Grants {
+        toml::from_str("[dns]\nzones = [\"lab.example.\"]").expect("grants")
     }
 
-    fn services(state: &Path, rt: &tokio::runtime::Runtime, dns: Option<Rfc2136>) -> Arc<Services> {
-        Arc::new(Services {
-            locks: Arc::new(FsLockStore::new(state.join("locks"))),
-            checkpoints: CheckpointStore::new(state.join("checkpoints")),
-            proxmox: None,
-            http: Endpoints::default(),
-            ssh: None,
-            dns: dns.map(Arc::new),
-            rt: rt.handle().clone(),
-            cluster_id: "test".into(),
-            nodes: Default::default(),
-            guest_keys: Vec::new(),
-        })
+    fn services(state: &Path, rt: &tokio::runtime::Runtime, dns: Option<Rfc2136>) -> Services {
+        Services { dns: dns.map(Arc::new), ..Services::for_tests(state, rt) }
     }
 
     fn ctx(state: &Path, rt: &tokio::runtime::Runtime, dns: Option<Rfc2136>) -> CapCtx {
-        CapCtx {
-            caller: "workflow".into(),
-            origin: "workflow.grants".into(),
-            grants: grants(),
-            scope: Arc::new(RunScope::default()),
-            vm: None,
-            run: Arc::new(RunHandle::new("dns-test".into(), None)),
-            services: services(state, rt, dns),
-            clock: None,
-        }
+        CapCtx::for_tests(grants(), RunScope::default(), services(state, rt, dns), "dns-test")
     }
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -358,8 +335,8 @@ fn main(ip) {
         let provider = Rfc2136::new("lab", &bind.config(KEY, &bind.secret, &[LAB])).expect("p");
         let data = crate::caps::run::RunData {
             run: Arc::new(RunHandle::new("dns-wf".into(), None)),
-            services: services(state.path(), &rt, Some(provider)),
-            workflow_grants: grants(),
+            services: Arc::new(services(state.path(), &rt, Some(provider))),
+            workflow_grants: Arc::new(grants()),
             scope: Arc::new(RunScope::default()),
             backend: None,
             environment: "test".into(),

@@ -9,10 +9,7 @@ use cradle_sim::{Cluster, SimConfig};
 use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
 use super::tls::TlsVerify;
 use crate::caps::Grants;
-use crate::caps::checkpoint::CheckpointStore;
-use crate::caps::context::{CapCtx, RunHandle, Services};
-use crate::caps::http::Endpoints;
-use crate::caps::lock::{FsLockStore, LockStore};
+use crate::caps::context::{CapCtx, Services};
 use crate::caps::policy::RunScope;
 use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, Host};
 use crate::contract::bindings::cradle::host::types::Entry;
@@ -44,29 +41,9 @@ fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
          templates = [\"debian-12-cloud\"]\n",
     )
     .expect("grants");
-    let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(dir.path().join("locks")));
-    let services = Services {
-        locks,
-        checkpoints: CheckpointStore::new(dir.path().join("checkpoints")),
-        proxmox: Some(Arc::new(client)),
-        http: Endpoints::default(),
-        ssh: None,
-        dns: None,
-        rt: rt.handle().clone(),
-        cluster_id: "test".into(),
-        nodes: Default::default(),
-        guest_keys: Vec::new(),
-    };
-    let mut c = CapCtx {
-        caller: "workflow".into(),
-        origin: "workflows.grants".into(),
-        grants: Arc::new(grants),
-        scope: Arc::new(RunScope { operator: true, ..RunScope::default() }),
-        vm: None,
-        run: Arc::new(RunHandle::new("held-test".into(), None)),
-        services: Arc::new(services),
-        clock: None,
-    };
+    let services = Services { proxmox: Some(Arc::new(client)), ..Services::for_tests(dir.path(), &rt) };
+    let scope = RunScope { operator: true, ..RunScope::default() };
+    let mut c = CapCtx::for_tests(grants, scope, services, "held-test");
     const LIST: &str = "GET /cluster/resources";
     const CONFIG: &str = "GET /nodes/{node}/qemu/{vmid}/config";
     const STORAGE: &str = "GET /storage/{storage}";

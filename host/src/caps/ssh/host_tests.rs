@@ -5,10 +5,7 @@ use std::sync::Arc;
 
 use super::sshd_fixture::{Sshd, available};
 use crate::caps::Grants;
-use crate::caps::checkpoint::CheckpointStore;
-use crate::caps::context::{CapCtx, RunHandle, Services};
-use crate::caps::http::Endpoints;
-use crate::caps::lock::{FsLockStore, LockStore};
+use crate::caps::context::{CapCtx, Services};
 use crate::caps::policy::RunScope;
 use crate::contract::bindings::cradle::host::ssh::{Host, Target};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
@@ -18,29 +15,8 @@ fn ctx(rt: &tokio::runtime::Runtime, dir: &std::path::Path, port: u16, client: O
     let grants: Grants =
         toml::from_str(&format!("[ssh]\nhosts = [\"127.0.0.1:{port}\"]\nupload_dirs = [\"{}\"]\n", dir.display()))
             .expect("grants");
-    let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(dir.join("locks")));
-    let services = Services {
-        locks,
-        checkpoints: CheckpointStore::new(dir.join("checkpoints")),
-        proxmox: None,
-        http: Endpoints::default(),
-        ssh: client.map(Arc::new),
-        dns: None,
-        rt: rt.handle().clone(),
-        cluster_id: "test".into(),
-        nodes: Default::default(),
-        guest_keys: Vec::new(),
-    };
-    CapCtx {
-        caller: "workflow".into(),
-        origin: "workflows.grants".into(),
-        grants: Arc::new(grants),
-        scope: Arc::new(RunScope { operator: true, ..RunScope::default() }),
-        vm: None,
-        run: Arc::new(RunHandle::new("ssh-test".into(), None)),
-        services: Arc::new(services),
-        clock: None,
-    }
+    let services = Services { ssh: client.map(Arc::new), ..Services::for_tests(dir, rt) };
+    CapCtx::for_tests(grants, RunScope { operator: true, ..RunScope::default() }, services, "ssh-test")
 }
 
 #[test]
