@@ -407,10 +407,11 @@ impl SshClient {
                 ));
             }
         };
-        // `ssh` may exit before the output does: the first call on a new master
-        // runs as that master's mux client, which exits on the exit message while
-        // the master still writes the session's last output into our pipes. The
-        // streams are read to their end, within what is left of the call's time.
+        // `ssh` may exit before its output ends (a process it started holds the
+        // streams, or a master still writes the session's last output into our
+        // pipes). The streams are read to their end within what is left of the
+        // call's time; one that does not end is an error, never a shortened
+        // output reported as success (issue 10's "printed no JSON (exit 0)").
         for r in readers.into_iter().flatten() {
             let abort = r.abort_handle();
             if tokio::time::timeout_at(deadline, r).await.is_err() {
