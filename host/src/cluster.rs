@@ -165,7 +165,7 @@ fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<O
         verify,
         timeout: Duration::from_secs(30),
         retry: RetryPolicy::default(),
-        task_time_scale: 1.0,
+        task_time_scale: cluster.task_time_scale,
     };
     ProxmoxClient::new(settings)
         .map(Some)

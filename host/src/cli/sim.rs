@@ -101,7 +101,9 @@ fn write_config(cluster: &cradle_sim::RunningCluster, name: &str, path: &std::pa
     let mut out = format!("# Written by `cradle sim serve` for {endpoint}; merge into cradle.toml.\n");
     let _ = writeln!(out, "[clusters.{name}]\nkind = \"proxmox\"\nendpoint = {}", quoted(&endpoint));
     let _ = writeln!(out, "token = {{ file = {} }}", quoted(&abs(&token_path).display().to_string()));
-    let _ = writeln!(out, "fingerprint = {}\n\n[clusters.{name}.node_ssh]", quoted(&cluster.fingerprint_sha256()));
+    let _ = writeln!(out, "fingerprint = {}", quoted(&cluster.fingerprint_sha256()));
+    // Its tasks take PVE's usual durations scaled by this: polls fit them.
+    let _ = writeln!(out, "task_time_scale = {}\n\n[clusters.{name}.node_ssh]", cluster.time_scale());
     for n in cluster.nodes() {
         if let Some(a) = cluster.node_ssh_addr(&n) {
             let _ = writeln!(out, "{n} = {}", quoted(&format!("root@{}:{}", a.ip(), a.port())));

@@ -96,6 +96,9 @@ pub enum ClusterProblem {
     /// A negative or non-finite simulator time scale.
     #[error("sim.time_scale = {0} must be a number ≥ 0")]
     TimeScale(f64),
+    /// A negative or non-finite task time scale.
+    #[error("task_time_scale = {0} must be a number ≥ 0 (1 = PVE's usual task durations)")]
+    TaskTimeScale(f64),
     /// A `node_ssh` entry.
     #[error("node_ssh.{node}: {problem}")]
     NodeSsh { node: String, problem: NodeSshError },

@@ -149,9 +149,18 @@ pub struct ClusterConfig {
     /// `/etc/ssh/ssh_host_ed25519_key.pub`), pinned before the first connection.
     #[serde(default)]
     pub node_host_keys: BTreeMap<String, String>,
+    /// How fast this cluster's tasks run against PVE's usual durations, which
+    /// task polls are fitted to (1 = usual; 0.5 = twice as fast). Only for
+    /// `proxmox`; a `sim` cluster uses its `sim.time_scale`.
+    #[serde(default = "default_task_time_scale")]
+    pub task_time_scale: f64,
     /// Settings of a `sim` cluster.
     #[serde(default)]
     pub sim: SimSettings,
+}
+
+fn default_task_time_scale() -> f64 {
+    1.0
 }
 
 /// `[clusters.NAME.sim]`: the built-in simulated cluster.
@@ -482,6 +491,9 @@ impl ClusterConfig {
         if !(self.sim.time_scale >= 0.0 && self.sim.time_scale.is_finite()) {
             return Err(ClusterProblem::TimeScale(self.sim.time_scale));
         }
+        if !(self.task_time_scale >= 0.0 && self.task_time_scale.is_finite()) {
+            return Err(ClusterProblem::TaskTimeScale(self.task_time_scale));
+        }
         for (node, target) in &self.node_ssh {
             crate::caps::ssh::NodeSsh::parse(target)
                 .map_err(|problem| ClusterProblem::NodeSsh { node: node.clone(), problem })?;
@@ -576,6 +588,16 @@ vmids = "100-199"
         assert!(SshConfig::default().multiplex);
         let off = format!("{GOOD}[ssh]\nmultiplex = false\n");
         assert!(!parse(&off).expect("valid").ssh.multiplex);
+    }
+
+    #[test]
+    fn task_time_scale_defaults_to_pve_durations_and_a_bad_one_is_named() {
+        assert_eq!(parse(GOOD).expect("valid").clusters["lab"].task_time_scale, 1.0);
+        let fast = GOOD.replace("kind = \"sim\"", "kind = \"sim\"\ntask_time_scale = 0.25");
+        assert_eq!(parse(&fast).expect("valid").clusters["lab"].task_time_scale, 0.25);
+        let bad = GOOD.replace("kind = \"sim\"", "kind = \"sim\"\ntask_time_scale = -1.0");
+        let err = parse(&bad).expect_err("negative").to_string();
+        assert!(err.contains("clusters.lab") && err.contains("task_time_scale = -1"), "{err}");
     }
 
     #[test]
