@@ -72,8 +72,7 @@ pub async fn run_inventory(
     }
     let project = Arc::new(project);
     let (env_name, environment) = project.config.environment(selection.env)?;
-    // An in-process simulator keeps every running guest's sshd listener and
-    // its connection open in this process.
+    // An in-process simulator keeps files open for every VM in this process.
     let simulated = project.config.clusters.get(&environment.cluster).is_some_and(|c| c.kind == ClusterKind::Sim);
     let env_name = env_name.to_string();
     let inv = Arc::new(Inventory::load(selection.inventory)?);
@@ -82,7 +81,8 @@ pub async fn run_inventory(
     let plans = resolve_selected(&inv, &hosts, &opts)?;
     approve(&env_name, &plans)?;
     let nofile = forks::raise_open_files_limit();
-    let forks = forks::cap(forks, plans.len(), nofile, if simulated { 3 } else { 0 });
+    let per_vm = if simulated { forks::SIM_FILES_PER_VM } else { 0 };
+    let forks = forks::cap(forks, plans.len(), nofile, per_vm);
     if let Some(w) = &forks.warning {
         eprintln!("warning: {w}");
     }

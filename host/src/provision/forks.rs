@@ -19,6 +19,10 @@ pub const FILES_PER_FORK: u64 = 24;
 /// the plugin cache, the state directory, an in-process simulator's listeners.
 pub const FILES_RESERVED: u64 = 256;
 
+/// Open files an in-process simulator keeps for every VM, in flight or not:
+/// the running guest's sshd listener and the server side of its connection.
+pub const SIM_FILES_PER_VM: u64 = 3;
+
 /// The blocking threads a workflow runs on (tokio's default pool size).
 pub const MAX_FORKS: usize = 512;
 

@@ -46,16 +46,13 @@ impl CapCtx {
         F: FnOnce(Arc<ProxmoxClient>) -> Fut,
         Fut: Future<Output = Result<T, ProxmoxError>>,
     {
-        let changes = held::changes_cluster(function);
-        if changes {
-            self.run.held_reads.forget_changeable();
-        }
         let result = self.guard(function, Call::Proxmox(call), || {
             let client = self.pve_client()?;
             self.block_on(work(client))
         });
-        if changes {
-            // A wait that ended, or a write that failed part-way, changed what was read.
+        if held::changes_cluster(function) {
+            // A write (even one that failed part-way) or a wait that ended
+            // changed what was read.
             self.run.held_reads.forget_changeable();
         }
         result.map_err(Into::into)
