@@ -18,9 +18,10 @@ use crate::caps::proxmox::client::{ClientSettings, ProxmoxClient, RetryPolicy};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::caps::proxmox::tls::TlsVerify;
 use crate::caps::ssh::NodeSshError;
+use crate::caps::terraform::{Credentials, TlsTrust};
 use crate::config::{ClusterConfig, ClusterKind, Config};
-use crate::secrets::SecretError;
-use crate::state::StateDir;
+use crate::secrets::{Secret, SecretError};
+use crate::state::{StateDir, StateError};
 
 pub use crate::caps::ssh::NodeSsh;
 
@@ -33,6 +34,9 @@ pub enum ClusterError {
     /// The simulator did not start.
     #[error("clusters.{name}: the simulated cluster did not start: {source}")]
     SimStart { name: String, source: SimError },
+    /// The simulator's CA cannot be written for terraform.
+    #[error("clusters.{name}: cannot keep the simulator's CA for terraform: {source}")]
+    SimCa { name: String, source: StateError },
     /// The simulator's operator key cannot be read.
     #[error("clusters.{name}: cannot read the simulator's public key: {source}")]
     SimKey { name: String, source: std::io::Error },
@@ -70,6 +74,8 @@ pub struct ClusterAccess {
     pub identity: Option<PathBuf>,
     /// Public keys to authorize for the guests' management user.
     pub guest_keys: Vec<String>,
+    /// What terraform's provider needs to reach the same API.
+    pub terraform: Credentials,
 }
 
 /// The simulated clusters this process started, by cluster name.
@@ -142,7 +148,11 @@ pub fn cluster_id(name: &str, cluster: &ClusterConfig) -> String {
 /// Connect to cluster `name` as configured: resolve the token, choose how the
 /// certificate is verified. `Ok(None)` for a `sim` cluster, whose client the
 /// simulator provides when it starts.
-fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<Option<ProxmoxClient>, ClusterError> {
+fn connect_api(
+    name: &str,
+    cluster: &ClusterConfig,
+    config: &Config,
+) -> Result<Option<(ProxmoxClient, Credentials)>, ClusterError> {
     if cluster.kind == ClusterKind::Sim {
         return Ok(None);
     }
@@ -154,11 +164,14 @@ fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<O
         .ok_or_else(|| ClusterError::NoToken { name: name_of() })?
         .resolve()
         .map_err(|source| ClusterError::Token { name: name_of(), source })?;
-    let verify = match (&cluster.fingerprint, &cluster.ca_file) {
-        (Some(fp), _) => TlsVerify::Fingerprint(fp.clone()),
-        (None, Some(ca)) => TlsVerify::CaFile(config.resolve(ca)),
-        (None, None) => TlsVerify::Insecure,
+    let (verify, trust) = match (&cluster.fingerprint, &cluster.ca_file) {
+        // A CA file as well: terraform's providers can use it, cradle pins the fingerprint.
+        (Some(fp), Some(ca)) => (TlsVerify::Fingerprint(fp.clone()), TlsTrust::CaFile(config.resolve(ca))),
+        (Some(fp), None) => (TlsVerify::Fingerprint(fp.clone()), TlsTrust::FingerprintOnly),
+        (None, Some(ca)) => (TlsVerify::CaFile(config.resolve(ca)), TlsTrust::CaFile(config.resolve(ca))),
+        (None, None) => (TlsVerify::Insecure, TlsTrust::Insecure),
     };
+    let creds = Credentials { endpoint: endpoint.clone(), token: Secret::new(token.expose().to_string()), tls: trust };
     let settings = ClientSettings {
         endpoint,
         token: token.expose().to_string(),
@@ -168,7 +181,7 @@ fn connect_api(name: &str, cluster: &ClusterConfig, config: &Config) -> Result<O
         task_time_scale: cluster.task_time_scale,
     };
     ProxmoxClient::new(settings)
-        .map(Some)
+        .map(|client| Some((client, creds)))
         .map_err(|source| ClusterError::Client { name: name_of(), source: Box::new(source) })
 }
 
@@ -184,7 +197,8 @@ pub fn connect(
     let name_of = || name.to_string();
     match cluster.kind {
         ClusterKind::Proxmox => {
-            let proxmox = connect_api(name, cluster, config)?.ok_or_else(|| ClusterError::NoApi { name: name_of() })?;
+            let (proxmox, terraform) =
+                connect_api(name, cluster, config)?.ok_or_else(|| ClusterError::NoApi { name: name_of() })?;
             let mut nodes = BTreeMap::new();
             for (node, target) in &cluster.node_ssh {
                 let mut access = NodeSsh::parse(target).map_err(|source| ClusterError::NodeSsh {
@@ -203,6 +217,7 @@ pub fn connect(
                 nodes,
                 identity: config.ssh.identity.as_ref().map(|p| config.resolve(p)),
                 guest_keys: config.ssh.authorized_keys.clone(),
+                terraform,
             })
         }
         ClusterKind::Sim => {
@@ -234,7 +249,20 @@ pub fn connect(
                 .map_err(|source| ClusterError::SimKey { name: name_of(), source })?;
             let mut guest_keys = config.ssh.authorized_keys.clone();
             guest_keys.push(public.trim().to_string());
-            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys })
+            let terraform = sim_credentials(name, &sim, state)?;
+            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys, terraform })
         }
     }
+}
+
+/// terraform's view of a simulated cluster: its URL and token, and its CA
+/// written owner-only under `<state_dir>/terraform/` for `SSL_CERT_FILE`.
+fn sim_credentials(name: &str, sim: &RunningCluster, state: &StateDir) -> Result<Credentials, ClusterError> {
+    let dir = state.root().join("terraform");
+    let ca = dir.join(format!("{name}-ca.pem"));
+    crate::state::create_private_dir(&dir)
+        .and_then(|()| crate::state::write_private_file_atomic(&ca, sim.ca_pem().as_bytes()))
+        .map_err(|source| ClusterError::SimCa { name: name.to_string(), source })?;
+    let endpoint = sim.api_url().trim_end_matches("/api2/json").to_string();
+    Ok(Credentials { endpoint, token: Secret::new(sim.token()), tls: TlsTrust::CaFile(ca) })
 }

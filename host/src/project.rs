@@ -21,6 +21,7 @@ use crate::caps::lock::{FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::RunData;
 use crate::caps::ssh::{SshClient, SshSettings};
+use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
 use crate::config::{Config, ConfigError, EnvironmentError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
@@ -355,6 +356,7 @@ impl Project {
             }
             None => None,
         };
+        let terraform = Some(Arc::new(self.terraform(&environment.cluster, access.terraform)));
         Ok(Services {
             locks,
             checkpoints: CheckpointStore::new(self.state.checkpoints()?),
@@ -362,11 +364,26 @@ impl Project {
             http: Endpoints::new(&self.config.endpoints),
             ssh: Some(Arc::new(ssh)),
             dns,
+            terraform,
             rt,
             cluster_id: crate::cluster::cluster_id(&environment.cluster, cluster),
             nodes: access.nodes,
             guest_keys: access.guest_keys,
         })
+    }
+
+    /// The environment's terraform: `[terraform]` with its paths resolved
+    /// against cradle.toml, on the cluster `cluster` as `creds` reach it.
+    fn terraform(&self, cluster: &str, creds: crate::caps::terraform::Credentials) -> Terraform {
+        let mut cfg = self.config.terraform.clone();
+        for path in [&mut cfg.binary, &mut cfg.cli_config, &mut cfg.plugin_cache_dir].into_iter().flatten() {
+            // A bare name (`terraform`) is looked up on PATH, not next to cradle.toml.
+            if path.components().count() > 1 || path.is_absolute() {
+                *path = self.config.resolve(path);
+            }
+        }
+        let cache = cfg.plugin_cache_dir.clone().unwrap_or_else(|| self.state.root().join("terraform/plugin-cache"));
+        Terraform::new(&cfg, creds, cluster, cache)
     }
 
     /// Run `req` against `loaded`, on the calling thread (which must be a

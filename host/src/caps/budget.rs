@@ -162,6 +162,8 @@ pub enum TimeoutArg {
     SshWaitFor,
     /// An `http.send` request (the host's own per-request timeout).
     Http,
+    /// One terraform command (`[terraform] timeout_s`).
+    Terraform,
 }
 
 impl TimeoutArg {
@@ -171,6 +173,7 @@ impl TimeoutArg {
             TimeoutArg::WaitTask | TimeoutArg::SshExec => Duration::from_secs(30 * 60),
             TimeoutArg::SshWaitFor => Duration::from_secs(15 * 60),
             TimeoutArg::Http => Duration::from_secs(60),
+            TimeoutArg::Terraform => Duration::from_secs(24 * 60 * 60),
         }
     }
 
@@ -191,6 +194,7 @@ impl TimeoutArg {
             TimeoutArg::SshExec => "ssh.exec",
             TimeoutArg::SshWaitFor => "ssh.wait-for",
             TimeoutArg::Http => "http.send",
+            TimeoutArg::Terraform => "terraform",
         }
     }
 }

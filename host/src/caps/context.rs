@@ -46,13 +46,22 @@ pub struct RunHandle {
     /// What this run has read from the cluster and may answer again
     /// (`proxmox::held`).
     pub held_reads: crate::caps::proxmox::held::Held,
+    /// The saved terraform plans this run made (removed when the run ends).
+    pub terraform_plans: crate::caps::terraform::plans::Plans,
 }
 
 impl RunHandle {
     /// A run with `run_id`, held as this process.
     pub fn new(run_id: String, journal: Option<JournalWriter>) -> RunHandle {
         let holder = Holder::current(&run_id);
-        RunHandle { run_id, holder, journal, held_locks: Mutex::new(BTreeMap::new()), held_reads: Default::default() }
+        RunHandle {
+            run_id,
+            holder,
+            journal,
+            held_locks: Mutex::new(BTreeMap::new()),
+            held_reads: Default::default(),
+            terraform_plans: Default::default(),
+        }
     }
 }
 
@@ -80,6 +89,8 @@ pub struct Services {
     pub ssh: Option<Arc<super::ssh::SshClient>>,
     /// The environment's DNS provider (`dns = "NAME"` → `[dns.NAME]`), when it has one.
     pub dns: Option<Arc<super::dns::Rfc2136>>,
+    /// The environment's terraform (`[terraform]`, talking to its cluster).
+    pub terraform: Option<Arc<super::terraform::Terraform>>,
     /// The tokio runtime host calls run their I/O on (host calls are made from
     /// blocking threads, so they `block_on` this handle).
     pub rt: tokio::runtime::Handle,
@@ -111,6 +122,7 @@ impl Services {
             http: super::http::Endpoints::default(),
             ssh: None,
             dns: None,
+            terraform: None,
             rt: rt.handle().clone(),
             cluster_id: "test".into(),
             nodes: Default::default(),

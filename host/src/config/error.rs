@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use crate::caps::dns::DnsConfigError;
 use crate::caps::policy::GrantError;
 use crate::caps::ssh::NodeSshError;
+use crate::caps::terraform::TerraformConfigError;
 use crate::plugin::limits::LimitsError;
 
 /// Why `cradle.toml` could not be used.
@@ -60,6 +61,9 @@ pub enum ConfigProblem {
     /// A `[dns.NAME]` value.
     #[error("dns.{name}: {problem}")]
     DnsProvider { name: String, problem: DnsConfigError },
+    /// A `[terraform]` value.
+    #[error("terraform.{0}")]
+    Terraform(TerraformConfigError),
     /// A `[clusters.NAME]` value.
     #[error("clusters.{name}: {problem}")]
     ClusterValue { name: String, problem: ClusterProblem },

@@ -19,6 +19,7 @@ use crate::builtin::BuiltinPlugin;
 use crate::caps::Grants;
 pub use crate::caps::dns::DnsProviderConfig;
 pub use crate::caps::http::{EndpointAuth, EndpointConfig};
+pub use crate::caps::terraform::{Flavour, TerraformConfig};
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
 
@@ -60,6 +61,9 @@ pub struct Config {
     /// SSH login settings.
     #[serde(default)]
     pub ssh: SshConfig,
+    /// The terraform binary and provider (`[terraform]`).
+    #[serde(default)]
+    pub terraform: TerraformConfig,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -449,6 +453,7 @@ impl Config {
                 return Err(ConfigProblem::Dns { env: name.clone(), dns: dns.clone(), known: join_keys(&self.dns) });
             }
         }
+        self.terraform.validate().map_err(ConfigProblem::Terraform)?;
         for (name, dns) in &self.dns {
             dns.validate().map_err(|problem| ConfigProblem::DnsProvider { name: name.clone(), problem })?;
         }

@@ -60,6 +60,10 @@ impl CapError {
     pub fn invalid(message: impl Into<String>) -> CapError {
         CapError::new(ErrorKind::Invalid, message)
     }
+    /// A `not-found` error.
+    pub fn not_found(message: impl Into<String>) -> CapError {
+        CapError::new(ErrorKind::NotFound, message)
+    }
 }
 
 impl CapError {
