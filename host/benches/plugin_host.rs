@@ -45,7 +45,7 @@ const VM_SPEC: &str = r#"
 #{ name: "bench-0", vmid: 150, node: "pve1", template: "debian-12-cloud", storage: "local-lvm",
    cores: 2, memory_mib: 2048, disk_gib: 20, disks: [],
    nics: [#{ slot: "net0", bridge: "vmbr0", vlan: 20, address: "127.0.20.10/24", gateway: "127.0.20.1", guest_interface: "ens18" }],
-   startup_order: 10, tags: ["cradle"], environment: "bench" }
+   startup_order: 10, tags: ["cradle"], environment: "bench", allow_replacement: false }
 "#;
 
 /// The workflow: one step calling the plugin, and the same step doing nothing,

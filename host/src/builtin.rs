@@ -66,6 +66,21 @@ timeout_ms = 5000       # longest run of plugin code without a host call; defaul
 "#,
         destructive_on_sim: false,
     },
+    BuiltinPlugin {
+        name: "terraform",
+        summary: "creates and destroys VMs through Terraform saved plans it approves (docs/TERRAFORM.md)",
+        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/terraform.wasm")),
+        config: r#"[grants.proxmox]
+nodes = ["*"]
+vmids = "100-999"
+storages = ["local-lvm", "local"]
+templates = ["debian-12-cloud"]
+
+[grants.terraform]
+module_root = "terraform"   # relative to cradle.toml: one module (and state) per host
+"#,
+        destructive_on_sim: true,
+    },
 ];
 
 /// The built-in plugin `name`.
@@ -114,7 +129,11 @@ mod tests {
         for p in PLUGINS {
             let m = crate::plugin::manifest::Manifest::read(p.wasm, std::path::Path::new(p.name)).expect("manifest");
             assert!(!m.version.is_empty(), "{}", p.name);
-            let cfg = crate::config::PluginConfig::builtin(p);
+            let mut cfg = crate::config::PluginConfig::builtin(p);
+            // A module root is relative to cradle.toml until the config is loaded.
+            if let Some(tf) = cfg.grants.terraform.as_mut() {
+                tf.module_root = std::path::Path::new("/p").join(&tf.module_root);
+            }
             cfg.grants.validate().expect("grants");
             cfg.limits.validate().expect("limits");
         }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig, SimError};
+use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig, SimError, TemplateSpec};
 
 use crate::caps::proxmox::client::{ClientSettings, ProxmoxClient, RetryPolicy};
 use crate::caps::proxmox::errors::ProxmoxError;
@@ -122,6 +122,13 @@ impl SimClusters {
         };
         if !sim.nodes.is_empty() {
             config.nodes = sim.nodes.clone();
+        }
+        if !sim.templates.is_empty() {
+            config.templates = sim
+                .templates
+                .iter()
+                .map(|t| TemplateSpec { vmid: t.vmid, name: t.name.clone(), node: t.node.clone() })
+                .collect();
         }
         if let Some(spec) = &sim.faults {
             config.faults =

@@ -16,4 +16,5 @@ mod reload;
 mod sandbox;
 mod scale;
 mod sim_cli;
+mod terraform;
 mod workflows;

@@ -82,6 +82,13 @@ pub enum Backend {
     Plugin { destructive: bool },
     /// No `[plugins]`: the backend built into the binary.
     BuiltIn,
+    /// `[plugins.terraform]`: the component `scripts/test` builds, with the
+    /// same Proxmox grants, `module_root = "terraform"` (beside cradle.toml)
+    /// and `destructive`; `[terraform]` with this provider flavour and the
+    /// CLI config [`crate::terraform_cli_config`] writes (the test provider in
+    /// a filesystem mirror, so `terraform init` installs it as it would a
+    /// downloaded one).
+    Terraform { flavour: &'static str, cli_config: PathBuf },
 }
 
 /// A `[dns.lab]` RFC 2136 provider for environment `test`, with the workflow
@@ -209,7 +216,8 @@ upload_dirs = ["/var/lib/vz/snippets"]
                 let _ = writeln!(out, "\n{text}");
             }
         }
-        out.push_str("\n[environments.test]\ncluster = \"sim\"\nbackend = \"direct\"\n");
+        let backend = if matches!(self.backend, Backend::Terraform { .. }) { "terraform" } else { "direct" };
+        let _ = writeln!(out, "\n[environments.test]\ncluster = \"sim\"\nbackend = \"{backend}\"");
         if let Some(dns) = &self.dns {
             let _ = writeln!(
                 out,
@@ -233,6 +241,29 @@ storages = ["local-lvm", "local"]
 templates = ["debian-12-cloud"]
 destructive = {destructive}"#,
                 crate::plugin_wasm("direct").display()
+            );
+        }
+        if let Backend::Terraform { flavour, cli_config } = &self.backend {
+            let _ = writeln!(
+                out,
+                r#"
+[terraform]
+provider = "{flavour}"
+cli_config = "{}"
+
+[plugins.terraform]
+path = "{}"
+[plugins.terraform.grants.proxmox]
+nodes = ["*"]
+vmids = "100-999"
+storages = ["local-lvm", "local"]
+templates = ["debian-12-cloud", "debian-13-cloud"]
+destructive = true
+[plugins.terraform.grants.terraform]
+module_root = "terraform"
+destructive = true"#,
+                cli_config.display(),
+                crate::plugin_wasm("terraform").display()
             );
         }
         if !self.extra.is_empty() {

@@ -34,6 +34,49 @@ pub fn cradle_bin() -> PathBuf {
     target.join(profile).join("cradle")
 }
 
+/// The test provider (`tests/tf-provider`), built by `scripts/test`.
+pub fn tf_provider_bin() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let path = target.join(profile).join("terraform-provider-proxmox");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first (scripts/test does: cargo build -p cradle-tf-provider)",
+        path.display()
+    );
+    path
+}
+
+/// A terraform CLI configuration in `dir` whose provider installation is a
+/// filesystem mirror holding the test provider under both real source
+/// addresses (`telmate/proxmox`, `bpg/proxmox`, version 3.0.2), so
+/// `terraform init` installs it offline as it would a downloaded one. Fails
+/// the test when `terraform` is not on PATH: these tests never skip.
+pub fn terraform_cli_config(dir: &Path) -> PathBuf {
+    let found = std::process::Command::new("terraform").arg("version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "the terraform tests run the real `terraform` (>= 1.5) and it is not on PATH: install Terraform 1.11.4"
+    );
+    let provider = tf_provider_bin();
+    let mirror = dir.join("tf-mirror");
+    for source in ["telmate/proxmox", "bpg/proxmox"] {
+        let platform = mirror.join("registry.terraform.io").join(source).join("3.0.2/linux_amd64");
+        std::fs::create_dir_all(&platform).expect("mirror dir");
+        let exe = platform.join("terraform-provider-proxmox_v3.0.2");
+        if !exe.exists() {
+            std::os::unix::fs::symlink(&provider, &exe).expect("link the provider into the mirror");
+        }
+    }
+    let cli = dir.join("terraformrc");
+    let text = format!(
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"telmate/proxmox\", \"bpg/proxmox\"]\n  }}\n}}\n",
+        mirror.display()
+    );
+    std::fs::write(&cli, text).expect("write the CLI config");
+    cli
+}
+
 /// What one invocation of the cradle binary did.
 #[derive(Debug)]
 pub struct Out {
@@ -133,7 +176,7 @@ fn vm(name) {
     #{ name: name, vmid: 150, node: "pve1", template: "debian-12", storage: "local-lvm",
        cores: 2, memory_mib: 2048, disk_gib: 20, disks: [],
        nics: [#{ slot: "net0", bridge: "vmbr0", vlan: 20, address: "127.0.10.5/24", gateway: "127.0.10.1", guest_interface: "ens18" }],
-       startup_order: 10, tags: [], environment: "test" }
+       startup_order: 10, tags: [], environment: "test", allow_replacement: false }
 }
 "#;
 

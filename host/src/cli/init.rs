@@ -148,6 +148,9 @@ backend = "sample"
             if p.destructive_on_sim && line == "[grants.proxmox]" {
                 text.push_str("destructive = true    # `cradle remove` stops and destroys; opt-in on a real cluster\n");
             }
+            if p.destructive_on_sim && line == "[grants.terraform]" {
+                text.push_str("destructive = true    # `cradle remove` applies a destroy plan; opt-in on a real cluster\n");
+            }
         }
     }
     text
@@ -243,6 +246,10 @@ mod tests {
             // The defaults of a project on the simulated cluster, written out.
             let mut default = crate::config::PluginConfig::builtin_on_sim(p);
             default.grants.builtin_defaults = false;
+            // A module root is relative to cradle.toml, resolved at load.
+            if let Some(tf) = default.grants.terraform.as_mut() {
+                tf.module_root = Path::new("/p").join(&tf.module_root);
+            }
             assert_eq!(format!("{:?}", written.grants), format!("{:?}", default.grants), "{}", p.name);
             assert_eq!(format!("{:?}", written.limits), format!("{:?}", default.limits), "{}", p.name);
         }

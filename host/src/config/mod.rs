@@ -186,6 +186,22 @@ pub struct SimSettings {
     /// The port guests' SSH servers listen on (22 as on real guests; 0 = any).
     #[serde(default = "default_guest_ssh_port")]
     pub guest_ssh_port: u16,
+    /// The templates seeded into a new cluster (default: 9000
+    /// `debian-12-cloud` on the first node).
+    #[serde(default)]
+    pub templates: Vec<SimTemplate>,
+}
+
+/// `[[clusters.NAME.sim.templates]]`: a template of a new simulated cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimTemplate {
+    /// Its VMID.
+    pub vmid: u32,
+    /// Its name.
+    pub name: String,
+    /// The node it lives on.
+    pub node: String,
 }
 
 fn default_time_scale() -> f64 {
@@ -197,7 +213,14 @@ fn default_guest_ssh_port() -> u16 {
 
 impl Default for SimSettings {
     fn default() -> Self {
-        SimSettings { nodes: Vec::new(), time_scale: default_time_scale(), seed: 0, faults: None, guest_ssh_port: 22 }
+        SimSettings {
+            nodes: Vec::new(),
+            time_scale: default_time_scale(),
+            seed: 0,
+            faults: None,
+            guest_ssh_port: 22,
+            templates: Vec::new(),
+        }
     }
 }
 
@@ -297,10 +320,13 @@ impl PluginConfig {
     /// says so ([`BuiltinPlugin::destructive_on_sim`]).
     pub fn builtin_on_sim(p: &BuiltinPlugin) -> PluginConfig {
         let mut config = PluginConfig::builtin(p);
-        if p.destructive_on_sim
-            && let Some(pve) = config.grants.proxmox.as_mut()
-        {
-            pve.destructive = true;
+        if p.destructive_on_sim {
+            if let Some(pve) = config.grants.proxmox.as_mut() {
+                pve.destructive = true;
+            }
+            if let Some(tf) = config.grants.terraform.as_mut() {
+                tf.destructive = true;
+            }
         }
         config
     }
@@ -372,6 +398,7 @@ impl Config {
         })?;
         config.base_dir = base.to_path_buf();
         config.add_implied_builtins();
+        config.resolve_module_roots();
         config
             .validate()
             .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
@@ -401,6 +428,21 @@ impl Config {
     /// The workflow directory: `[workflow] dir`, or `workflows/` next to cradle.toml.
     pub fn workflow_dir(&self) -> PathBuf {
         self.resolve(self.workflow.dir.as_deref().unwrap_or(Path::new(DEFAULT_WORKFLOW_DIR)))
+    }
+
+    /// `[plugins.NAME.grants.terraform] module_root` is relative to cradle.toml
+    /// (the built-in `terraform` plugin's default is `terraform/` beside it),
+    /// like every other path the file gives.
+    fn resolve_module_roots(&mut self) {
+        let base = self.base_dir.clone();
+        let grants = self.plugins.values_mut().map(|p| &mut p.grants).chain(std::iter::once(&mut self.workflow.grants));
+        for g in grants {
+            if let Some(tf) = g.terraform.as_mut()
+                && tf.module_root.is_relative()
+            {
+                tf.module_root = base.join(&tf.module_root);
+            }
+        }
     }
 
     /// An environment naming a built-in plugin that `[plugins]` does not

@@ -287,6 +287,7 @@ impl VmPlan {
             startup_order: self.startup_order,
             tags: self.tags.clone(),
             environment: self.environment.clone(),
+            allow_replacement: self.terraform_allow_replacement,
         }
     }
 }

@@ -90,6 +90,8 @@ pub struct SpecRecord {
     pub tags: Vec<String>,
     /// The environment.
     pub environment: String,
+    /// `vms_terraform_allow_replacement`.
+    pub allow_replacement: bool,
 }
 
 /// The WIT `nic` record of a NIC (snake_case keys, addresses as text).

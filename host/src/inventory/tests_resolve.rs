@@ -218,6 +218,7 @@ fn the_vm_spec_matches_the_wit_record() {
     assert_eq!(
         keys,
         [
+            "allow_replacement",
             "cores",
             "disk_gib",
             "disks",

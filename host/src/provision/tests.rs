@@ -105,6 +105,7 @@ fn the_vm_value_has_the_documented_keys_and_types() {
     assert_eq!(
         types(&spec),
         [
+            ("allow_replacement", "bool"),
             ("cores", "i64"),
             ("disk_gib", "i64"),
             ("disks", "array"),

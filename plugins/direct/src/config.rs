@@ -235,6 +235,7 @@ mod tests {
             startup_order: Some(10),
             tags: vec!["cradle".into()],
             environment: "test".into(),
+            allow_replacement: false,
         }
     }
 

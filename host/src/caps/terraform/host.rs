@@ -5,7 +5,8 @@
 //! events of the caller with the module and subcommand. A command's limit is
 //! `[terraform] timeout_s`, and in a plugin call at most the call's time left
 //! less the interrupt grace, so terraform is interrupted (and can save its
-//! state) before the call is cut off.
+//! state) before the call is cut off. An `apply` drops the VM listings and
+//! configs the run holds (`proxmox::held`): terraform changed the cluster.
 //!
 //! It also holds the (empty) host side of the `types` interface, whose
 //! records and error type the other interfaces `use`.
@@ -70,12 +71,12 @@ impl CapCtx {
 }
 
 fn call(module: &str) -> Call<'_> {
-    Call::Terraform(TerraformCall { module: Some(module) })
+    Call::Terraform(TerraformCall { module: Some(module), destroy: false })
 }
 
 impl terraform::Host for CapCtx {
     fn info(&mut self) -> Result<TerraformInfo, WitError> {
-        self.guard("info", Call::Terraform(TerraformCall { module: None }), || {
+        self.guard("info", Call::Terraform(TerraformCall { module: None, destroy: false }), || {
             let tf = self.terraform()?;
             let (flavour, version) = self.block_on(tf.settings())?;
             let flavour = match flavour {
@@ -106,7 +107,7 @@ impl terraform::Host for CapCtx {
     }
 
     fn plan(&mut self, module: String, destroy: bool) -> Result<SavedPlan, WitError> {
-        self.guard("plan", call(&module), || {
+        self.guard("plan", Call::Terraform(TerraformCall { module: Some(&module), destroy }), || {
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("plan", &module, l);
             let (plan_id, has_changes) =
@@ -128,7 +129,11 @@ impl terraform::Host for CapCtx {
         self.guard("apply", call(&module), || {
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("apply", &module, l);
-            self.block_on(tf.apply(&m, &self.run.terraform_plans, &plan_id, limit, &sink))
+            let applied = self.block_on(tf.apply(&m, &self.run.terraform_plans, &plan_id, limit, &sink));
+            // terraform changed the cluster behind the proxmox capability's
+            // back (whether or not it succeeded): what the run holds is stale.
+            self.run.held_reads.forget_changeable();
+            applied
         })
         .map_err(Into::into)
     }

@@ -1,8 +1,10 @@
 //! The `terraform` capability's scope: its grant section
 //! (`[...grants.terraform]`: [`TerraformGrant`], the module root), what of a
-//! call the grant looks at ([`TerraformCall`]: the module), and the rule: the
-//! module must be a plain directory name under the module root. Checked
-//! through [`crate::caps::policy::check`] like every call.
+//! call the grant looks at ([`TerraformCall`]: the module, whether it plans a
+//! destroy), and the rules: the module must be a plain directory name under
+//! the module root, and a destroy plan needs `destructive = true` (as the
+//! Proxmox grant's destroy does). Checked through
+//! [`crate::caps::policy::check`] like every call.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -14,8 +16,12 @@ use crate::caps::policy::{Caller, Grant, GrantError, OutOfScope};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TerraformGrant {
-    /// The directory holding the module directories the plugin may use.
+    /// The directory holding the module directories the plugin may use
+    /// (relative to cradle.toml; absolute once the configuration is loaded).
     pub module_root: PathBuf,
+    /// Whether `plan` may make a destroy plan (`cradle remove`).
+    #[serde(default)]
+    pub destructive: bool,
 }
 
 /// The scope-relevant arguments of a terraform call.
@@ -24,6 +30,8 @@ pub struct TerraformCall<'a> {
     /// The module directory name under the module root; `None` for `info`,
     /// which touches no module.
     pub module: Option<&'a str>,
+    /// The call makes a destroy plan.
+    pub destroy: bool,
 }
 
 impl Grant for TerraformGrant {
@@ -34,7 +42,7 @@ impl Grant for TerraformGrant {
             return Err(GrantError {
                 key: "terraform.module_root",
                 value: self.module_root.display().to_string(),
-                problem: "must be an absolute path".into(),
+                problem: "must be an absolute path (a cradle.toml path is resolved against its directory)".into(),
             });
         }
         Ok(())
@@ -48,6 +56,13 @@ impl Grant for TerraformGrant {
         if !plain {
             return Err(format!(
                 "module `{module}` must be a directory name under {}.terraform.module_root",
+                caller.origin
+            )
+            .into());
+        }
+        if call.destroy && !self.destructive {
+            return Err(format!(
+                "a destroy plan of module `{module}` is destructive and {}.terraform.destructive is not true",
                 caller.origin
             )
             .into());
@@ -67,10 +82,26 @@ mod tests {
     fn terraform_modules_must_be_plain_directory_names() {
         let g: Grants = toml::from_str("[terraform]\nmodule_root = \"/srv/tf\"").expect("grants");
         for bad in ["../etc", "a/b", "", "/abs", ".", "..", "a\\b/.."] {
-            assert!(check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: Some(bad) })).is_err(), "{bad}");
+            assert!(
+                check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: Some(bad), destroy: false }))
+                    .is_err(),
+                "{bad}"
+            );
         }
-        check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: Some("test-0") })).expect("plain name");
-        check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: None })).expect("info");
+        check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: Some("test-0"), destroy: false }))
+            .expect("plain name");
+        check(&g, "p", &scope(), &Call::Terraform(TerraformCall { module: None, destroy: false })).expect("info");
+    }
+
+    #[test]
+    fn a_destroy_plan_needs_the_destructive_grant() {
+        let call = Call::Terraform(TerraformCall { module: Some("web-1"), destroy: true });
+        let plain: Grants = toml::from_str("[terraform]\nmodule_root = \"/srv/tf\"").expect("grants");
+        let err = check(&plain, "plugins.terraform.grants", &scope(), &call).expect_err("denied");
+        assert!(err.scope.contains("plugins.terraform.grants.terraform.destructive"), "{}", err.scope);
+        let destructive: Grants =
+            toml::from_str("[terraform]\nmodule_root = \"/srv/tf\"\ndestructive = true").expect("grants");
+        check(&destructive, "p", &scope(), &call).expect("granted");
     }
 }
 
@@ -79,7 +110,7 @@ mod validate_tests {
     use crate::caps::Grants;
 
     #[test]
-    fn a_relative_module_root_is_refused_at_load() {
+    fn a_module_root_left_relative_is_refused() {
         let g: Grants = toml::from_str("[terraform]\nmodule_root = \"tf\"").expect("grants");
         let err = g.validate().expect_err("relative");
         assert!(err.to_string().contains("terraform.module_root"), "{err}");
