@@ -175,6 +175,17 @@ pub struct RunRequest {
     pub argv: Vec<String>,
     /// The VMs the run is about.
     pub vms: Vec<ScopedVm>,
+    /// The backend plugin the run's `cradle::backend()` is, instead of the
+    /// environment's (`vms_use_terraform` picks `terraform` for a host).
+    pub backend: Option<String>,
+}
+
+/// The error for a host whose inventory picks backend `name` that the project
+/// does not load.
+pub fn missing_backend(name: &str) -> String {
+    format!(
+        "the inventory sets vms_use_terraform for this host, but cradle.toml loads no `{name}` plugin: add [plugins.{name}] with its grants (docs/TERRAFORM.md; `cradle init` writes the built-in's defaults)"
+    )
 }
 
 /// How a run went.
@@ -409,10 +420,12 @@ impl Project {
             },
         )?;
         let run = Arc::new(RunHandle::new(journal.run_id().to_string(), Some(journal.clone())));
-        let backend = loaded
-            .plugins
-            .get(&env.backend)
-            .map(|p| BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>));
+        let backend_name = req.backend.as_deref().unwrap_or(&env.backend);
+        let backend = match (loaded.plugins.get(backend_name), &req.backend) {
+            (Some(p), _) => Some(BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>)),
+            (None, Some(name)) => return Err(ProjectError::Environment(missing_backend(name))),
+            (None, None) => None,
+        };
         let data = RunData {
             run: run.clone(),
             services: services.clone(),

@@ -42,12 +42,15 @@ impl Lab {
 
     fn open(&self) -> SimSession {
         let cli_config = cradle_tests::terraform_cli_config(self.dir.path());
+        self.open_with(Backend::Terraform { flavour: self.flavour, cli_config }, "")
+    }
+
+    /// The project on `backend`, with `extra` tables appended.
+    fn open_with(&self, backend: Backend, extra: &str) -> SimSession {
         let cluster = SimCluster::three_nodes(0.0);
         let templates = "\n[[clusters.sim.sim.templates]]\nvmid = 9000\nname = \"debian-12-cloud\"\nnode = \"pve1\"\n\
                          [[clusters.sim.sim.templates]]\nvmid = 9001\nname = \"debian-13-cloud\"\nnode = \"pve1\"\n";
-        let config = ProjectConfig::new(Cluster::Sim(cluster))
-            .backend(Backend::Terraform { flavour: self.flavour, cli_config })
-            .write(self.dir.path());
+        let config = ProjectConfig::new(Cluster::Sim(cluster)).backend(backend).append(extra).write(self.dir.path());
         // The templates table belongs to [clusters.sim.sim]: insert it there.
         let text = std::fs::read_to_string(&config).expect("read cradle.toml");
         let text = text.replacen("\n[environments.test]", &format!("{templates}\n[environments.test]"), 1);
@@ -262,8 +265,54 @@ fn the_proxmox_token_never_reaches_a_terraform_command_line_a_module_file_or_a_j
     files_under(&lab.state().join("runs"), &mut files);
     files_under(&lab.state().join("terraform"), &mut files);
     assert!(files.iter().any(|f| f.ends_with("terraform.tfstate")), "{files:?}");
+    // terraform's own lines reached the run journal as it ran.
+    let journals: String = files
+        .iter()
+        .filter(|f| f.starts_with(lab.state().join("runs")))
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    assert!(
+        journals.contains("terraform apply: ") && journals.contains("Apply complete!"),
+        "the journal streams terraform's output"
+    );
     for f in files {
         let text = String::from_utf8_lossy(&std::fs::read(&f).expect("read")).into_owned();
         assert!(!text.contains(&secret), "{} holds the token", f.display());
     }
+}
+
+#[test]
+fn a_host_with_vms_use_terraform_goes_through_terraform_and_its_neighbour_through_the_direct_backend() {
+    let lab = Lab::new(7, "telmate", |h| h.count(2).host_vars("vm-1", "vms_use_terraform: true"));
+    let cli_config = cradle_tests::terraform_cli_config(lab.dir.path());
+    let s = lab.open_with(
+        Backend::Plugin { destructive: true },
+        &cradle_tests::fixture::terraform_toml("telmate", &cli_config),
+    );
+    for r in lab.provision(&s) {
+        assert_ok(&r, "created");
+    }
+    assert!(lab.state_resource(1).is_some(), "vm-1 is in its module's state");
+    assert!(!lab.module(0).exists(), "vm-0 has no module: the direct backend made it");
+    assert_eq!(lab.guests().len(), 2);
+}
+
+#[test]
+fn vms_use_terraform_without_a_terraform_plugin_stops_the_command_before_any_run() {
+    let lab = Lab::new(8, "telmate", |h| h.count(2).host_vars("vm-1", "vms_use_terraform: true"));
+    let config = ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0))).write(lab.dir.path());
+    let s = SimSession::open(&config);
+    let inv =
+        std::sync::Arc::new(cradle::inventory::Inventory::load(&lab.dir.path().join("inventory")).expect("inventory"));
+    let hosts = inv.select(None).expect("select");
+    let opts = cradle::inventory::ResolveOptions { environment: "test".into(), ..Default::default() };
+    let plans = cradle::inventory::resolve_selected(&inv, &hosts, &opts).expect("plans");
+    let loaded = std::sync::Arc::new(s.project.load().expect("load"));
+    let err = s
+        .rt()
+        .block_on(cradle::provision::run_all(s.project.clone(), loaded, inv, plans, None, Action::Provision, 2))
+        .expect_err("refused");
+    let err = err.to_string();
+    assert!(err.contains("vm-1") && err.contains("vms_use_terraform") && err.contains("[plugins.terraform]"), "{err}");
+    assert!(lab.guests().is_empty(), "no run started");
 }

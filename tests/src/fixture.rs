@@ -244,9 +244,29 @@ destructive = {destructive}"#,
             );
         }
         if let Backend::Terraform { flavour, cli_config } = &self.backend {
-            let _ = writeln!(
-                out,
-                r#"
+            out.push_str(&terraform_toml(flavour, cli_config));
+        }
+        if !self.extra.is_empty() {
+            let _ = write!(out, "\n{}", self.extra);
+        }
+        out
+    }
+
+    /// Write `dir/cradle.toml`; its path.
+    pub fn write(&self, dir: &Path) -> PathBuf {
+        let path = dir.join("cradle.toml");
+        std::fs::write(&path, self.render()).expect("write cradle.toml");
+        path
+    }
+}
+
+/// `[terraform]` with provider `flavour` and the CLI config `cli_config`, and
+/// `[plugins.terraform]` (the component `scripts/test` builds) granted the
+/// Proxmox scope of the direct backend's fixture plus templates
+/// `debian-13-cloud`, `module_root = "terraform"` and `destructive`.
+pub fn terraform_toml(flavour: &str, cli_config: &Path) -> String {
+    format!(
+        r#"
 [terraform]
 provider = "{flavour}"
 cli_config = "{}"
@@ -261,23 +281,11 @@ templates = ["debian-12-cloud", "debian-13-cloud"]
 destructive = true
 [plugins.terraform.grants.terraform]
 module_root = "terraform"
-destructive = true"#,
-                cli_config.display(),
-                crate::plugin_wasm("terraform").display()
-            );
-        }
-        if !self.extra.is_empty() {
-            let _ = write!(out, "\n{}", self.extra);
-        }
-        out
-    }
-
-    /// Write `dir/cradle.toml`; its path.
-    pub fn write(&self, dir: &Path) -> PathBuf {
-        let path = dir.join("cradle.toml");
-        std::fs::write(&path, self.render()).expect("write cradle.toml");
-        path
-    }
+destructive = true
+"#,
+        cli_config.display(),
+        crate::plugin_wasm("terraform").display()
+    )
 }
 
 /// `vms_wait` of the inventory: how long the workflow waits for tasks, SSH,

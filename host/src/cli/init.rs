@@ -149,7 +149,9 @@ backend = "sample"
                 text.push_str("destructive = true    # `cradle remove` stops and destroys; opt-in on a real cluster\n");
             }
             if p.destructive_on_sim && line == "[grants.terraform]" {
-                text.push_str("destructive = true    # `cradle remove` applies a destroy plan; opt-in on a real cluster\n");
+                text.push_str(
+                    "destructive = true    # `cradle remove` applies a destroy plan; opt-in on a real cluster\n",
+                );
             }
         }
     }

@@ -85,6 +85,7 @@ async fn run_once(cli: &Cli, project: &Arc<Project>, live: &Arc<Live>, args: &Ru
         args: args.args.iter().map(|a| arg(a)).collect::<Result<_, _>>()?,
         argv: std::env::args().collect(),
         vms: Vec::new(),
+        backend: None,
     };
     let p = project.clone();
     let report = tokio::task::spawn_blocking(move || p.run(&loaded, req)).await??;

@@ -88,6 +88,9 @@ impl Action {
     }
 }
 
+/// The backend a host with `vms_use_terraform` runs on.
+const TERRAFORM: &str = "terraform";
+
 /// Run `action` for every plan, at most `forks` at a time.
 pub async fn run_all(
     project: Arc<Project>,
@@ -102,6 +105,13 @@ pub async fn run_all(
     let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
     // Every VM's value first: a bad one stops the command before any run starts.
     let vms = plans.iter().map(|plan| vm_value(plan, &inv)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(plan) = plans.iter().find(|p| p.use_terraform && !loaded.plugins.contains_key(TERRAFORM)) {
+        return Err(ProjectError::Environment(format!(
+            "{}: {}",
+            plan.name,
+            crate::project::missing_backend(TERRAFORM)
+        )));
+    }
     let mut tasks = Vec::new();
     for (plan, vm) in plans.into_iter().zip(vms) {
         let (project, loaded, permits, env) = (project.clone(), loaded.clone(), permits.clone(), env.clone());
@@ -124,6 +134,7 @@ pub async fn run_all(
                     }),
                     owned: false,
                 }],
+                backend: plan.use_terraform.then(|| TERRAFORM.to_string()),
             };
             let report = tokio::task::spawn_blocking(move || project.run(&loaded, req)).await;
             let mut out = HostResult {

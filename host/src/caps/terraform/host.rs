@@ -1,7 +1,7 @@
 //! The `terraform` WIT adapter: every call goes through [`CapCtx::guard`]
 //! (the grant's module root and the module name, then the work, then the
 //! journal) and runs on the environment's [`Terraform`]. terraform's lines go
-//! to the run journal (and so the progress display) as they come, as `info`
+//! to the run journal as they come (and to the terminal with `-v`), as `debug`
 //! events of the caller with the module and subcommand. A command's limit is
 //! `[terraform] timeout_s`, and in a plugin call at most the call's time left
 //! less the interrupt grace, so terraform is interrupted (and can save its
@@ -60,10 +60,14 @@ impl CapCtx {
         Ok((tf, m, limit))
     }
 
-    /// terraform's line `line` of `function` on `module`, into the journal.
+    /// terraform's line `line` of `function` on `module`, into the journal at
+    /// `debug` (the terminal shows it with `-v`); blank lines are dropped.
     fn terraform_line(&self, function: &str, module: &str, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
         self.log_event(
-            LogLevel::Info,
+            LogLevel::Debug,
             &format!("terraform {function}: {line}"),
             vec![("module".into(), module.to_string())],
         );
