@@ -47,7 +47,12 @@ impl Lab {
 
     /// The project on `backend`, with `extra` tables appended.
     fn open_with(&self, backend: Backend, extra: &str) -> SimSession {
-        let cluster = SimCluster::three_nodes(0.0);
+        self.open_faulty(backend, extra, None)
+    }
+
+    /// [`Lab::open_with`] on a simulator injecting `faults`.
+    fn open_faulty(&self, backend: Backend, extra: &str, faults: Option<&str>) -> SimSession {
+        let cluster = SimCluster { faults: faults.map(str::to_string), ..SimCluster::three_nodes(0.0) };
         let templates = "\n[[clusters.sim.sim.templates]]\nvmid = 9000\nname = \"debian-12-cloud\"\nnode = \"pve1\"\n\
                          [[clusters.sim.sim.templates]]\nvmid = 9001\nname = \"debian-13-cloud\"\nnode = \"pve1\"\n";
         let config = ProjectConfig::new(Cluster::Sim(cluster)).backend(backend).append(extra).write(self.dir.path());
@@ -315,4 +320,40 @@ fn vms_use_terraform_without_a_terraform_plugin_stops_the_command_before_any_run
     let err = err.to_string();
     assert!(err.contains("vm-1") && err.contains("vms_use_terraform") && err.contains("[plugins.terraform]"), "{err}");
     assert!(lab.guests().is_empty(), "no run started");
+}
+
+#[test]
+fn a_failed_apply_leaves_an_owner_only_failure_log_and_the_rerun_converges() {
+    let lab = Lab::new(9, "telmate", |h| h);
+    let cli_config = cradle_tests::terraform_cli_config(lab.dir.path());
+    let backend = || Backend::Terraform { flavour: "telmate", cli_config: cli_config.clone() };
+    {
+        let s = lab.open_faulty(backend(), "", Some("clone-fail"));
+        let err = error_of(&lab.provision(&s)[0]);
+        assert!(err.contains("terraform apply failed") && err.contains("terraform-failure.log"), "{err}");
+        assert!(err.contains("may hold secrets") && err.contains("before retrying"), "{err}");
+        let log = lab.module(0).join("terraform-failure.log");
+        assert_eq!(mode(&log), 0o600);
+        assert!(std::fs::read_to_string(&log).expect("log").contains("clone"), "the log holds terraform's output");
+        assert!(lab.guests().is_empty(), "the failed clone left no VM");
+    }
+    // The same cluster (its state dir), now without the fault.
+    let s = lab.open_with(backend(), "");
+    assert_ok(&lab.provision(&s)[0], "created");
+    assert_eq!(lab.guests().len(), 1);
+    assert!(lab.state_resource(0).is_some());
+}
+
+#[test]
+fn hosts_in_parallel_share_one_plugin_cache_without_racing_its_installs() {
+    // Every run has its own terraform provider object; the cache is shared:
+    // concurrent `terraform init`s into it fail ("file exists", "still not
+    // detected in .terraform/providers") unless cradle serializes them.
+    let lab = Lab::new(10, "bpg", |h| h.count(10));
+    let s = lab.open();
+    let results = s.run(&lab.dir.path().join("inventory"), None, Action::Provision, 10);
+    for r in &results {
+        assert_ok(r, "created");
+    }
+    assert_eq!(lab.guests().len(), 10);
 }

@@ -15,8 +15,9 @@
 //! directory owner-only again (terraform writes state and backups with its
 //! own modes). A failed plan or apply leaves `terraform-failure.log` and says
 //! to inspect state and Proxmox before retrying; cradle never deletes state
-//! or its backups. `init` is serialized within the process, because
-//! terraform's plugin cache is not safe for concurrent installs.
+//! or its backups. `init` is serialized within the process (all runs, all
+//! environments), because terraform's plugin cache is not safe for concurrent
+//! installs.
 //!
 //! Failure modes: `invalid` for names and files the operator must fix,
 //! `not-found` for a plan id of another run or a missing module, `failed` for
@@ -53,8 +54,12 @@ pub struct Terraform {
     tls: TlsTrust,
     cluster: String,
     cache_dir: PathBuf,
-    init_lock: tokio::sync::Mutex<()>,
 }
+
+/// One `terraform init` at a time in this process: terraform's plugin cache is
+/// not safe for concurrent installs, and every run (each with its own
+/// [`Terraform`]) shares the environment's cache.
+static INIT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Where terraform's lines go while it runs.
 pub type Sink<'a> = &'a (dyn Fn(&str) + Sync);
@@ -75,7 +80,6 @@ impl Terraform {
             tls: creds.tls.clone(),
             cluster: cluster.to_string(),
             cache_dir,
-            init_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -118,7 +122,7 @@ impl Terraform {
     pub async fn init(&self, m: &ModuleDir, limit: Duration, sink: Sink<'_>) -> Result<String, CapError> {
         self.check_trust()?;
         crate::state::create_private_dir(&self.cache_dir).map_err(|e| CapError::failed(format!("terraform: {e}")))?;
-        let _one_at_a_time = self.init_lock.lock().await;
+        let _one_at_a_time = INIT.lock().await;
         let out = self.run(m, &["init", "-input=false", "-no-color"], Stream::Lines, limit, sink).await?;
         module_dir::tighten_tree(&self.cache_dir)?;
         succeeded(m, "init", &out, false)?;

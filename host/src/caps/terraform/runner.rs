@@ -6,7 +6,9 @@
 //!   is read once (`terraform version -json`) and must be at least 1.5, else
 //!   every call fails saying which binary has which version.
 //! - The child gets a clean environment: `PATH`, `HOME`, `TMPDIR`, the proxy
-//!   variables, `TF_IN_AUTOMATION`, `TF_INPUT=0`, `CHECKPOINT_DISABLE`, the
+//!   variables, `TF_IN_AUTOMATION`, `TF_INPUT=0`, `CHECKPOINT_DISABLE`,
+//!   `TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE` (so a new host's `init`
+//!   links the cached provider instead of installing it again), the
 //!   CLI configuration and plugin cache, and the cluster's credentials in the
 //!   variables each provider flavour reads (docs/TERRAFORM.md). Nothing a
 //!   plugin passes reaches the command line but the fixed subcommands and the
@@ -116,7 +118,15 @@ impl Runner {
     pub fn new(cfg: &TerraformConfig, creds: &Credentials, cache_dir: &Path) -> Runner {
         let mut env: Vec<(String, String)> =
             PASSED_THROUGH.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect();
-        let fixed = [("TF_IN_AUTOMATION", "1"), ("TF_INPUT", "0"), ("CHECKPOINT_DISABLE", "1")];
+        // The cache may serve a module whose lock file does not list the
+        // provider yet: otherwise every new host's `init` installs it into the
+        // cache again, replacing the entry the other hosts' plans are reading.
+        let fixed = [
+            ("TF_IN_AUTOMATION", "1"),
+            ("TF_INPUT", "0"),
+            ("CHECKPOINT_DISABLE", "1"),
+            ("TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE", "true"),
+        ];
         env.extend(fixed.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         if let Some(cli) = &cfg.cli_config {
             env.push(("TF_CLI_CONFIG_FILE".into(), cli.display().to_string()));
