@@ -7,6 +7,7 @@
 mod builtin;
 mod cli;
 mod crash;
+mod crash_terraform;
 mod hardening;
 mod progress_pty;
 mod provision;
