@@ -216,35 +216,19 @@ impl Runner {
             return Err(CapError::failed(format!("{what}: no pipes to read")));
         };
         let transcript = std::sync::Mutex::new(String::new());
-        let keep = |line: &str, echo: bool| -> Result<(), CapError> {
+        // A line for the transcript and the sink (stderr, and stdout unless it is JSON).
+        let keep = |line: &str| -> Result<(), CapError> {
             let line = redact(line);
-            let mut t = transcript.lock().unwrap_or_else(|e| e.into_inner());
-            if t.len() + line.len() > OUTPUT_CAP {
-                return Err(CapError::failed(format!("{what}: printed more than {} MiB", OUTPUT_CAP >> 20)));
-            }
-            t.push_str(&line);
-            t.push('\n');
-            drop(t);
-            if echo {
-                sink(&line);
-            }
+            push_capped(&mut transcript.lock().unwrap_or_else(|e| e.into_inner()), &line, &what)?;
+            sink(&line);
             Ok(())
         };
         let mut stdout_text = String::new();
         let read_both = async {
             let out = read_lines(stdout, |l| {
-                if stream == Stream::Json {
-                    if stdout_text.len() + l.len() > OUTPUT_CAP {
-                        return Err(CapError::failed(format!("{what}: printed more than {} MiB", OUTPUT_CAP >> 20)));
-                    }
-                    stdout_text.push_str(l);
-                    stdout_text.push('\n');
-                    Ok(())
-                } else {
-                    keep(l, true)
-                }
+                if stream == Stream::Json { push_capped(&mut stdout_text, l, &what) } else { keep(l) }
             });
-            let err = read_lines(stderr, |l| keep(l, true));
+            let err = read_lines(stderr, keep);
             let (a, b) = tokio::join!(out, err);
             a.and(b)
         };
@@ -267,6 +251,16 @@ impl Runner {
         let stdout = if stream == Stream::Json { redact(&stdout_text).into_owned() } else { String::new() };
         Ok(Output { status: status.code().unwrap_or(-1), stdout, transcript })
     }
+}
+
+/// Append `line` to `buf`, failing once the output passes [`OUTPUT_CAP`].
+fn push_capped(buf: &mut String, line: &str, what: &str) -> Result<(), CapError> {
+    if buf.len() + line.len() > OUTPUT_CAP {
+        return Err(CapError::failed(format!("{what}: printed more than {} MiB", OUTPUT_CAP >> 20)));
+    }
+    buf.push_str(line);
+    buf.push('\n');
+    Ok(())
 }
 
 /// SIGINT, then SIGKILL after the grace period.
