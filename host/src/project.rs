@@ -156,6 +156,12 @@ pub struct Project {
     pub host: PluginHost,
     /// Simulated clusters this project started (kept for the process's life).
     pub sims: crate::cluster::SimClusters,
+    /// Each cluster's connection, made by the first run that needs it and
+    /// shared by the runs after it: one API client (its TLS connections and
+    /// its shared VM listings, `caps::proxmox::client::flights`) for a whole
+    /// `cradle provision`, instead of a new client, TLS handshake and
+    /// credential file per VM.
+    connections: Mutex<BTreeMap<String, crate::cluster::ClusterAccess>>,
     /// Where every run's step events go (the CLI's live progress display).
     pub progress: ProgressSink,
 }
@@ -233,6 +239,7 @@ impl Project {
             state,
             host,
             sims: Default::default(),
+            connections: Mutex::default(),
             progress: ProgressSink::default(),
         })
     }
@@ -336,8 +343,7 @@ impl Project {
         let rt = tokio::runtime::Handle::try_current().map_err(|_| {
             ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
         })?;
-        let access =
-            crate::cluster::connect(&environment.cluster, cluster, &self.config, &self.sims, &self.state, &rt)?;
+        let access = self.connection(&environment.cluster, &rt)?;
         let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
         let ssh = SshClient::new(SshSettings {
             known_hosts: self.state.known_hosts(),
@@ -381,6 +387,22 @@ impl Project {
             nodes: access.nodes,
             guest_keys: access.guest_keys,
         })
+    }
+
+    /// The connection to cluster `name`, made once per project (see `connections`).
+    fn connection(
+        &self,
+        name: &str,
+        rt: &tokio::runtime::Handle,
+    ) -> Result<crate::cluster::ClusterAccess, ProjectError> {
+        let mut made = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(access) = made.get(name) {
+            return Ok(access.clone());
+        }
+        let cluster = &self.config.clusters[name];
+        let access = crate::cluster::connect(name, cluster, &self.config, &self.sims, &self.state, rt)?;
+        made.insert(name.to_string(), access.clone());
+        Ok(access)
     }
 
     /// The environment's terraform: `[terraform]` with its paths resolved

@@ -20,6 +20,7 @@
 
 pub mod cluster;
 mod decode;
+mod flights;
 mod request;
 pub mod tasks;
 pub mod vms;
@@ -142,6 +143,8 @@ struct Inner {
     retry: RetryPolicy,
     task_time_scale: f64,
     tls_failures: TlsFailures,
+    /// Concurrent VM listings share requests (`flights`).
+    listing: flights::Flights<Vec<crate::contract::bindings::cradle::host::proxmox::VmResource>>,
 }
 
 impl fmt::Debug for ProxmoxClient {
@@ -224,6 +227,7 @@ impl ProxmoxClient {
                     1.0
                 },
                 tls_failures,
+                listing: flights::Flights::default(),
             }),
         })
     }

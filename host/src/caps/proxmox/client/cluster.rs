@@ -88,10 +88,18 @@ fn ha_rules(data: &Value) -> Result<Vec<HaRule>, DecodeError> {
 }
 
 impl ProxmoxClient {
-    /// `GET /cluster/resources?type=vm`.
+    /// `GET /cluster/resources?type=vm`. Callers of this client that list at
+    /// the same time share a request sent after each of them asked (see
+    /// `flights`): the listing holds every VM of the cluster.
     pub async fn list_vms(&self) -> Result<Vec<VmResource>, ProxmoxError> {
-        let call = Call::new(Method::GET, "/cluster/resources".into(), Idempotency::Idempotent).param("type", "vm");
-        self.fetch(call, vm_resources).await
+        self.inner
+            .listing
+            .get(|| {
+                let call =
+                    Call::new(Method::GET, "/cluster/resources".into(), Idempotency::Idempotent).param("type", "vm");
+                self.fetch(call, vm_resources)
+            })
+            .await
     }
 
     /// `GET /cluster/nextid[?vmid=N]`: the first free VMID, or `hint` if it is free.
