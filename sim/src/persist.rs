@@ -86,14 +86,16 @@ impl Sim {
         }
     }
 
-    /// Serialises the state under its lock and replaces the file; afterwards the
-    /// file holds every change counted before the lock was taken.
+    /// Serialises the state under its lock (only the VMs and tasks changed
+    /// since the last write are rendered anew: `model::cached`) and replaces the
+    /// file; afterwards the file holds every change counted before the lock was
+    /// taken.
     fn write_state(&self) {
         let Some(dir) = &self.cfg.state_dir else { return };
         let _file = lock(&self.persist.file);
         let (generation, bytes) = {
-            let st = lock(&self.state);
-            (self.persist.changed.load(Ordering::SeqCst), serde_json::to_vec(&*st))
+            let mut st = lock(&self.state);
+            (self.persist.changed.load(Ordering::SeqCst), st.write_json())
         };
         match bytes {
             Ok(bytes) => {

@@ -213,7 +213,7 @@ impl Sim {
         st.tasks.push(t);
         // Keep the task list bounded like PVE's index rotation does.
         if st.tasks.len() > 20_000 {
-            st.tasks.drain(..5_000);
+            st.tasks.drop_oldest(5_000);
         }
         upid
     }

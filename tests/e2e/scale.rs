@@ -9,7 +9,7 @@
 //! - the simulator served at most 20 HTTP requests per VM for create +
 //!   finalize on the direct backend (the migration and disk growth this
 //!   inventory also asks for not counted), and a rerun of the complete VMs at most
-//!   3 per VM, none of them a write;
+//!   3 per VM, none of them a write; concurrent runs share VM listings;
 //! - no `ssh` process the runs started (masters included) outlives them;
 //! - `--forks` past the open-files limit is capped with a warning, and the run
 //!   succeeds (guests on 127.48.2.0/24).
@@ -80,6 +80,11 @@ fn two_hundred_vms_at_once_all_succeed_with_no_output_lost_in_few_requests() {
         .sum();
     let per_vm = (first - extra) as f64 / VMS as f64;
     assert!(per_vm <= 20.0, "{per_vm} HTTP requests per VM (goal ≤ 20): {counts:?}");
+    // Each VM's run lists the cluster twice (discovery before and after the
+    // clone); runs at once share listings sent after they asked, so the
+    // cluster serves far fewer than one per list call.
+    let listings = counts.get("GET /cluster/resources").copied().unwrap_or(0);
+    assert!(listings <= (VMS as u64) * 3 / 2, "{listings} VM listings for {} list calls: not shared", 2 * VMS);
 
     let before = s.counts().expect("counts");
     let rerun = s.run(&inventory, None, Action::Provision, 100);

@@ -5,6 +5,7 @@
 //! an await, so every API call sees a consistent cluster. The serialisable part is what a
 //! state dir keeps; guest runtimes (sockets, tasks) are rebuilt at start.
 
+pub mod cached;
 pub mod ids;
 pub mod props;
 pub mod tasks;
@@ -13,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+pub use cached::{Tasks, Vms};
 pub use tasks::Task;
 
 /// Power state as `status/current` reports it.
@@ -200,9 +202,9 @@ pub struct HaRule {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ClusterState {
     /// VMs by VMID.
-    pub vms: BTreeMap<u32, Vm>,
+    pub vms: Vms,
     /// Tasks, oldest first.
-    pub tasks: Vec<Task>,
+    pub tasks: Tasks,
     /// HA resources by SID.
     pub ha_resources: BTreeMap<String, HaResource>,
     /// HA rules by ID.
@@ -243,7 +245,25 @@ impl ClusterState {
 
     /// Find a task by UPID, mutably.
     pub fn task_mut(&mut self, upid: &str) -> Option<&mut Task> {
-        self.tasks.iter_mut().rev().find(|t| t.upid == upid)
+        self.tasks.find_mut(upid)
+    }
+
+    /// The state as `Serialize` writes it, rendering anew only the VMs and
+    /// tasks changed since the last call (see [`cached`]).
+    pub fn write_json(&mut self) -> serde_json::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(64 * 1024);
+        out.extend_from_slice(b"{\"vms\":");
+        self.vms.write_json(&mut out)?;
+        out.extend_from_slice(b",\"tasks\":");
+        self.tasks.write_json(&mut out)?;
+        out.extend_from_slice(b",\"ha_resources\":");
+        serde_json::to_writer(&mut out, &self.ha_resources)?;
+        out.extend_from_slice(b",\"ha_rules\":");
+        serde_json::to_writer(&mut out, &self.ha_rules)?;
+        out.extend_from_slice(
+            format!(",\"next_pid\":{},\"id_counter\":{}}}", self.next_pid, self.id_counter).as_bytes(),
+        );
+        Ok(out)
     }
 
     /// The HA resource of a VM, if managed.
