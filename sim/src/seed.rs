@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::model::{GuestDisk, Power, Vm, ids};
+use crate::model::{Vm, ids};
 use crate::sim::{Sim, lock};
 
 /// Seed the templates into an empty state.
@@ -33,17 +33,8 @@ pub fn seed(sim: &Arc<Sim>) {
             ("vga", "serial0".into()),
             ("vmgenid", ids::uuid(seed, c + 2)),
         ];
-        let vm = Vm {
-            vmid,
-            node: t.node.clone(),
-            config: entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-            pending: Default::default(),
-            pending_delete: Default::default(),
-            power: Power::Stopped,
-            started_at: None,
-            pid: None,
-            disk: GuestDisk::default(),
-        };
+        let config = entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        let vm = Vm::stopped(vmid, t.node.clone(), config);
         st.vms.insert(vmid, vm);
     }
     sim.changed();

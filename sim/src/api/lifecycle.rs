@@ -118,17 +118,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         config.insert("description".into(), d.to_string());
     }
     config.insert("lock".into(), "clone".into());
-    let vm = Vm {
-        vmid: newid,
-        node: target.clone(),
-        config,
-        pending: Default::default(),
-        pending_delete: Default::default(),
-        power: Power::Stopped,
-        started_at: None,
-        pid: None,
-        disk: Default::default(),
-    };
+    let vm = Vm::stopped(newid, target.clone(), config);
     st.vms.insert(newid, vm);
     let upid = sim.new_task(&mut st, node, "qmclone", &vmid.to_string(), Some(newid));
     for l in log {

@@ -169,17 +169,7 @@ mod tests {
     use super::super::{ClusterState, HaResource, Power, Task, Vm};
 
     fn vm(vmid: u32, name: &str) -> Vm {
-        Vm {
-            vmid,
-            node: "pve1".into(),
-            config: [("name".to_string(), name.to_string()), ("memory".into(), "1024".into())].into(),
-            pending: Default::default(),
-            pending_delete: Default::default(),
-            power: Power::Stopped,
-            started_at: None,
-            pid: None,
-            disk: Default::default(),
-        }
+        Vm::stopped(vmid, "pve1".into(), [("name".into(), name.into()), ("memory".into(), "1024".into())].into())
     }
 
     /// What the cached rendering wrote must be what plain serde writes for the

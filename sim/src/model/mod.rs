@@ -102,6 +102,21 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// A stopped VM on `node` with `config`: no pending changes, a blank disk.
+    pub fn stopped(vmid: u32, node: String, config: BTreeMap<String, String>) -> Vm {
+        Vm {
+            vmid,
+            node,
+            config,
+            pending: BTreeMap::new(),
+            pending_delete: BTreeSet::new(),
+            power: Power::Stopped,
+            started_at: None,
+            pid: None,
+            disk: GuestDisk::default(),
+        }
+    }
+
     /// The lock, if any.
     pub fn lock(&self) -> Option<&str> {
         self.config.get("lock").map(String::as_str)
