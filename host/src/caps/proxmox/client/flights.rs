@@ -11,6 +11,12 @@
 //! its clone, exactly as with a request of its own. At most two requests are
 //! outstanding for any burst of callers (the one in flight, the next).
 //!
+//! The price: a caller may wait for the request in flight before its own is
+//! sent, so it waits up to two listings instead of one (each bounded by the
+//! client's request timeout and retry policy, and the wait by the caller's own
+//! deadline: a caller cut off while waiting or while its request runs gives up
+//! its turn and nothing is recorded).
+//!
 //! Failure mode: a failed request is not shared. Its caller gets the error;
 //! callers that waited for it send a request of their own (one at a time again),
 //! so one caller's transient failure never becomes everyone's.
