@@ -13,6 +13,7 @@
 //! loaded collection starts with nothing rendered.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::ops::Deref;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -23,8 +24,9 @@ use super::{Task, Vm};
 #[derive(Debug, Clone, Default)]
 pub struct Vms {
     map: BTreeMap<u32, Vm>,
-    /// Rendered JSON of members unchanged since it was rendered.
-    json: HashMap<u32, String>,
+    /// Rendered JSON of members unchanged since it was rendered (a member
+    /// without an entry, or with `None`, is rendered at the next write).
+    json: HashMap<u32, Option<String>>,
 }
 
 impl Deref for Vms {
@@ -59,18 +61,10 @@ impl Vms {
     pub fn write_json(&mut self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.push(b'{');
         for (i, (vmid, vm)) in self.map.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let json = match self.json.entry(*vmid) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(serde_json::to_string(vm)?),
-            };
+            separate(out, i);
             // Map keys are strings in JSON, as serde writes a u32 key.
-            out.push(b'"');
-            out.extend_from_slice(vmid.to_string().as_bytes());
-            out.extend_from_slice(b"\":");
-            out.extend_from_slice(json.as_bytes());
+            write!(out, "\"{vmid}\":").map_err(serde_json::Error::io)?;
+            out.extend_from_slice(rendered(self.json.entry(*vmid).or_default(), vm)?);
         }
         out.push(b'}');
         Ok(())
@@ -137,17 +131,27 @@ impl Tasks {
     pub fn write_json(&mut self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.push(b'[');
         for (i, (task, json)) in self.list.iter().zip(self.json.iter_mut()).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            if json.is_none() {
-                *json = Some(serde_json::to_string(task)?);
-            }
-            out.extend_from_slice(json.as_deref().unwrap_or_default().as_bytes());
+            separate(out, i);
+            out.extend_from_slice(rendered(json, task)?);
         }
         out.push(b']');
         Ok(())
     }
+}
+
+/// A comma before every member but the first.
+fn separate(out: &mut Vec<u8>, index: usize) {
+    if index > 0 {
+        out.push(b',');
+    }
+}
+
+/// The member's JSON: what `slot` holds, else rendered now and kept there.
+fn rendered<'a, T: Serialize>(slot: &'a mut Option<String>, value: &T) -> serde_json::Result<&'a [u8]> {
+    if slot.is_none() {
+        *slot = Some(serde_json::to_string(value)?);
+    }
+    Ok(slot.as_deref().unwrap_or_default().as_bytes())
 }
 
 impl Serialize for Tasks {
