@@ -8,30 +8,30 @@
 //! running VM whose configuration is incomplete is a `conflict`: its pending
 //! changes would not apply until a reboot, so it is left for the operator.
 //!
-//! A clone is not idempotent (invariant 5). When the clone call fails in a way
-//! that leaves its outcome unknown (`transient`: timeout, reset connection,
-//! 5xx), this module waits for the template's running clone tasks and re-reads
-//! the cluster: if the VM exists it is used; if it does not and no clone of it
-//! is running, the clone did not happen and is tried once more. It never
-//! produces a second VM: a retry only follows proof that the first did nothing.
+//! A clone is not idempotent (invariant 5): it goes through the kit's
+//! `proxmox::clone_once`, which after an ambiguous failure re-reads the
+//! cluster and the template's tasks before deciding, and never produces a
+//! second VM.
 
-use crate::bindings::cradle::host::log::Level;
-use crate::bindings::cradle::host::proxmox::{self, CloneRequest, VmResource};
-use crate::bindings::cradle::host::types::{Error, Snippets, VmSpec, VmState};
-use crate::{TASK_TIMEOUT_MS, config, find, log, wait};
+use cradle_guest::Error;
+use cradle_guest::log::{self, Level};
+use cradle_guest::proxmox::{self, TASK_TIMEOUT_MS};
+use cradle_guest::types::{Snippets, VmSpec, VmState};
+
+use crate::{config, wait};
 
 /// Clone and configure `vm` (or finish configuring it); returns it stopped.
 pub fn create(vm: &VmSpec, snippets: &Snippets) -> Result<VmState, Error> {
     let vms = proxmox::list_vms()?;
-    if let Some(found) = find::discover_in(&vms, vm)? {
+    if let Some(found) = proxmox::discover_in(&vms, vm)? {
         let found = settle_tasks(vm, found)?;
         if !configure(vm, snippets, &found)? {
-            log(Level::Info, "resumed: the configuration was already complete", vm);
+            log::vm(Level::Info, vm, "resumed: the configuration was already complete");
         }
         return Ok(VmState { has_cloudinit_drive: true, ..found });
     }
-    let template = find::template_in(&vms, vm)?;
-    clone(vm, &template)?;
+    let template = proxmox::template_in(&vms, vm)?;
+    proxmox::clone_once(vm, &template, &proxmox::clone_request(vm, &template))?;
     // The clone task ended OK: the VM is on the template's node, stopped and unlocked.
     let state = VmState {
         name: vm.name.clone(),
@@ -42,7 +42,7 @@ pub fn create(vm: &VmSpec, snippets: &Snippets) -> Result<VmState, Error> {
         has_cloudinit_drive: true,
     };
     configure(vm, snippets, &state)?;
-    log(Level::Info, "cloned and configured", vm);
+    log::vm(Level::Info, vm, "cloned and configured");
     Ok(state)
 }
 
@@ -53,7 +53,7 @@ fn configure(vm: &VmSpec, snippets: &Snippets, found: &VmState) -> Result<bool, 
     let current = proxmox::get_config(node, vm.vmid)?;
     let digest = current.iter().find(|e| e.key == "digest").map(|e| e.value.clone());
     let (set, resize) = config::configure(vm, snippets, &current)?;
-    let set = config::differing(set, &current);
+    let set = cradle_guest::config::differing(set, &current);
     if set.is_empty() && resize.is_none() {
         return Ok(false);
     }
@@ -86,10 +86,10 @@ fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
     let Some(lock) = found.lock.clone() else {
         return Ok(found);
     };
-    log(Level::Info, &format!("resuming: the VM is locked ({lock}); waiting for its tasks"), vm);
+    log::vm(Level::Info, vm, &format!("resuming: the VM is locked ({lock}); waiting for its tasks"));
     // A clone's task runs under the template's VMID; every other task under the VM's.
     let (node, id) = if lock == "clone" {
-        let template = find::template(vm)?;
+        let template = proxmox::template(vm)?;
         (template.node, template.vmid)
     } else {
         (found.node.clone(), vm.vmid)
@@ -102,11 +102,11 @@ fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
         }
         // Another VM's clone of the same template may fail: not our concern here.
         let _ = proxmox::wait_task(&node, &task.upid, TASK_TIMEOUT_MS);
-        if find::discover(vm)?.is_some_and(|now| now.lock.is_none()) {
+        if proxmox::discover(vm)?.is_some_and(|now| now.lock.is_none()) {
             break;
         }
     }
-    let now = find::discover(vm)?
+    let now = proxmox::discover(vm)?
         .ok_or_else(|| Error::Failed(format!("{} disappeared while its tasks finished; rerun provision", vm.name)))?;
     match now.lock {
         None => Ok(now),
@@ -115,70 +115,5 @@ fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
              check its Tasks, then `qm unlock {}` if nothing is working on it, and rerun",
             vm.name, vm.vmid, vm.vmid
         ))),
-    }
-}
-
-fn request(vm: &VmSpec, template: &VmResource) -> CloneRequest {
-    CloneRequest {
-        node: template.node.clone(),
-        template_vmid: template.vmid,
-        newid: vm.vmid,
-        name: vm.name.clone(),
-        full: true,
-        storage: Some(vm.storage.clone()),
-        target: None,
-        description: Some(format!("created by cradle from {}", vm.template)),
-    }
-}
-
-fn clone(vm: &VmSpec, template: &VmResource) -> Result<(), Error> {
-    let req = request(vm, template);
-    let what = format!("clone {} to {}", vm.template, vm.name);
-    match proxmox::clone_vm(&req) {
-        Ok(upid) => wait(&template.node, &upid, &what),
-        Err(Error::Transient(first)) => settle(vm, template, &req, &what, &first),
-        Err(e) => Err(e),
-    }
-}
-
-/// The clone call failed ambiguously: find out what happened before acting.
-fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, first: &str) -> Result<(), Error> {
-    log(Level::Warn, &format!("{what}: outcome unknown ({first}); re-reading the cluster before deciding"), vm);
-    // One of the template's running clones may be ours: let them finish.
-    for task in proxmox::list_tasks(&template.node, Some(template.vmid), Some("qmclone"))? {
-        if task.status.is_none() {
-            let _ = proxmox::wait_task(&template.node, &task.upid, TASK_TIMEOUT_MS)?;
-        }
-    }
-    let now = proxmox::list_vms()?;
-    match now.iter().find(|r| r.vmid == vm.vmid) {
-        Some(r) if r.name.as_deref() == Some(vm.name.as_str()) => {
-            if r.lock.as_deref() == Some("clone") {
-                return Err(Error::Transient(format!(
-                    "{what}: the clone exists but is still locked; rerun provision to continue with it"
-                )));
-            }
-            log(Level::Info, &format!("{what}: the clone had happened; continuing with it"), vm);
-            Ok(())
-        }
-        Some(r) => Err(Error::Conflict(format!(
-            "{what}: vmid {} is now taken by {}; not cloning again",
-            vm.vmid,
-            r.name.as_deref().unwrap_or("an unnamed VM")
-        ))),
-        None => {
-            log(
-                Level::Warn,
-                &format!("{what}: no trace of the clone in the cluster or its tasks; cloning once more"),
-                vm,
-            );
-            match proxmox::clone_vm(req) {
-                Ok(upid) => wait(&template.node, &upid, what),
-                Err(Error::Transient(second)) => Err(Error::Transient(format!(
-                    "{what}: failed twice with an unknown outcome ({first}; then {second}); rerun provision: it re-discovers before cloning"
-                ))),
-                Err(e) => Err(e),
-            }
-        }
     }
 }

@@ -19,26 +19,8 @@
 
 mod config;
 mod create;
-mod find;
 
-#[allow(unsafe_code, reason = "generated ABI glue")]
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        inline: "
-            package cradle:direct-plugin;
-            world plugin {
-                import cradle:host/log@0.1.0;
-                import cradle:host/proxmox@0.1.0;
-                export cradle:host/lifecycle@0.1.0;
-            }
-        ",
-        world: "cradle:direct-plugin/plugin",
-        generate_all,
-    });
-    use super::Direct;
-    export!(Direct);
-}
+cradle_guest::export_backend!(Direct);
 
 cradle_guest::manifest! {
     name: "direct",
@@ -47,39 +29,23 @@ cradle_guest::manifest! {
     needs: ["log", "proxmox"],
 }
 
-use bindings::cradle::host::log::{self as hostlog, Level};
-use bindings::cradle::host::proxmox::{self, PowerAction};
-use bindings::cradle::host::types::{Entry, Error, Snippets, VmSpec, VmState};
-use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
-
-/// How long one Proxmox task may take before the step gives up waiting.
-const TASK_TIMEOUT_MS: u64 = 15 * 60 * 1000;
+use cradle_guest::config::startup_changes;
+use cradle_guest::lifecycle::{PlanAction, PlanOutcome};
+use cradle_guest::log::{self, Level};
+use cradle_guest::proxmox::{self, PowerAction, TASK_TIMEOUT_MS};
+use cradle_guest::types::{Snippets, VmSpec, VmState};
+use cradle_guest::{Backend, Error};
 
 struct Direct;
 
-fn log(level: Level, message: &str, vm: &VmSpec) {
-    hostlog::event(level, message, &[Entry { key: "vm".into(), value: vm.name.clone() }]);
-}
-
-/// Wait for `upid` on `node`; a task that stops with an error is `failed`
-/// naming the task, one still running at the timeout is `transient`.
+/// Wait for a task of this backend (15 minutes at most).
 fn wait(node: &str, upid: &str, what: &str) -> Result<(), Error> {
-    let status = proxmox::wait_task(node, upid, TASK_TIMEOUT_MS)?;
-    if status.ok {
-        return Ok(());
-    }
-    match status.exitstatus {
-        Some(exit) => Err(Error::Failed(format!("{what}: task {upid} failed: {exit}"))),
-        None => Err(Error::Transient(format!(
-            "{what}: task {upid} still running after {} s; check `Tasks` on node {node}",
-            TASK_TIMEOUT_MS / 1000
-        ))),
-    }
+    proxmox::wait(node, upid, what, TASK_TIMEOUT_MS)
 }
 
-impl Guest for Direct {
+impl Backend for Direct {
     fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
-        find::discover(&vm)
+        proxmox::discover(&vm)
     }
 
     fn check_ownership(_vm: VmSpec, _found: Option<VmState>) -> Result<(), Error> {
@@ -90,9 +56,9 @@ impl Guest for Direct {
 
     fn plan(vm: VmSpec) -> Result<PlanOutcome, Error> {
         let vms = proxmox::list_vms()?;
-        match find::discover_in(&vms, &vm)? {
+        match proxmox::discover_in(&vms, &vm)? {
             None => {
-                let template = find::template_in(&vms, &vm)?;
+                let template = proxmox::template_in(&vms, &vm)?;
                 Ok(PlanOutcome {
                     action: PlanAction::Create,
                     summary: vec![
@@ -106,7 +72,7 @@ impl Guest for Direct {
                 })
             }
             Some(found) => {
-                let changes = config::startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
+                let changes = startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
                 let action = if changes.is_empty() { PlanAction::NoOp } else { PlanAction::Update };
                 Ok(PlanOutcome {
                     action,
@@ -123,18 +89,18 @@ impl Guest for Direct {
 
     fn reconcile(vm: VmSpec, found: VmState) -> Result<Vec<String>, Error> {
         let current = proxmox::get_config(&found.node, found.vmid)?;
-        let changes = config::startup_changes(&vm, &current);
+        let changes = startup_changes(&vm, &current);
         if changes.is_empty() {
             return Ok(Vec::new());
         }
         proxmox::set_config(&found.node, found.vmid, &changes, &[], None)?;
         let lines: Vec<String> = changes.iter().map(|e| format!("set {} = {}", e.key, e.value)).collect();
-        log(Level::Info, &format!("reconciled: {}", lines.join(", ")), &vm);
+        log::vm(Level::Info, &vm, &format!("reconciled: {}", lines.join(", ")));
         Ok(lines)
     }
 
     fn remove(vm: VmSpec) -> Result<(), Error> {
-        let Some(found) = find::discover(&vm)? else {
+        let Some(found) = proxmox::discover(&vm)? else {
             return Err(Error::NotFound(format!(
                 "VM {} (vmid {}) does not exist; nothing was removed (check the name and VMID in the inventory)",
                 vm.name, vm.vmid
@@ -146,7 +112,7 @@ impl Guest for Direct {
         }
         let upid = proxmox::destroy(&found.node, found.vmid, true)?;
         wait(&found.node, &upid, &format!("destroy {}", vm.name))?;
-        log(Level::Info, "destroyed", &vm);
+        log::vm(Level::Info, &vm, "destroyed");
         Ok(())
     }
 }

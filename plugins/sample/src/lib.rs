@@ -3,23 +3,7 @@
 //! backend plugin and to exercise the host (README main job, benchmarks); it
 //! refuses to create or remove anything.
 
-#[allow(unsafe_code, reason = "generated ABI glue; the plugin's own code has none")]
-mod bindings {
-    wit_bindgen::generate!({
-    path: "../../wit",
-    inline: "
-        package cradle:sample-plugin;
-        world plugin {
-            import cradle:host/log@0.1.0;
-            export cradle:host/lifecycle@0.1.0;
-        }
-    ",
-    world: "cradle:sample-plugin/plugin",
-    generate_all,
-    });
-    use super::Sample;
-    export!(Sample);
-}
+cradle_guest::export_backend!(Sample);
 
 cradle_guest::manifest! {
     name: "sample",
@@ -28,9 +12,10 @@ cradle_guest::manifest! {
     needs: ["log"],
 }
 
-use bindings::cradle::host::log::{self as hostlog, Level};
-use bindings::cradle::host::types::{Entry, Error, Snippets, VmSpec, VmState};
-use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
+use cradle_guest::lifecycle::{PlanAction, PlanOutcome};
+use cradle_guest::log::{self as hostlog, Level};
+use cradle_guest::types::{Entry, Snippets, VmSpec, VmState};
+use cradle_guest::{Backend, Error};
 
 struct Sample;
 
@@ -38,7 +23,7 @@ fn entry(key: &str, value: impl ToString) -> Entry {
     Entry { key: key.to_string(), value: value.to_string() }
 }
 
-impl Guest for Sample {
+impl Backend for Sample {
     fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
         hostlog::event(Level::Debug, "sample backend knows no VMs", &[entry("vm", &vm.name)]);
         Ok(None)

@@ -26,32 +26,7 @@
 
 mod module;
 
-#[allow(dead_code, reason = "the direct backend's file, shared as is: this backend uses its readers, not its writers")]
-#[path = "../../direct/src/config.rs"]
-mod config;
-#[allow(dead_code, reason = "the direct backend's file, shared as is: `template` (without a listing) is direct's")]
-#[path = "../../direct/src/find.rs"]
-mod find;
-
-#[allow(unsafe_code, reason = "generated ABI glue")]
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        inline: "
-            package cradle:terraform-plugin;
-            world plugin {
-                import cradle:host/log@0.1.0;
-                import cradle:host/proxmox@0.1.0;
-                import cradle:host/terraform@0.1.0;
-                export cradle:host/lifecycle@0.1.0;
-            }
-        ",
-        world: "cradle:terraform-plugin/plugin",
-        generate_all,
-    });
-    use super::TerraformBackend;
-    export!(TerraformBackend);
-}
+cradle_guest::export_backend!(TerraformBackend);
 
 cradle_guest::manifest! {
     name: "terraform",
@@ -60,18 +35,16 @@ cradle_guest::manifest! {
     needs: ["log", "proxmox", "terraform"],
 }
 
-use bindings::cradle::host::log::{self as hostlog, Level};
-use bindings::cradle::host::proxmox;
-use bindings::cradle::host::types::{Entry, Error, Snippets, VmSpec, VmState};
-use bindings::exports::cradle::host::lifecycle::{Guest, PlanAction, PlanOutcome};
+use cradle_guest::config::startup_changes;
+use cradle_guest::lifecycle::{PlanAction, PlanOutcome};
+use cradle_guest::log::{self, Level};
+use cradle_guest::proxmox::{self, discover};
+use cradle_guest::types::{Snippets, VmSpec, VmState};
+use cradle_guest::{Backend, Error};
 use cradle_terraform_logic::approve::{ApprovedAction, Mode};
 use cradle_terraform_logic::ownership::Ownership;
 
 struct TerraformBackend;
-
-fn log(level: Level, message: &str, vm: &VmSpec) {
-    hostlog::event(level, message, &[Entry { key: "vm".into(), value: vm.name.clone() }]);
-}
 
 /// Render the module as the inventory describes it now and write it.
 fn render(vm: &VmSpec, flavour: cradle_terraform_logic::Flavour, snippets: Option<&Snippets>) -> Result<(), Error> {
@@ -79,9 +52,9 @@ fn render(vm: &VmSpec, flavour: cradle_terraform_logic::Flavour, snippets: Optio
     module::write(vm, flavour, &input)
 }
 
-impl Guest for TerraformBackend {
+impl Backend for TerraformBackend {
     fn discover(vm: VmSpec) -> Result<Option<VmState>, Error> {
-        find::discover(&vm)
+        discover(&vm)
     }
 
     fn check_ownership(vm: VmSpec, found: Option<VmState>) -> Result<(), Error> {
@@ -92,7 +65,7 @@ impl Guest for TerraformBackend {
         let flavour = module::flavour()?;
         render(&vm, flavour, None)?;
         let plan = module::plan(&vm, flavour, Mode::Apply, vm.allow_replacement)?;
-        let _ = bindings::cradle::host::terraform::discard_plan(&vm.name, &plan.id);
+        let _ = cradle_guest::terraform::discard_plan(&vm.name, &plan.id);
         let action = match plan.approval.action {
             ApprovedAction::Create => PlanAction::Create,
             ApprovedAction::Update => PlanAction::Update,
@@ -106,15 +79,15 @@ impl Guest for TerraformBackend {
         let flavour = module::flavour()?;
         // Ownership again, right before planning: the run may have waited on
         // its lock, DNS and uploads since the first check.
-        let exists = find::discover(&vm)?.is_some();
+        let exists = discover(&vm)?.is_some();
         module::ownership(&vm, flavour, exists)?;
         render(&vm, flavour, Some(&snippets))?;
         let plan = module::plan(&vm, flavour, Mode::Apply, vm.allow_replacement)?;
         for line in &plan.approval.summary {
-            log(Level::Info, &format!("terraform plan: {line}"), &vm);
+            log::vm(Level::Info, &vm, &format!("terraform plan: {line}"));
         }
         module::apply(&vm, &plan)?;
-        let found = find::discover(&vm)?.ok_or_else(|| {
+        let found = discover(&vm)?.ok_or_else(|| {
             Error::Failed(format!(
                 "terraform applied the plan for {} (vmid {}) but the cluster has no such VM; inspect the module's state and Proxmox before retrying",
                 vm.name, vm.vmid
@@ -134,20 +107,20 @@ impl Guest for TerraformBackend {
             lines.extend(plan.approval.summary.iter().cloned());
         }
         module::apply(&vm, &plan)?;
-        let changes = config::startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
+        let changes = startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
         if !changes.is_empty() {
             proxmox::set_config(&found.node, found.vmid, &changes, &[], None)?;
             lines.extend(changes.iter().map(|e| format!("set {} = {}", e.key, e.value)));
         }
         if !lines.is_empty() {
-            log(Level::Info, &format!("reconciled: {}", lines.join(", ")), &vm);
+            log::vm(Level::Info, &vm, &format!("reconciled: {}", lines.join(", ")));
         }
         Ok(lines)
     }
 
     fn remove(vm: VmSpec) -> Result<(), Error> {
         let flavour = module::flavour()?;
-        if find::discover(&vm)?.is_none() {
+        if discover(&vm)?.is_none() {
             return Err(Error::NotFound(format!(
                 "VM {} (vmid {}) does not exist; nothing was removed (check the name and VMID in the inventory)",
                 vm.name, vm.vmid
@@ -161,7 +134,7 @@ impl Guest for TerraformBackend {
         }
         let plan = module::plan(&vm, flavour, Mode::Destroy, false)?;
         module::apply(&vm, &plan)?;
-        log(Level::Info, "destroyed by terraform", &vm);
+        log::vm(Level::Info, &vm, "destroyed by terraform");
         Ok(())
     }
 }

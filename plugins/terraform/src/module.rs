@@ -13,10 +13,10 @@ use cradle_terraform_logic::approve::{self, Approval, ApprovedAction, Expected, 
 use cradle_terraform_logic::ownership::{self, Owner, Ownership};
 use cradle_terraform_logic::render::{self, DiskInput, NicInput, SnippetRefs, VmInput};
 
-use crate::bindings::cradle::host::proxmox::VmResource;
-use crate::bindings::cradle::host::terraform::{self, Flavour as WitFlavour, ModuleFile};
-use crate::bindings::cradle::host::types::{Error, Snippets, VmSpec};
-use crate::find;
+use cradle_guest::Error;
+use cradle_guest::proxmox::{VmResource, template_in};
+use cradle_guest::terraform::{self, Flavour as WitFlavour, ModuleFile};
+use cradle_guest::types::{Snippets, VmSpec};
 
 /// The provider flavour the environment renders for.
 pub fn flavour() -> Result<Flavour, Error> {
@@ -29,7 +29,7 @@ pub fn flavour() -> Result<Flavour, Error> {
 /// What the VM's resource is rendered from: the spec, the template as the
 /// cluster lists it (`vms`), and the snippets once they are uploaded.
 pub fn input(vm: &VmSpec, vms: &[VmResource], snippets: Option<&Snippets>) -> Result<VmInput, Error> {
-    let template = find::template_in(vms, vm)?;
+    let template = template_in(vms, vm)?;
     Ok(VmInput {
         name: vm.name.clone(),
         vmid: vm.vmid,
