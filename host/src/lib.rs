@@ -11,7 +11,7 @@
 //! [`journal`] (run records), [`reload`] (hot reload), [`state`] (owner-only files),
 //! [`secrets`] (secret references), [`text`] (escaping untrusted text for
 //! terminals), [`builtin`] (the workflows and plugins
-//! shipped inside the binary).
+//! shipped inside the binary), [`kit`] (writing and building plugin crates).
 
 pub mod builtin;
 pub mod caps;
@@ -22,6 +22,7 @@ pub mod config;
 pub mod contract;
 pub mod inventory;
 pub mod journal;
+pub mod kit;
 pub mod plugin;
 pub mod project;
 pub mod provision;

@@ -6,9 +6,11 @@
 
 mod builtin;
 mod cli;
+mod completions;
 mod crash;
 mod crash_terraform;
 mod hardening;
+mod plugin_kit;
 mod progress_pty;
 mod provision;
 mod provision_dns;

@@ -37,7 +37,7 @@ pub struct InitArgs {
     pub force: bool,
 }
 
-const INVENTORY_HOSTS: &str = r#"# Two test VMs on the built-in simulated cluster. Addresses are on loopback
+pub(super) const INVENTORY_HOSTS: &str = r#"# Two test VMs on the built-in simulated cluster. Addresses are on loopback
 # so the simulated guests answer real SSH locally.
 
 [test]
@@ -51,7 +51,7 @@ target_node=pve2
 ansible_user=cradle
 "#;
 
-const INVENTORY_ALL: &str = r#"---
+pub(super) const INVENTORY_ALL: &str = r#"---
 global_os:
   debian12:
     template: debian-12-cloud
@@ -75,10 +75,8 @@ vms_config:
       search: lab.example
 "#;
 
-/// The starter cradle.toml.
-fn config_text() -> String {
-    let mut text = String::from(
-        r#"# cradle.toml: written by `cradle init`. Every key: docs/CONFIG.md.
+/// The top of the starter cradle.toml.
+const HEADER: &str = r#"# cradle.toml: written by `cradle init`. Every key: docs/CONFIG.md.
 # Paths are relative to this file.
 #
 #   cradle --config cradle.toml provision -i inventory --check
@@ -94,7 +92,11 @@ state_dir = ".cradle"
 # filled with the built-in ones: edit them there. Without that directory cradle
 # uses the workflows built into it.
 
-# What the workflow scripts themselves may do.
+"#;
+
+/// What the workflow scripts may do: the built-in workflows need exactly this
+/// (also used by `cradle plugin test`'s throwaway project).
+pub(super) const WORKFLOW_GRANTS: &str = r#"# What the workflow scripts themselves may do.
 [workflow.grants.lock]
 prefixes = ["*"]
 [workflow.grants.checkpoint]
@@ -106,7 +108,10 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 
-# The simulated Proxmox VE cluster built into cradle. A real cluster:
+"#;
+
+/// The simulated cluster and the environments of the starter project.
+const CLUSTER_AND_ENVIRONMENTS: &str = r#"# The simulated Proxmox VE cluster built into cradle. A real cluster:
 #   [clusters.lab]
 #   endpoint = "https://pve1.lab:8006"
 #   token = { env = "PVE_TOKEN" }
@@ -129,8 +134,13 @@ backend = "sample"
 # The backends built into cradle, with their default grants written out.
 # No `path`: the component inside the cradle binary. `path = "x.wasm"` uses a
 # component file instead. Nothing granted means nothing allowed.
-"#,
-    );
+"#;
+
+/// The starter cradle.toml.
+fn config_text() -> String {
+    let mut text = String::from(HEADER);
+    text.push_str(WORKFLOW_GRANTS);
+    text.push_str(CLUSTER_AND_ENVIRONMENTS);
     for p in builtin::PLUGINS {
         text.push_str(&format!("\n# {}: {}\n[plugins.{}]\n", p.name, p.summary, p.name));
         // The built-in's body: top-level keys first, then its grant tables

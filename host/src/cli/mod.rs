@@ -2,7 +2,9 @@
 //! module per command group. Errors reach the operator as one paragraph
 //! (`error: ...` with its causes), never as a panic or a backtrace.
 
+mod completions;
 mod init;
+mod plugin_test;
 mod plugins;
 mod progress;
 mod provision;
@@ -57,8 +59,9 @@ pub enum Output {
 enum Command {
     /// Write a starter project: cradle.toml, the built-in workflows, an inventory.
     Init(init::InitArgs),
-    /// Inspect the configured backend plugins.
-    #[command(subcommand)]
+    /// Backend plugins: inspect the configured ones; write, build and test your own
+    /// (`cradle plugin new NAME`).
+    #[command(subcommand, visible_alias = "plugin")]
     Plugins(plugins::PluginsCmd),
     /// Check the workflow scripts.
     #[command(subcommand)]
@@ -77,10 +80,14 @@ enum Command {
     /// The simulated Proxmox VE cluster.
     #[command(subcommand)]
     Sim(sim::SimCmd),
+    /// Print the shell completion script (bash, zsh, fish).
+    Completions(completions::CompletionsArgs),
 }
 
 /// Parse the command line and run it; the process exit code.
 pub fn main() -> ExitCode {
+    // The shell asking for completions (`COMPLETE=bash cradle -- ...`): answered, then exit.
+    completions::complete_if_asked();
     let cli = Cli::parse();
     init_tracing(&cli);
     let json = cli.output == Output::Json;
@@ -151,7 +158,7 @@ pub(crate) use out;
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Init(args) => init::run(&cli, args),
-        Command::Plugins(cmd) => plugins::run(&cli, cmd),
+        Command::Plugins(cmd) => plugins::run(&cli, cmd).await,
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
         Command::Provision(args) => provision::run(&cli, args).await,
         Command::Remove(args) => remove::remove(&cli, args).await,
@@ -159,6 +166,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,
+        Command::Completions(args) => completions::run(args),
     }
 }
 

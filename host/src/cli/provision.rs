@@ -10,10 +10,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use clap_complete::ArgValueCompleter;
 use serde_json::json;
 
 use super::progress::Live;
-use super::{Cli, Output, outln, print_json};
+use super::{Cli, Output, completions, outln, print_json};
 use crate::config::ClusterKind;
 use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
 use crate::provision::{Action, HostResult, forks, run_all};
@@ -25,10 +26,10 @@ pub struct ProvisionArgs {
     #[arg(short = 'i', long)]
     pub inventory: PathBuf,
     /// Hosts to act on (Ansible pattern: names, groups, globs, `!x`, `a:b`, `a:&b`).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::limit_candidates))]
     pub limit: Option<String>,
     /// The environment (default: `default_environment`).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
     pub env: Option<String>,
     /// VMs worked on at once.
     #[arg(long, default_value_t = 5)]

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use clap_complete::ArgValueCompleter;
 
 use super::provision::{Selection, print_results, run_inventory};
-use super::{Cli, outln};
+use super::{Cli, completions, outln};
 use crate::caps::lock::{FsLockStore, LockStore, Removal, local_liveness};
 use crate::provision::Action;
 use crate::state::StateDir;
@@ -26,10 +27,10 @@ pub struct RemoveArgs {
     #[arg(short = 'i', long)]
     pub inventory: PathBuf,
     /// The hosts to remove (required: removal never defaults to everything).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::limit_candidates))]
     pub limit: String,
     /// The environment (default: `default_environment`).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
     pub env: Option<String>,
     /// Do not ask for confirmation.
     #[arg(long)]
@@ -44,7 +45,7 @@ pub struct UnlockArgs {
     /// The canonical VM name whose lock to remove.
     pub vm: String,
     /// The environment (default: `default_environment`).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
     pub env: Option<String>,
 }
 

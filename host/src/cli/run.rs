@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
+use clap_complete::ArgValueCompleter;
 use serde_json::json;
 
-use super::{Cli, Output, outln, print_json};
+use super::{Cli, Output, completions, outln, print_json};
 use crate::project::{Project, RunRequest};
 use crate::reload::{self, Live, ReloadEvent};
 use crate::workflow::WorkflowSource;
@@ -25,7 +26,7 @@ pub struct RunArgs {
     #[arg(long = "fn", default_value = "main")]
     pub func: String,
     /// The environment (default: `default_environment` from cradle.toml).
-    #[arg(long)]
+    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
     pub env: Option<String>,
     /// Watch workflows and plugins; rerun after every change that builds.
     #[arg(long)]

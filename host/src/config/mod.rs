@@ -300,6 +300,12 @@ pub fn grants_source(pc: &PluginConfig) -> &'static str {
 }
 
 impl PluginConfig {
+    /// A component that no `[plugins]` entry names (`cradle plugins inspect
+    /// FILE`): nothing granted, default limits.
+    pub fn unconfigured() -> PluginConfig {
+        PluginConfig { path: None, grants: Grants::default(), limits: LimitsConfig::default(), implicit: false }
+    }
+
     /// The built-in plugin `p` with its default grants and limits, parsed from
     /// [`BuiltinPlugin::config`] like any `[plugins.NAME]` table.
     pub fn builtin(p: &BuiltinPlugin) -> PluginConfig {

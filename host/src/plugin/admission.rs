@@ -202,7 +202,7 @@ mod tests {
     }
 
     fn manifest(needs: &[Capability]) -> Manifest {
-        Manifest { name: "p".into(), version: "1".into(), description: String::new(), needs: needs.to_vec() }
+        Manifest { name: "p".into(), version: "1".into(), description: String::new(), needs: needs.to_vec(), wit: None }
     }
 
     fn grants(text: &str) -> Grants {

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Deserialize;
 use wasmparser::{Encoding, Parser, Payload};
 
-use crate::caps::Capability;
+use crate::caps::{Capability, WIT_PACKAGE, WIT_VERSION};
 
 /// The custom section holding the manifest.
 pub const SECTION: &str = "cradle-manifest";
@@ -27,6 +27,9 @@ pub struct Manifest {
     pub description: String,
     /// The capabilities it needs.
     pub needs: Vec<Capability>,
+    /// The WIT version of the kit it was built with (`wit` in the manifest;
+    /// absent in plugins that declare their manifest by hand).
+    pub wit: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +41,8 @@ struct RawManifest {
     description: String,
     #[serde(default)]
     needs: Vec<String>,
+    #[serde(default)]
+    wit: Option<String>,
 }
 
 /// Why a file is not a usable plugin.
@@ -66,6 +71,18 @@ pub enum ManifestError {
     Missing {
         /// The file.
         path: String,
+    },
+    /// Built with the kit of another WIT version.
+    #[error(
+        "{path}: plugin `{plugin}` was built with the plugin kit for {WIT_PACKAGE}@{found}, but this cradle speaks {WIT_PACKAGE}@{WIT_VERSION}: regenerate its kit with this cradle (`cradle plugin new` writes the kit of the cradle that runs it) and rebuild"
+    )]
+    WitVersion {
+        /// The file.
+        path: String,
+        /// The plugin's name.
+        plugin: String,
+        /// The WIT version its manifest names.
+        found: String,
     },
     /// The manifest is malformed.
     #[error("{path}: its manifest is malformed ({reason}); fix the `cradle_guest::manifest!` call and rebuild")]
@@ -132,7 +149,11 @@ impl Manifest {
                 reason: format!("name `{}` must be [A-Za-z0-9_-]+", raw.name),
             });
         }
-        Ok(Manifest { name: raw.name, version: raw.version, description: raw.description, needs })
+        if let Some(found) = raw.wit.as_ref().filter(|w| *w != WIT_VERSION) {
+            return Err(ManifestError::WitVersion { path: display, plugin: raw.name, found: found.clone() });
+        }
+        let wit = raw.wit;
+        Ok(Manifest { name: raw.name, version: raw.version, description: raw.description, needs, wit })
     }
 }
 
@@ -179,6 +200,16 @@ mod tests {
         let wasm = wat::parse_str("(component)").expect("wat");
         let err = Manifest::read(&wasm, Path::new("bare.wasm")).expect_err("missing").to_string();
         assert!(err.contains("no `cradle-manifest` section"), "{err}");
+    }
+
+    #[test]
+    fn a_plugin_built_with_the_kit_of_another_wit_version_is_refused_naming_both() {
+        let wasm = component_with_section("name = \"old\"\nversion = \"1\"\nneeds = []\nwit = \"0.0.9\"\n");
+        let err = Manifest::read(&wasm, Path::new("old.wasm")).expect_err("other wit").to_string();
+        assert!(err.contains("cradle:host@0.0.9") && err.contains(&format!("cradle:host@{WIT_VERSION}")), "{err}");
+        assert!(err.contains("plugin `old`") && err.contains("cradle plugin new"), "{err}");
+        let same = component_with_section(&format!("name = \"new\"\nversion = \"1\"\nwit = \"{WIT_VERSION}\"\n"));
+        assert_eq!(Manifest::read(&same, Path::new("new.wasm")).expect("same wit").wit.as_deref(), Some(WIT_VERSION));
     }
 
     #[test]

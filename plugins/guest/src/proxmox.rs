@@ -8,11 +8,11 @@
 //! - [`clone_once`]: clone, and after an ambiguous failure re-read the
 //!   cluster and its tasks before deciding; never a second VM (invariant 5).
 
+use crate::Result;
 pub use crate::bindings::cradle::host::proxmox::*;
 use crate::config::has_cloudinit_drive;
 use crate::log::{self, Level};
 use crate::types::{VmSpec, VmState};
-use crate::Result;
 
 /// How long one Proxmox task may take before a helper gives up waiting:
 /// 15 minutes (a full clone of a large template on slow storage).
@@ -92,7 +92,11 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
             r.name.as_deref().unwrap_or("an unnamed VM")
         ))),
         None => {
-            log::vm(Level::Warn, vm, &format!("{what}: no trace of the clone in the cluster or its tasks; cloning once more"));
+            log::vm(
+                Level::Warn,
+                vm,
+                &format!("{what}: no trace of the clone in the cluster or its tasks; cloning once more"),
+            );
             match clone_vm(req) {
                 Ok(upid) => wait(&template.node, &upid, what, TASK_TIMEOUT_MS),
                 Err(Error::Transient(second)) => Err(Error::Transient(format!(
