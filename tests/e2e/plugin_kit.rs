@@ -136,7 +136,7 @@ fn a_generated_plugin_asking_for_an_ungranted_capability_is_refused_with_the_doc
     let (out, _) = provision(&project);
     assert!(!out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    // docs/PLUGINS.md and docs/CAPABILITIES.md quote this message.
+    // docs/PLUGINS.md quotes this message (tutorial, step 6).
     assert!(
         err.contains("plugin `mine` imports `cradle:host/proxmox@0.1.0`, which is not granted: add [plugins.mine.grants.proxmox] to cradle.toml"),
         "{}",
@@ -162,6 +162,14 @@ fn the_generated_crates_own_tests_pass_and_run_it_through_cradle() {
     assert!(out.status.success(), "{all}");
     assert!(all.contains("test tests::a_fresh_clone_gets_the_spec_and_keeps_its_mac ... ok"), "{all}");
     assert!(all.contains("test the_plugin_works_through_cradle_on_the_simulated_cluster ... ok"), "{all}");
+    // The generated code is as rustfmt writes it: `cargo fmt` changes nothing.
+    let fmt = Command::new("rustfmt")
+        .args(["--edition", "2024", "--check"])
+        .arg(crate_dir.join("src/lib.rs"))
+        .arg(crate_dir.join("tests/simulator.rs"))
+        .output()
+        .expect("run rustfmt");
+    assert!(fmt.status.success(), "{}", text(&fmt));
 }
 
 #[test]

@@ -33,15 +33,15 @@ fn wit_finalization(f: StoredFinalization) -> Finalization {
 impl CapCtx {
     /// The checkpoint of `vm_name`.
     pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
-        self.guard("read", Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
+        self.guard("read", Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: None }), || {
             Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
         })
     }
 
     /// Write a checkpoint (the host sets `written`).
     pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
-        let vm_name = cp.vm_name.clone();
-        self.guard("write", Call::Checkpoint(CheckpointCall::Vm { vm_name: &vm_name }), || {
+        let (vm_name, vmid) = (cp.vm_name.clone(), Some(cp.vmid));
+        self.guard("write", Call::Checkpoint(CheckpointCall::Vm { vm_name: &vm_name, vmid }), || {
             let stored = StoredFinalization {
                 vm_name: cp.vm_name,
                 vmid: cp.vmid,
@@ -56,7 +56,7 @@ impl CapCtx {
 
     /// Clear the checkpoint of `vm_name`/`vmid`.
     pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
-        self.guard("clear", Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
+        self.guard("clear", Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: Some(vmid) }), || {
             Ok(self.services.checkpoints.clear(vm_name, vmid)?)
         })
     }

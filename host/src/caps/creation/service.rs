@@ -73,7 +73,7 @@ pub(super) fn with_record<T>(
     work: impl FnOnce(&CreationStore) -> Result<T, CreationError>,
 ) -> Result<T, CapError> {
     let store = store(c);
-    c.guard(&format!("creation-{function}"), Call::Checkpoint(CheckpointCall::Vm { vm_name }), || {
+    c.guard(&format!("creation-{function}"), Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: None }), || {
         work(&store).map_err(record_err)
     })
 }

@@ -39,9 +39,15 @@ cradle_guest::export_backend!(Plugin);
 
 /// Everything `create` sets on the clone, given its current config.
 fn settings(vm: &VmSpec, snippets: &Snippets, current: &[Entry]) -> Vec<Entry> {
-    let mut set = vec![entry("cores", vm.cores.to_string()), entry("memory", vm.memory_mib.to_string())];
+    let mut set = vec![
+        entry("cores", vm.cores.to_string()),
+        entry("memory", vm.memory_mib.to_string()),
+    ];
     for nic in &vm.nics {
-        set.push(entry(&nic.slot, config::net_value(config::get(current, &nic.slot), nic)));
+        set.push(entry(
+            &nic.slot,
+            config::net_value(config::get(current, &nic.slot), nic),
+        ));
     }
     let mut cicustom = format!("user={},network={}", snippets.user, snippets.network);
     if let Some(meta) = &snippets.meta {
@@ -60,10 +66,18 @@ fn settings(vm: &VmSpec, snippets: &Snippets, current: &[Entry]) -> Vec<Entry> {
 
 /// The boot disk to grow, when the spec wants it larger than it is.
 fn resize(vm: &VmSpec, current: &[Entry]) -> Result<Option<(String, String)>> {
-    let Some(want) = vm.disk_gib else { return Ok(None) };
-    let disk = config::boot_disk(current)
-        .ok_or_else(|| Error::Invalid(format!("{}: the template has no boot disk to resize", vm.name)))?;
-    let have = config::get(current, &disk).and_then(config::disk_size_gib).unwrap_or(0);
+    let Some(want) = vm.disk_gib else {
+        return Ok(None);
+    };
+    let disk = config::boot_disk(current).ok_or_else(|| {
+        Error::Invalid(format!(
+            "{}: the template has no boot disk to resize",
+            vm.name
+        ))
+    })?;
+    let have = config::get(current, &disk)
+        .and_then(config::disk_size_gib)
+        .unwrap_or(0);
     match u64::from(want) {
         w if w > have => Ok(Some((disk, format!("{want}G")))),
         w if w == have => Ok(None),
@@ -94,16 +108,33 @@ impl Backend for Plugin {
                     action: PlanAction::Create,
                     summary: vec![format!(
                         "clone {} ({}) on {} to {} (vmid {}), {} cores, {} MiB",
-                        vm.template, template.vmid, template.node, vm.name, vm.vmid, vm.cores, vm.memory_mib
+                        vm.template,
+                        template.vmid,
+                        template.node,
+                        vm.name,
+                        vm.vmid,
+                        vm.cores,
+                        vm.memory_mib
                     )],
                     plan_id: None,
                 })
             }
             Some(found) => {
                 let changes = startup_changes(&vm, &proxmox::get_config(&found.node, found.vmid)?);
-                let action = if changes.is_empty() { PlanAction::NoOp } else { PlanAction::Update };
-                let summary = changes.iter().map(|e| format!("set {} = {}", e.key, e.value)).collect();
-                Ok(PlanOutcome { action, summary, plan_id: None })
+                let action = if changes.is_empty() {
+                    PlanAction::NoOp
+                } else {
+                    PlanAction::Update
+                };
+                let summary = changes
+                    .iter()
+                    .map(|e| format!("set {} = {}", e.key, e.value))
+                    .collect();
+                Ok(PlanOutcome {
+                    action,
+                    summary,
+                    plan_id: None,
+                })
             }
         }
     }
@@ -142,10 +173,22 @@ impl Backend for Plugin {
         }
         if let Some((disk, size)) = grow {
             let upid = proxmox::resize_disk(&node, vm.vmid, &disk, &size)?;
-            proxmox::wait(&node, &upid, &format!("resize {disk} of {}", vm.name), TASK_TIMEOUT_MS)?;
+            proxmox::wait(
+                &node,
+                &upid,
+                &format!("resize {disk} of {}", vm.name),
+                TASK_TIMEOUT_MS,
+            )?;
         }
         log::vm(Level::Info, &vm, "cloned and configured");
-        Ok(VmState { name: vm.name, vmid: vm.vmid, node, status, lock: None, has_cloudinit_drive: true })
+        Ok(VmState {
+            name: vm.name,
+            vmid: vm.vmid,
+            node,
+            status,
+            lock: None,
+            has_cloudinit_drive: true,
+        })
     }
 
     fn reconcile(vm: VmSpec, found: VmState) -> Result<Vec<String>> {
@@ -153,19 +196,35 @@ impl Backend for Plugin {
         if !changes.is_empty() {
             proxmox::set_config(&found.node, found.vmid, &changes, &[], None)?;
         }
-        Ok(changes.iter().map(|e| format!("set {} = {}", e.key, e.value)).collect())
+        Ok(changes
+            .iter()
+            .map(|e| format!("set {} = {}", e.key, e.value))
+            .collect())
     }
 
     fn remove(vm: VmSpec) -> Result<()> {
         let Some(found) = proxmox::discover(&vm)? else {
-            return Err(Error::NotFound(format!("{} (vmid {}) does not exist; nothing was removed", vm.name, vm.vmid)));
+            return Err(Error::NotFound(format!(
+                "{} (vmid {}) does not exist; nothing was removed",
+                vm.name, vm.vmid
+            )));
         };
         if found.status == "running" {
             let upid = proxmox::power(&found.node, found.vmid, PowerAction::Stop)?;
-            proxmox::wait(&found.node, &upid, &format!("stop {}", vm.name), TASK_TIMEOUT_MS)?;
+            proxmox::wait(
+                &found.node,
+                &upid,
+                &format!("stop {}", vm.name),
+                TASK_TIMEOUT_MS,
+            )?;
         }
         let upid = proxmox::destroy(&found.node, found.vmid, true)?;
-        proxmox::wait(&found.node, &upid, &format!("destroy {}", vm.name), TASK_TIMEOUT_MS)?;
+        proxmox::wait(
+            &found.node,
+            &upid,
+            &format!("destroy {}", vm.name),
+            TASK_TIMEOUT_MS,
+        )?;
         log::vm(Level::Info, &vm, "destroyed");
         Ok(())
     }
@@ -206,11 +265,24 @@ mod tests {
 
     #[test]
     fn a_fresh_clone_gets_the_spec_and_keeps_its_mac() {
-        let snippets = Snippets { user: "local:snippets/web-0-user.yaml".into(), network: "local:snippets/web-0-network.yaml".into(), meta: None };
-        let clone = vec![entry("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr9"), entry("scsi0", "local-lvm:vm-150-disk-0,size=8G")];
+        let snippets = Snippets {
+            user: "local:snippets/web-0-user.yaml".into(),
+            network: "local:snippets/web-0-network.yaml".into(),
+            meta: None,
+        };
+        let clone = vec![
+            entry("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr9"),
+            entry("scsi0", "local-lvm:vm-150-disk-0,size=8G"),
+        ];
         let set = settings(&spec(), &snippets, &clone);
-        assert_eq!(config::get(&set, "net0"), Some("virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,tag=20"));
+        assert_eq!(
+            config::get(&set, "net0"),
+            Some("virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,tag=20")
+        );
         assert_eq!(config::get(&set, "ide2"), Some("local-lvm:cloudinit"));
-        assert_eq!(resize(&spec(), &clone).expect("resize"), Some(("scsi0".to_string(), "20G".to_string())));
+        assert_eq!(
+            resize(&spec(), &clone).expect("resize"),
+            Some(("scsi0".to_string(), "20G".to_string()))
+        );
     }
 }

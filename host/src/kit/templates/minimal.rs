@@ -43,16 +43,26 @@ impl Backend for Plugin {
     fn check_ownership(_vm: VmSpec, found: Option<VmState>) -> Result<()> {
         match found {
             None => Ok(()),
-            Some(state) => Err(Error::Conflict(format!("{} exists but {{name}} owns nothing", state.name))),
+            Some(state) => Err(Error::Conflict(format!(
+                "{} exists but {{name}} owns nothing",
+                state.name
+            ))),
         }
     }
 
     fn plan(vm: VmSpec) -> Result<PlanOutcome> {
-        Ok(PlanOutcome { action: PlanAction::Create, summary: summary(&vm), plan_id: None })
+        Ok(PlanOutcome {
+            action: PlanAction::Create,
+            summary: summary(&vm),
+            plan_id: None,
+        })
     }
 
     fn create(vm: VmSpec, _snippets: Snippets) -> Result<VmState> {
-        Err(Error::Invalid(format!("{{name}} only plans; it cannot create {}", vm.name)))
+        Err(Error::Invalid(format!(
+            "{{name}} only plans; it cannot create {}",
+            vm.name
+        )))
     }
 
     fn reconcile(_vm: VmSpec, _found: VmState) -> Result<Vec<String>> {
@@ -60,7 +70,10 @@ impl Backend for Plugin {
     }
 
     fn remove(vm: VmSpec) -> Result<()> {
-        Err(Error::Invalid(format!("{{name}} only plans; it cannot remove {}", vm.name)))
+        Err(Error::Invalid(format!(
+            "{{name}} only plans; it cannot remove {}",
+            vm.name
+        )))
     }
 }
 

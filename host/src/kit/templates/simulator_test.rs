@@ -14,7 +14,9 @@ fn the_plugin_works_through_cradle_on_the_simulated_cluster() {
     let out = Command::new(&cradle)
         .args(["plugin", "test", env!("CARGO_MANIFEST_DIR"){{test_args}}])
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {cradle:?} (install cradle or set CRADLE to its path): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run {cradle:?} (install cradle or set CRADLE to its path): {e}")
+        });
     assert!(
         out.status.success(),
         "cradle plugin test failed:\n{}\n{}",
