@@ -3,3 +3,4 @@
 //! panics on any setup failure, naming what went wrong.
 
 pub mod bind;
+pub mod etcd;

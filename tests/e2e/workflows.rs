@@ -105,6 +105,7 @@ fn a_competing_run_fails_at_once_naming_the_holder() {
         started: "2026-11-30T08:00:00Z".into(),
         run_id: "20261130T080000Z-beef".into(),
         pid_start_ticks: None,
+        version: None,
     };
     env.locks().acquire("vm/test-0", &other).expect("foreign holder");
     let report = env.call("take", vec!["vm/test-0".into()], vec![]);

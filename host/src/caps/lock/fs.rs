@@ -26,9 +26,6 @@ const UNKNOWN_HOLDER_GRACE: Duration = Duration::from_secs(60);
 /// before reporting an unknown holder.
 const HOLDER_WRITE_WAIT: Duration = Duration::from_secs(2);
 
-/// Longest accepted key, in bytes (keys are endpoint URL + VM name).
-const MAX_KEY_LEN: usize = 1024;
-
 /// Workflow locks as directories under one owner-only directory.
 #[derive(Debug, Clone)]
 pub struct FsLockStore {
@@ -143,22 +140,9 @@ impl FsLockStore {
     }
 }
 
-fn validate(key: &str) -> Result<(), LockError> {
-    let reason = if key.is_empty() {
-        "it is empty"
-    } else if key.len() > MAX_KEY_LEN {
-        "it is longer than 1024 bytes"
-    } else if key.chars().any(char::is_control) {
-        "it contains control characters"
-    } else {
-        return Ok(());
-    };
-    Err(LockError::InvalidKey { key: key.escape_debug().to_string(), reason })
-}
-
 impl LockStore for FsLockStore {
     fn acquire(&self, key: &str, holder: &Holder) -> Result<Acquired, LockError> {
-        validate(key)?;
+        super::check_key(key)?;
         create_private_dir(&self.dir)?;
         let lock = self.lock_dir(key);
         // A lock released between our failed mkdir and our read shows up as Free;
@@ -182,12 +166,12 @@ impl LockStore for FsLockStore {
                         let _ = std::fs::remove_dir_all(&lock);
                         return Err(e.into());
                     }
-                    return Ok(Acquired { reentrant: false });
+                    return Ok(Acquired { reentrant: false, fence: None });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     match self.state(key, &lock)? {
                         State::Held(h) if h.run_id == holder.run_id => {
-                            return Ok(Acquired { reentrant: true });
+                            return Ok(Acquired { reentrant: true, fence: None });
                         }
                         State::Held(h) => {
                             return Err(LockError::Held { key: key.to_string(), holder: Box::new(h) });
@@ -217,7 +201,7 @@ impl LockStore for FsLockStore {
     }
 
     fn release(&self, key: &str, run_id: &str) -> Result<(), LockError> {
-        validate(key)?;
+        super::check_key(key)?;
         let lock = self.lock_dir(key);
         match self.state(key, &lock)? {
             State::Free => Ok(()),
@@ -230,7 +214,7 @@ impl LockStore for FsLockStore {
     }
 
     fn holder(&self, key: &str) -> Result<Option<Holder>, LockError> {
-        validate(key)?;
+        super::check_key(key)?;
         let lock = self.lock_dir(key);
         match self.state(key, &lock)? {
             State::Free => Ok(None),
@@ -240,7 +224,7 @@ impl LockStore for FsLockStore {
     }
 
     fn remove_stale(&self, key: &str, liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError> {
-        validate(key)?;
+        super::check_key(key)?;
         let lock = self.lock_dir(key);
         let refuse = |reason: String| LockError::NotStale { key: key.to_string(), reason };
         let holder = match self.state(key, &lock)? {

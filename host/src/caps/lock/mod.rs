@@ -18,14 +18,20 @@
 //! - A lock whose holder cannot be read (a crash between taking the lock and
 //!   recording the holder) counts as held by an unknown holder, never as free.
 //!
-//! [`FsLockStore`] (atomic `mkdir`) is the default; the trait leaves room for etcd.
+//! [`FsLockStore`] (atomic `mkdir`) is the default; [`EtcdLockStore`] shares
+//! locks between control nodes (leases, keep-alive, fencing tokens), chosen by
+//! `[coordination]` ([`CoordinationConfig`]).
 
+pub mod coordination;
+mod etcd;
 mod fs;
 mod host;
 pub(crate) mod rhai;
 pub mod scope;
 
 pub use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
+pub use coordination::{CoordinationBackend, CoordinationConfig};
+pub use etcd::EtcdLockStore;
 pub use fs::FsLockStore;
 
 /// The lock key of VM `vm_name` in cluster `cluster_id`.
@@ -59,6 +65,9 @@ pub struct Holder {
     /// reused pid is not mistaken for the holder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid_start_ticks: Option<u64>,
+    /// The holder's cradle version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl Holder {
@@ -71,6 +80,7 @@ impl Holder {
             started: crate::journal::Timestamp::now().to_string(),
             run_id: run_id.to_string(),
             pid_start_ticks: pid_start_ticks(pid),
+            version: Some(env!("CARGO_PKG_VERSION").to_string()),
         }
     }
 }
@@ -87,6 +97,10 @@ pub struct Acquired {
     /// The run already held the lock; the caller must not release it for this
     /// acquisition (the outer one will).
     pub reentrant: bool,
+    /// The lock's fencing token (etcd: the revision that created the key),
+    /// increasing with every new holder; `None` for the file store, whose
+    /// locks cannot be taken over while held.
+    pub fence: Option<i64>,
 }
 
 /// What [`LockStore::remove_stale`] did.
@@ -111,6 +125,30 @@ pub trait LockStore: Send + Sync {
     fn holder(&self, key: &str) -> Result<Option<Holder>, LockError>;
     /// Removes a lock whose holder is gone (the operator's `cradle unlock`).
     fn remove_stale(&self, key: &str, liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError>;
+    /// Fails with [`LockError::Lost`] when `run_id` took `key` in this process
+    /// and may no longer hold it (an etcd lease not renewed in time). No I/O:
+    /// the guard asks before every capability call of a run that holds locks.
+    /// A file lock is never taken over while its holder lives.
+    fn check_held(&self, _key: &str, _run_id: &str) -> Result<(), LockError> {
+        Ok(())
+    }
+}
+
+/// The longest lock key.
+const MAX_KEY_LEN: usize = 1024;
+
+/// A key every store accepts: non-empty, at most 1024 bytes, no control characters.
+pub(crate) fn check_key(key: &str) -> Result<(), LockError> {
+    let reason = if key.is_empty() {
+        "it is empty"
+    } else if key.len() > MAX_KEY_LEN {
+        "it is longer than 1024 bytes"
+    } else if key.chars().any(char::is_control) {
+        "it contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidKey { key: key.escape_debug().to_string(), reason })
 }
 
 /// The VM part of a `<endpoint>|<vm>` key, for the `cradle unlock` hint.
@@ -179,6 +217,38 @@ pub enum LockError {
         key: String,
         /// The holder file.
         path: PathBuf,
+        /// What the parser said.
+        detail: String,
+    },
+    /// The lock may have been taken over: the run must stop before its next side effect.
+    #[error(
+        "lock `{key}` was lost: {detail}; this run stops before its next side effect. Check which \
+         run holds the VM now (`cradle unlock {}` shows it) before running again",
+        unlock_hint(key)
+    )]
+    Lost {
+        /// The key.
+        key: String,
+        /// Why it may be lost.
+        detail: String,
+    },
+    /// The coordination store could not be reached or answered an error.
+    #[error("lock `{key}`: cannot {action} it in etcd at {endpoints}: {detail}")]
+    Etcd {
+        /// The key (empty when connecting).
+        key: String,
+        /// What was being done.
+        action: &'static str,
+        /// The configured endpoints.
+        endpoints: String,
+        /// What the client said.
+        detail: String,
+    },
+    /// The holder stored in etcd cannot be parsed.
+    #[error("lock `{key}`: its holder in etcd is corrupt ({detail}); inspect the key with etcdctl")]
+    CorruptValue {
+        /// The key.
+        key: String,
         /// What the parser said.
         detail: String,
     },

@@ -25,6 +25,7 @@ fn holder(run_id: &str, pid: u32) -> Holder {
         started: "2026-11-30T08:15:00Z".into(),
         run_id: run_id.into(),
         pid_start_ticks: None,
+        version: None,
     }
 }
 
@@ -81,8 +82,8 @@ fn competing_runs_exactly_one_wins_and_every_loser_is_told_who_holds_it() {
 fn same_run_reacquires_and_releases_then_another_run_can_take_it() {
     let (_t, s) = store();
     let h = holder("run-a", 1);
-    assert_eq!(s.acquire(KEY, &h).unwrap(), Acquired { reentrant: false });
-    assert_eq!(s.acquire(KEY, &h).unwrap(), Acquired { reentrant: true });
+    assert_eq!(s.acquire(KEY, &h).unwrap(), Acquired { reentrant: false, fence: None });
+    assert_eq!(s.acquire(KEY, &h).unwrap(), Acquired { reentrant: true, fence: None });
     assert_eq!(s.holder(KEY).unwrap(), Some(h));
     s.release(KEY, "run-a").unwrap();
     assert_eq!(s.holder(KEY).unwrap(), None);

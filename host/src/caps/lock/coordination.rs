@@ -1,0 +1,162 @@
+//! `[coordination]` in cradle.toml: where workflow locks live.
+//!
+//! `backend = "file"` (the default) keeps them in this control node's state
+//! directory; `backend = "etcd"` in an etcd v3 cluster shared by several
+//! control nodes ([`super::etcd::EtcdLockStore`]):
+//!
+//! ```toml
+//! [coordination]
+//! backend = "etcd"
+//! endpoints = ["http://10.0.0.5:2379", "http://10.0.0.6:2379"]
+//! user = "cradle"                       # optional; then password is required
+//! password = { env = "ETCD_PASSWORD" }  # a secret reference, never inline
+//! prefix = "cradle/"                    # every key cradle writes starts with it
+//! lease_ttl_s = 15                      # a crashed holder's lock frees itself after this
+//! ```
+//!
+//! Validation names the key to change: etcd keys without `backend = "etcd"`,
+//! no endpoints, an endpoint that is not `http://` (TLS is not supported
+//! yet: say so rather than send credentials in clear to an `https://` URL
+//! the client cannot verify), a user without a password or the reverse, a
+//! TTL outside 2..=300 s, an empty prefix.
+
+use serde::Deserialize;
+
+use crate::secrets::SecretRef;
+
+/// Which store holds the locks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoordinationBackend {
+    /// This control node's state directory (`FsLockStore`).
+    #[default]
+    File,
+    /// An etcd v3 cluster.
+    Etcd,
+}
+
+/// `[coordination]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinationConfig {
+    /// `file` or `etcd`.
+    #[serde(default)]
+    pub backend: CoordinationBackend,
+    /// etcd client URLs (`http://host:2379`).
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// The etcd user, if etcd has authentication enabled.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The user's password, as a secret reference.
+    #[serde(default)]
+    pub password: Option<SecretRef>,
+    /// The prefix of every key cradle writes (default `cradle/`).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Seconds a lock outlives its holder's last keep-alive (default 15).
+    #[serde(default)]
+    pub lease_ttl_s: Option<u64>,
+}
+
+/// The key prefix when `prefix` is not set.
+pub const DEFAULT_PREFIX: &str = "cradle/";
+/// The lease TTL when `lease_ttl_s` is not set.
+pub const DEFAULT_LEASE_TTL_S: u64 = 15;
+
+impl CoordinationConfig {
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        self.prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
+    }
+
+    /// The lease TTL in seconds.
+    pub fn lease_ttl_s(&self) -> u64 {
+        self.lease_ttl_s.unwrap_or(DEFAULT_LEASE_TTL_S)
+    }
+
+    /// What is wrong, naming the key to change.
+    pub fn validate(&self) -> Result<(), String> {
+        let etcd_keys = !self.endpoints.is_empty()
+            || self.user.is_some()
+            || self.password.is_some()
+            || self.prefix.is_some()
+            || self.lease_ttl_s.is_some();
+        if self.backend == CoordinationBackend::File {
+            if etcd_keys {
+                return Err("coordination: endpoints, user, password, prefix and lease_ttl_s are etcd settings; \
+                            add backend = \"etcd\" or remove them"
+                    .into());
+            }
+            return Ok(());
+        }
+        if self.endpoints.is_empty() {
+            return Err("coordination.endpoints: backend = \"etcd\" needs at least one endpoint, \
+                        e.g. endpoints = [\"http://10.0.0.5:2379\"]"
+                .into());
+        }
+        for e in &self.endpoints {
+            if e.starts_with("https://") {
+                return Err(format!(
+                    "coordination.endpoints: `{e}`: TLS to etcd is not supported yet; reach etcd over a trusted \
+                     network with an http:// endpoint (or a local TLS-terminating proxy)"
+                ));
+            }
+            if !e.starts_with("http://") || e.len() <= "http://".len() {
+                return Err(format!(
+                    "coordination.endpoints: `{e}` must be an http:// URL such as http://10.0.0.5:2379"
+                ));
+            }
+        }
+        match (&self.user, &self.password) {
+            (Some(_), None) => return Err("coordination.password: a user needs a password (a secret reference)".into()),
+            (None, Some(_)) => return Err("coordination.user: a password needs a user".into()),
+            _ => {}
+        }
+        if !(2..=300).contains(&self.lease_ttl_s()) {
+            return Err(format!("coordination.lease_ttl_s = {}: must be 2..=300 seconds", self.lease_ttl_s()));
+        }
+        let prefix = self.prefix();
+        if prefix.is_empty() || prefix.chars().any(char::is_control) {
+            return Err("coordination.prefix: must be non-empty printable text, e.g. \"cradle/\"".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml: &str) -> CoordinationConfig {
+        toml::from_str(toml).expect("parse")
+    }
+
+    #[test]
+    fn the_file_backend_is_the_default_and_refuses_etcd_keys() {
+        let c = parse("");
+        assert_eq!(c.backend, CoordinationBackend::File);
+        assert!(c.validate().is_ok());
+        let err = parse("endpoints = [\"http://127.0.0.1:2379\"]").validate().expect_err("etcd key").to_string();
+        assert!(err.contains("backend = \"etcd\""), "{err}");
+    }
+
+    #[test]
+    fn etcd_settings_are_checked_naming_the_key() {
+        let cases = [
+            ("backend = \"etcd\"", "coordination.endpoints"),
+            ("backend = \"etcd\"\nendpoints = [\"https://e:2379\"]", "TLS to etcd is not supported yet"),
+            ("backend = \"etcd\"\nendpoints = [\"e:2379\"]", "must be an http:// URL"),
+            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"", "coordination.password"),
+            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nlease_ttl_s = 1", "2..=300"),
+            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nprefix = \"\"", "coordination.prefix"),
+        ];
+        for (toml, want) in cases {
+            let err = parse(toml).validate().expect_err(toml);
+            assert!(err.contains(want), "{toml}: {err}");
+        }
+        let ok = parse("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"\npassword = { env = \"P\" }");
+        assert!(ok.validate().is_ok());
+        assert_eq!((ok.prefix(), ok.lease_ttl_s()), ("cradle/", 15));
+    }
+}

@@ -1,0 +1,408 @@
+//! Workflow locks in etcd v3, shared by several control nodes.
+//!
+//! Contract (the [`LockStore`] contract, plus):
+//! - A lock is the key `<prefix>locks/<lock key>`, created in a transaction
+//!   only if absent (`create_revision == 0`), bound to a lease of
+//!   `lease_ttl_s` that the holder keeps alive from a background task; the
+//!   value is the [`Holder`] as JSON (host, pid, cradle version, start, run).
+//! - The key's create revision is the lock's **fencing token**
+//!   ([`Acquired::fence`]): a release deletes the key only if it still has
+//!   that revision, so a holder that lost its lease never deletes the lock a
+//!   new holder took.
+//! - A crashed holder stops renewing: etcd deletes its key when the lease
+//!   expires, so the lock frees itself after the TTL. Dropping the store does
+//!   not release anything (a crash would not either); runs release their locks.
+//! - A holder whose keep-alive has not been confirmed for three quarters of
+//!   the TTL may have lost the lease: [`LockStore::check_held`] then fails with
+//!   [`LockError::Lost`], and the guard refuses the run's next capability call
+//!   before it has any effect. The clock is monotonic and keeps counting while
+//!   the process is stopped (SIGSTOP), so a resumed holder knows.
+//! - `remove_stale` (`cradle unlock`) refuses while the key's lease is alive,
+//!   and removes a key whose lease is gone (never the normal case: etcd
+//!   deletes those itself).
+//!
+//! Every etcd request has a deadline (a third of the TTL, at least 2 s); etcd
+//! unreachable, or a quorum lost, is [`LockError::Etcd`] naming the endpoints,
+//! never a lock taken by guess.
+//!
+//! The store is synchronous like the others: requests run on a runtime of its
+//! own (one worker thread), which also runs the keep-alive tasks.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+
+use super::coordination::CoordinationConfig;
+use super::{Acquired, Holder, LockError, LockStore, Removal};
+use crate::state::process::Liveness;
+
+/// A lock this process holds.
+#[derive(Debug)]
+struct Held {
+    run_id: String,
+    lease: i64,
+    fence: i64,
+    health: Arc<LeaseHealth>,
+}
+
+/// What the keep-alive task knows of one lease.
+#[derive(Debug)]
+struct LeaseHealth {
+    /// Milliseconds after the store's epoch of the last confirmed renewal.
+    confirmed_ms: AtomicU64,
+    /// etcd said the lease is gone (TTL 0).
+    expired: AtomicBool,
+    /// Set by release: the task ends.
+    stop: AtomicBool,
+}
+
+/// Locks in etcd (see the module docs).
+pub struct EtcdLockStore {
+    rt: Option<tokio::runtime::Runtime>,
+    client: Client,
+    prefix: String,
+    ttl: Duration,
+    endpoints: String,
+    epoch: Instant,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+impl std::fmt::Debug for EtcdLockStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdLockStore").field("endpoints", &self.endpoints).field("prefix", &self.prefix).finish()
+    }
+}
+
+impl Drop for EtcdLockStore {
+    fn drop(&mut self) {
+        // Allowed inside an async context, unlike dropping the runtime.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn etcd_error(key: &str, action: &'static str, endpoints: &str, e: impl std::fmt::Display) -> LockError {
+    LockError::Etcd { key: key.to_string(), action, endpoints: endpoints.to_string(), detail: e.to_string() }
+}
+
+impl EtcdLockStore {
+    /// Connect to the etcd of `config` (`backend = "etcd"`, validated).
+    pub fn connect(config: &CoordinationConfig) -> Result<EtcdLockStore, LockError> {
+        let endpoints = config.endpoints.join(", ");
+        let ttl = Duration::from_secs(config.lease_ttl_s());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("cradle-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| etcd_error("", "start the etcd client for", &endpoints, e))?;
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_timeout(request_deadline(ttl))
+            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
+        if let (Some(user), Some(password)) = (&config.user, &config.password) {
+            let secret = password.resolve().map_err(|e| etcd_error("", "read the password of", &endpoints, e))?;
+            options = options.with_user(user.clone(), secret.expose().to_string());
+        }
+        let urls = config.endpoints.clone();
+        let connect = async move { Client::connect(urls, Some(options)).await };
+        let client = run_on(&rt, request_deadline(ttl) + Duration::from_secs(5), connect)
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(|e| etcd_error("", "connect to", &endpoints, e))?;
+        Ok(EtcdLockStore {
+            rt: Some(rt),
+            client,
+            prefix: config.prefix().to_string(),
+            ttl,
+            endpoints,
+            epoch: Instant::now(),
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The etcd key of lock `key`.
+    fn etcd_key(&self, key: &str) -> String {
+        format!("{}locks/{key}", self.prefix)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Run `f` on the store's runtime and wait for it, with the request deadline.
+    fn block<T: Send + 'static>(
+        &self,
+        key: &str,
+        action: &'static str,
+        f: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    ) -> Result<T, LockError> {
+        let rt = self.rt.as_ref().ok_or_else(|| etcd_error(key, action, &self.endpoints, "the client is stopped"))?;
+        run_on(rt, request_deadline(self.ttl), f)
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(|e| etcd_error(key, action, &self.endpoints, e))
+    }
+
+    /// Whether the lease behind `health` may have expired by now.
+    fn may_be_lost(&self, health: &LeaseHealth) -> bool {
+        let quiet = self.now_ms().saturating_sub(health.confirmed_ms.load(Ordering::SeqCst));
+        health.expired.load(Ordering::SeqCst) || Duration::from_millis(quiet) >= self.ttl * 3 / 4
+    }
+
+    /// Keep `lease` alive every third of the TTL until `health.stop`.
+    fn spawn_keep_alive(&self, lease: i64, health: Arc<LeaseHealth>) {
+        let Some(rt) = &self.rt else { return };
+        let mut client = self.client.clone();
+        let (period, epoch) = (self.ttl / 3, self.epoch);
+        rt.spawn(async move {
+            let mut stream = None;
+            while !health.stop.load(Ordering::SeqCst) {
+                tokio::time::sleep(period).await;
+                if health.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                if stream.is_none() {
+                    stream = client.lease_keep_alive(lease).await.ok();
+                }
+                let Some((keeper, answers)) = stream.as_mut() else { continue };
+                let renewed = async {
+                    keeper.keep_alive().await?;
+                    answers.message().await
+                };
+                match tokio::time::timeout(period, renewed).await {
+                    Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
+                        health.confirmed_ms.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
+                    }
+                    Ok(Ok(Some(_))) => {
+                        // TTL 0: etcd has already deleted the lease and its key.
+                        health.expired.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    // A broken stream is opened again at the next round.
+                    _ => stream = None,
+                }
+            }
+        });
+    }
+
+    /// Test hook: stop renewing `key`'s lease, as a stopped or partitioned
+    /// holder would.
+    #[cfg(test)]
+    pub(crate) fn stop_keep_alive(&self, key: &str) {
+        if let Some(h) = self.held.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+            h.health.stop.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The deadline of one etcd request: a third of the TTL, at least 2 s.
+fn request_deadline(ttl: Duration) -> Duration {
+    (ttl / 3).max(Duration::from_secs(2))
+}
+
+/// Run `f` on `rt` and wait up to `deadline` for it, from any thread
+/// (also a blocking thread of another runtime).
+fn run_on<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    deadline: Duration,
+    f: impl Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let _ = tx.send(tokio::time::timeout(deadline, f).await);
+    });
+    match rx.recv() {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(format!("no answer within {} ms (etcd down, or its quorum lost?)", deadline.as_millis())),
+        Err(_) => Err("the etcd client stopped".to_string()),
+    }
+}
+
+fn parse_holder(key: &str, value: &[u8]) -> Result<Holder, LockError> {
+    serde_json::from_slice(value).map_err(|e| LockError::CorruptValue { key: key.to_string(), detail: e.to_string() })
+}
+
+impl LockStore for EtcdLockStore {
+    fn acquire(&self, key: &str, holder: &Holder) -> Result<Acquired, LockError> {
+        super::check_key(key)?;
+        {
+            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(h) = held.get(key)
+                && h.run_id == holder.run_id
+            {
+                return Ok(Acquired { reentrant: true, fence: Some(h.fence) });
+            }
+        }
+        let ekey = self.etcd_key(key);
+        let value =
+            serde_json::to_vec(holder).map_err(|e| etcd_error(key, "encode the holder of", &self.endpoints, e))?;
+        let ttl = self.ttl.as_secs() as i64;
+        let mut client = self.client.clone();
+        let lease = self.block(key, "grant a lease for", async move { client.lease_grant(ttl, None).await })?.id();
+        let mut client = self.client.clone();
+        let txn = Txn::new()
+            .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(ekey.clone(), value, Some(PutOptions::new().with_lease(lease)))])
+            .or_else([TxnOp::get(ekey.clone(), None)]);
+        let answer = self.block(key, "take", async move { client.txn(txn).await });
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                self.revoke(key, lease);
+                return Err(e);
+            }
+        };
+        if !answer.succeeded() {
+            self.revoke(key, lease);
+            let current = answer.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
+                _ => None,
+            });
+            // Deleted between the compare and the get: held a moment ago.
+            let Some(current) = current else {
+                return Err(etcd_error(
+                    key,
+                    "take",
+                    &self.endpoints,
+                    "the lock changed hands during the request; retry",
+                ));
+            };
+            let other = parse_holder(key, &current)?;
+            return Err(LockError::Held { key: key.to_string(), holder: Box::new(other) });
+        }
+        let fence = answer.header().map(|h| h.revision()).unwrap_or_default();
+        let health = Arc::new(LeaseHealth {
+            confirmed_ms: AtomicU64::new(self.now_ms()),
+            expired: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        self.spawn_keep_alive(lease, health.clone());
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), Held { run_id: holder.run_id.clone(), lease, fence, health });
+        Ok(Acquired { reentrant: false, fence: Some(fence) })
+    }
+
+    fn release(&self, key: &str, run_id: &str) -> Result<(), LockError> {
+        super::check_key(key)?;
+        let mine = {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            match held.get(key) {
+                Some(h) if h.run_id == run_id => held.remove(key),
+                _ => None,
+            }
+        };
+        let ekey = self.etcd_key(key);
+        let Some(h) = mine else {
+            // Not ours in this process: free is fine, anyone else's is refused.
+            return match self.holder(key)? {
+                None => Ok(()),
+                Some(other) if other.run_id == run_id => Err(etcd_error(
+                    key,
+                    "release",
+                    &self.endpoints,
+                    "held by this run from another process; it frees itself when that lease ends",
+                )),
+                Some(other) => Err(LockError::NotHolder {
+                    key: key.to_string(),
+                    run_id: run_id.to_string(),
+                    holder: Box::new(other),
+                }),
+            };
+        };
+        h.health.stop.store(true, Ordering::SeqCst);
+        // Delete only the key this acquisition created (its fencing token):
+        // after a lost lease, another holder's key stays.
+        let mut client = self.client.clone();
+        let txn = Txn::new()
+            .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, h.fence)])
+            .and_then([TxnOp::delete(ekey, None)]);
+        let deleted = self.block(key, "release", async move { client.txn(txn).await });
+        self.revoke(key, h.lease);
+        match deleted {
+            Ok(a) if !a.succeeded() => {
+                tracing::warn!(
+                    key,
+                    fence = h.fence,
+                    "the lock's lease had ended and another holder may have it; left it alone"
+                );
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn holder(&self, key: &str) -> Result<Option<Holder>, LockError> {
+        super::check_key(key)?;
+        let ekey = self.etcd_key(key);
+        let mut client = self.client.clone();
+        let answer = self.block(key, "read", async move { client.get(ekey, None).await })?;
+        answer.kvs().first().map(|kv| parse_holder(key, kv.value())).transpose()
+    }
+
+    fn remove_stale(&self, key: &str, _liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError> {
+        super::check_key(key)?;
+        let ekey = self.etcd_key(key);
+        let mut client = self.client.clone();
+        let get_key = ekey.clone();
+        let answer = self.block(key, "read", async move { client.get(get_key, Some(GetOptions::new())).await })?;
+        let Some(kv) = answer.kvs().first() else { return Ok(Removal::NotLocked) };
+        let holder = parse_holder(key, kv.value()).ok();
+        let (lease, revision) = (kv.lease(), kv.mod_revision());
+        if lease != 0 {
+            let mut client = self.client.clone();
+            let left =
+                self.block(key, "read the lease of", async move { client.lease_time_to_live(lease, None).await })?;
+            if left.ttl() > 0 {
+                return Err(LockError::NotStale {
+                    key: key.to_string(),
+                    reason: format!(
+                        "it is held under a live etcd lease ({} s left, renewed by its holder while it runs); \
+                         a crashed holder's lock frees itself within lease_ttl_s",
+                        left.ttl()
+                    ),
+                });
+            }
+        }
+        let mut client = self.client.clone();
+        let txn = Txn::new()
+            .when([Compare::mod_revision(ekey.clone(), CompareOp::Equal, revision)])
+            .and_then([TxnOp::delete(ekey, None)]);
+        let done = self.block(key, "remove", async move { client.txn(txn).await })?;
+        if done.succeeded() { Ok(Removal::Removed { holder }) } else { Ok(Removal::NotLocked) }
+    }
+
+    fn check_held(&self, key: &str, run_id: &str) -> Result<(), LockError> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get(key) {
+            Some(h) if h.run_id == run_id && self.may_be_lost(&h.health) => Err(LockError::Lost {
+                key: key.to_string(),
+                detail: format!(
+                    "its etcd lease (ttl {} s) was not renewed in time; another control node may hold it now",
+                    self.ttl.as_secs()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl EtcdLockStore {
+    /// Give a lease back; a failure only delays the key's deletion to the TTL.
+    fn revoke(&self, key: &str, lease: i64) {
+        let mut client = self.client.clone();
+        if let Err(e) = self.block(key, "revoke the lease of", async move { client.lease_revoke(lease).await }) {
+            tracing::warn!(key, error = %e, "could not revoke an etcd lease; it ends with its TTL");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "etcd_tests.rs"]
+mod tests;

@@ -1,0 +1,151 @@
+//! The etcd lock store against a real etcd on loopback (Debian's etcd-server).
+
+use std::time::{Duration, Instant};
+
+use cradle_testkit::etcd::Etcd;
+
+use super::*;
+use crate::caps::lock::coordination::{CoordinationBackend, CoordinationConfig};
+
+const KEY: &str = "sim://lab|web-0";
+
+fn config(etcd: &Etcd, ttl_s: u64) -> CoordinationConfig {
+    CoordinationConfig {
+        backend: CoordinationBackend::Etcd,
+        endpoints: vec![etcd.url.clone()],
+        lease_ttl_s: Some(ttl_s),
+        ..CoordinationConfig::default()
+    }
+}
+
+fn node(etcd: &Etcd, ttl_s: u64) -> EtcdLockStore {
+    EtcdLockStore::connect(&config(etcd, ttl_s)).expect("connect to etcd")
+}
+
+fn holder(host: &str, run_id: &str) -> Holder {
+    Holder {
+        host: host.into(),
+        pid: 4242,
+        started: "2026-12-03T10:00:00Z".into(),
+        run_id: run_id.into(),
+        pid_start_ticks: None,
+        version: Some("0.1.0".into()),
+    }
+}
+
+/// Poll `f` until it is true or `limit` passes.
+fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn a_lock_is_taken_once_across_two_control_nodes_and_names_its_holder() {
+    let etcd = Etcd::start();
+    let (a, b) = (node(&etcd, 10), node(&etcd, 10));
+    let first = a.acquire(KEY, &holder("control-a", "run-a")).expect("a takes it");
+    assert!(!first.reentrant && first.fence.is_some(), "{first:?}");
+    let err = b.acquire(KEY, &holder("control-b", "run-b")).expect_err("b must not");
+    assert!(
+        matches!(&err, LockError::Held { holder, .. } if holder.host == "control-a" && holder.run_id == "run-a"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("run run-a (host control-a"), "{err}");
+    assert_eq!(
+        b.holder(KEY).expect("read").map(|h| h.version),
+        Some(Some("0.1.0".into())),
+        "the value names the version"
+    );
+    a.release(KEY, "run-a").expect("release");
+    let second = b.acquire(KEY, &holder("control-b", "run-b")).expect("b takes it after the release");
+    assert!(second.fence > first.fence, "fencing tokens grow with every holder: {first:?} then {second:?}");
+    b.release(KEY, "run-b").expect("release");
+    assert_eq!(a.holder(KEY).expect("read"), None);
+}
+
+#[test]
+fn a_run_taking_its_own_lock_again_is_reentrant_and_others_cannot_release_it() {
+    let etcd = Etcd::start();
+    let (a, b) = (node(&etcd, 10), node(&etcd, 10));
+    let first = a.acquire(KEY, &holder("control-a", "run-a")).expect("take");
+    let again = a.acquire(KEY, &holder("control-a", "run-a")).expect("again");
+    assert_eq!(again, Acquired { reentrant: true, fence: first.fence });
+    let err = b.release(KEY, "run-b").expect_err("not the holder");
+    assert!(matches!(err, LockError::NotHolder { .. }), "{err}");
+    b.release("sim://lab|free", "run-b").expect("releasing a free lock is a no-op");
+    a.release(KEY, "run-a").expect("release");
+}
+
+#[test]
+fn a_crashed_holders_lock_frees_itself_after_the_lease_ttl() {
+    let etcd = Etcd::start();
+    let b = node(&etcd, 2);
+    {
+        let a = node(&etcd, 2);
+        a.acquire(KEY, &holder("control-a", "run-a")).expect("take");
+        // The process ends without releasing: no revoke, the keep-alive stops.
+    }
+    assert!(matches!(b.acquire(KEY, &holder("control-b", "run-b")), Err(LockError::Held { .. })), "held until the TTL");
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(10), || b.acquire(KEY, &holder("control-b", "run-b")).is_ok()),
+        "the lock frees itself after the lease TTL"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(500), "not before the lease could end");
+    b.release(KEY, "run-b").expect("release");
+}
+
+#[test]
+fn a_holder_whose_lease_lapsed_is_stopped_and_cannot_free_the_new_holders_lock() {
+    let etcd = Etcd::start();
+    let (a, b) = (node(&etcd, 2), node(&etcd, 2));
+    a.acquire(KEY, &holder("control-a", "run-a")).expect("take");
+    a.check_held(KEY, "run-a").expect("held while renewed");
+    std::thread::sleep(Duration::from_millis(1500));
+    a.check_held(KEY, "run-a").expect("still held: the keep-alive renews it");
+    a.stop_keep_alive(KEY);
+    assert!(
+        eventually(Duration::from_secs(5), || a.check_held(KEY, "run-a").is_err()),
+        "the holder learns of the lapse"
+    );
+    let err = a.check_held(KEY, "run-a").expect_err("lost").to_string();
+    assert!(err.contains("was lost") && err.contains("stops before its next side effect"), "{err}");
+    assert!(
+        eventually(Duration::from_secs(10), || b.acquire(KEY, &holder("control-b", "run-b")).is_ok()),
+        "b takes over"
+    );
+    a.release(KEY, "run-a").expect("the old holder's release is harmless");
+    assert_eq!(b.holder(KEY).expect("read").map(|h| h.run_id), Some("run-b".into()), "the new holder's lock stays");
+    b.release(KEY, "run-b").expect("release");
+}
+
+#[test]
+fn unlock_refuses_a_lock_under_a_live_lease() {
+    let etcd = Etcd::start();
+    let (a, b) = (node(&etcd, 10), node(&etcd, 10));
+    a.acquire(KEY, &holder("control-a", "run-a")).expect("take");
+    let err = b.remove_stale(KEY, &|_| Liveness::Gone).expect_err("live lease").to_string();
+    assert!(err.contains("live etcd lease"), "{err}");
+    assert_eq!(b.remove_stale("sim://lab|free", &|_| Liveness::Gone).expect("free"), Removal::NotLocked);
+    a.release(KEY, "run-a").expect("release");
+}
+
+#[test]
+fn an_unanswering_etcd_is_an_error_naming_the_endpoints_never_a_lock() {
+    let etcd = Etcd::start();
+    let a = node(&etcd, 3);
+    etcd.pause();
+    let started = Instant::now();
+    let err = a.acquire(KEY, &holder("control-a", "run-a")).expect_err("no quorum, no lock");
+    etcd.resume();
+    let text = err.to_string();
+    assert!(matches!(err, LockError::Etcd { .. }) && text.contains(&etcd.url), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the request deadline holds: {:?}", started.elapsed());
+    assert_eq!(a.holder(KEY).expect("read after the resume"), None, "nothing was taken");
+}

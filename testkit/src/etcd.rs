@@ -1,0 +1,140 @@
+//! A throwaway etcd (Debian's `etcd-server`, v3.4) on 127.0.0.1: free client
+//! and peer ports, its data in an owner-only temporary directory, killed when
+//! dropped. [`Etcd::pause`] / [`Etcd::resume`] stop and continue the server
+//! (SIGSTOP/SIGCONT), as a lost quorum looks to a client.
+//!
+//! When `etcd` is missing, [`Etcd::start`] panics saying what to install: the
+//! coordination tests never skip.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running single-member etcd.
+pub struct Etcd {
+    child: Child,
+    /// The client URL (`http://127.0.0.1:PORT`).
+    pub url: String,
+    /// Data and log.
+    pub dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for Etcd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Etcd").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+fn etcd_binary() -> PathBuf {
+    ["/usr/bin/etcd", "/usr/local/bin/etcd"].iter().map(PathBuf::from).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "etcd is not installed: the coordination tests start a real etcd \
+             (Debian package etcd-server: apt-get install -y etcd-server)"
+        )
+    })
+}
+
+impl Etcd {
+    /// Start etcd and wait until it answers on its client port.
+    pub fn start() -> Etcd {
+        let binary = etcd_binary();
+        let mut last = String::new();
+        for _ in 0..3 {
+            let dir = tempfile::Builder::new().prefix("cradle-etcd-").tempdir().expect("tempdir");
+            let (client, peer) = (free_port(), free_port());
+            let url = format!("http://127.0.0.1:{client}");
+            let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
+            let child = Command::new(&binary)
+                .arg("--name=cradle-test")
+                .arg(format!("--data-dir={}", dir.path().join("data").display()))
+                .arg(format!("--listen-client-urls={url}"))
+                .arg(format!("--advertise-client-urls={url}"))
+                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+                .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"))
+                .arg(format!("--initial-cluster=cradle-test=http://127.0.0.1:{peer}"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn etcd");
+            let mut etcd = Etcd { child, url, dir };
+            if etcd.wait_ready(client) {
+                return etcd;
+            }
+            last = std::fs::read_to_string(etcd.dir.path().join("etcd.log")).unwrap_or_default();
+            let _ = etcd.child.kill();
+        }
+        panic!("etcd did not start (three tries); its log:\n{last}");
+    }
+
+    fn wait_ready(&mut self, port: u16) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() && self.healthy() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// `GET /health` answers `"health":"true"`.
+    fn healthy(&self) -> bool {
+        let port = self.url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
+        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else { return false };
+        use std::io::{Read, Write};
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+            return false;
+        }
+        let mut body = String::new();
+        let _ = s.read_to_string(&mut body);
+        body.contains("\"health\":\"true\"")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// Where its data lives.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Stop the server process (SIGSTOP): requests hang, leases are not renewed.
+    pub fn pause(&self) {
+        signal(self.child.id(), "STOP");
+    }
+
+    /// Continue a paused server (SIGCONT).
+    pub fn resume(&self) {
+        signal(self.child.id(), "CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        signal_quiet(self.child.id());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A paused server must be continued before it can be killed cleanly.
+fn signal_quiet(pid: u32) {
+    let _ = Command::new("kill").arg("-CONT").arg(pid.to_string()).status();
+}
