@@ -17,7 +17,7 @@ use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{RunHandle, Services};
 use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
-use crate::caps::lock::{FsLockStore, LockStore};
+use crate::caps::lock::{LockError, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::RunData;
 use crate::caps::ssh::{SshClient, SshSettings};
@@ -162,6 +162,9 @@ pub struct Project {
     /// `cradle provision`, instead of a new client, TLS handshake and
     /// credential file per VM.
     connections: Mutex<BTreeMap<String, crate::cluster::ClusterAccess>>,
+    /// The lock store of `[coordination]`, made (for etcd: connected) by the
+    /// first run that needs it and shared by every run after it.
+    locks: Mutex<Option<Arc<dyn LockStore>>>,
     /// Where every run's step events go (the CLI's live progress display).
     pub progress: ProgressSink,
 }
@@ -240,6 +243,7 @@ impl Project {
             host,
             sims: Default::default(),
             connections: Mutex::default(),
+            locks: Mutex::default(),
             progress: ProgressSink::default(),
         })
     }
@@ -336,6 +340,22 @@ impl Project {
         Ok(WorkflowSet::load_from(&self.workflow_source()?, &opts)?)
     }
 
+    /// The lock store `[coordination]` names: this node's state directory, or
+    /// etcd (connected here, once per project).
+    pub fn locks(&self) -> Result<Arc<dyn LockStore>, ProjectError> {
+        let mut slot = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = &*slot {
+            return Ok(store.clone());
+        }
+        let store =
+            crate::caps::lock::open_store(&self.config.coordination, || self.state.locks()).map_err(|e| match e {
+                LockError::State(e) => ProjectError::from(e),
+                e => ProjectError::Environment(format!("[coordination]: {e}")),
+            })?;
+        *slot = Some(store.clone());
+        Ok(store)
+    }
+
     /// The services of environment `env` (its cluster connection is made here).
     pub fn services(&self, env: &str) -> Result<Services, ProjectError> {
         let (_, environment) = self.config.environment(Some(env))?;
@@ -344,7 +364,7 @@ impl Project {
             ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
         })?;
         let access = self.connection(&environment.cluster, &rt)?;
-        let locks: Arc<dyn LockStore> = Arc::new(FsLockStore::new(self.state.locks()?));
+        let locks = self.locks()?;
         let ssh = SshClient::new(SshSettings {
             known_hosts: self.state.known_hosts(),
             identity: access.identity.clone(),

@@ -20,70 +20,14 @@
 //! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=6), a prefix no
 //! other test uses, where the simulated guests bind port 22.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 
 use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
+use cradle_tests::remote_sim::RemoteSim;
 use serde_json::Value;
-
-/// A simulator in its own process, stopped when dropped.
-struct RemoteSim {
-    child: Child,
-    state: PathBuf,
-    cluster_toml: String,
-}
-
-impl Drop for RemoteSim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl RemoteSim {
-    fn start(dir: &Path, scale: &str) -> RemoteSim {
-        let state = dir.join("pve");
-        let written = dir.join("cluster.toml");
-        let mut child = Command::new(cradle_bin())
-            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale, "--nodes", "pve1,pve2,pve3"])
-            .args(["--node-ssh-port", "0", "--write-config"])
-            .arg(&written)
-            .arg("--state-dir")
-            .arg(&state)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn cradle sim serve");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let ready = lines.by_ref().map_while(Result::ok).any(|l| l.contains("Press Ctrl-C"));
-        assert!(ready, "cradle sim serve did not start");
-        // Keep draining so the simulator never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        let cluster_toml = std::fs::read_to_string(&written).expect("the written cluster config");
-        RemoteSim { child, state, cluster_toml }
-    }
-
-    /// The simulator's persisted VMs (saved on every change).
-    fn vms(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.state.join("state.json")).expect("state.json");
-        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
-        doc["vms"].as_object().map(|m| m.values().cloned().collect()).unwrap_or_default()
-    }
-
-    fn snippet_files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for node in ["pve1", "pve2", "pve3"] {
-            let dir = self.state.join("nodes").join(node).join("var/lib/vz/snippets");
-            if let Ok(rd) = std::fs::read_dir(dir) {
-                out.extend(rd.filter_map(Result::ok).map(|e| format!("{node}:{}", e.file_name().to_string_lossy())));
-            }
-        }
-        out
-    }
-}
 
 /// A project driving the remote simulator, with `hosts` VMs on `subnet`.
 struct Project {

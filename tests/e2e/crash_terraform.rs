@@ -53,96 +53,57 @@
 //! other test uses, where the simulated guests bind port 22.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{Backend, Cluster, LabInventory, ProjectConfig, Wait};
+use cradle_tests::remote_sim::RemoteSim;
 use serde_json::Value;
 
 const VMID_BASE: u32 = 400;
 
-/// A simulator in its own process, stopped when dropped.
-struct RemoteSim {
-    child: Child,
-    state: PathBuf,
-    cluster_toml: String,
+/// The simulator, with the client config verifying its certificate against
+/// its CA (as terraform's providers do) instead of a pinned fingerprint.
+fn start_sim(dir: &Path) -> RemoteSim {
+    let mut sim = RemoteSim::start(dir, "0");
+    let ca = sim.state.join("pve-root-ca.pem");
+    assert!(ca.is_file(), "the simulator keeps its CA at {}", ca.display());
+    let mut replaced = 0;
+    let cluster_toml: String = sim
+        .cluster_toml
+        .lines()
+        .map(|l| {
+            if l.starts_with("fingerprint = ") {
+                replaced += 1;
+                format!("ca_file = \"{}\"", ca.display())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(replaced, 1, "the written config pins one fingerprint:\n{}", sim.cluster_toml);
+    sim.cluster_toml = cluster_toml;
+    sim
 }
 
-impl Drop for RemoteSim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The simulator's guests (templates left out).
+trait Guests {
+    fn guests(&self) -> Vec<Value>;
+    fn named(&self, vm: &str) -> Vec<Value>;
 }
 
-impl RemoteSim {
-    fn start(dir: &Path) -> RemoteSim {
-        let state = dir.join("pve");
-        let written = dir.join("cluster.toml");
-        let mut child = Command::new(cradle_bin())
-            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", "0", "--nodes", "pve1,pve2,pve3"])
-            .args(["--node-ssh-port", "0", "--write-config"])
-            .arg(&written)
-            .arg("--state-dir")
-            .arg(&state)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn cradle sim serve");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let ready = lines.by_ref().map_while(Result::ok).any(|l| l.contains("Press Ctrl-C"));
-        assert!(ready, "cradle sim serve did not start");
-        // Keep draining so the simulator never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        let written = std::fs::read_to_string(&written).expect("the written cluster config");
-        // Terraform's providers verify against a CA, not a pinned fingerprint.
-        let ca = state.join("pve-root-ca.pem");
-        assert!(ca.is_file(), "the simulator keeps its CA at {}", ca.display());
-        let mut replaced = 0;
-        let cluster_toml: String = written
-            .lines()
-            .map(|l| {
-                if l.starts_with("fingerprint = ") {
-                    replaced += 1;
-                    format!("ca_file = \"{}\"", ca.display())
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert_eq!(replaced, 1, "the written config pins one fingerprint:\n{written}");
-        RemoteSim { child, state, cluster_toml }
-    }
-
-    /// The simulator's persisted VMs (saved on every change), templates left out.
+impl Guests for RemoteSim {
     fn guests(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.state.join("state.json")).expect("state.json");
-        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
-        doc["vms"]
-            .as_object()
-            .map(|m| m.values().filter(|v| v["config"]["template"] != "1").cloned().collect())
-            .unwrap_or_default()
+        self.vms().into_iter().filter(|v| v["config"]["template"] != "1").collect()
     }
 
     fn named(&self, vm: &str) -> Vec<Value> {
         self.guests().into_iter().filter(|v| v["config"]["name"] == vm).collect()
-    }
-
-    fn snippet_files(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for node in ["pve1", "pve2", "pve3"] {
-            let dir = self.state.join("nodes").join(node).join("var/lib/vz/snippets");
-            if let Ok(rd) = std::fs::read_dir(dir) {
-                out.extend(rd.filter_map(Result::ok).map(|e| format!("{node}:{}", e.file_name().to_string_lossy())));
-            }
-        }
-        out
     }
 }
 
@@ -223,7 +184,7 @@ fn real_terraform() -> PathBuf {
 impl Project {
     fn new(subnet: u8, hosts: usize, flavour: &'static str) -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sim = RemoteSim::start(dir.path());
+        let sim = start_sim(dir.path());
         let cli_config = cradle_tests::terraform_cli_config(dir.path());
         let project = Project { dir, sim, flavour };
         let wrapper = project.write_wrapper();

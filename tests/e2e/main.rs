@@ -7,6 +7,7 @@
 mod builtin;
 mod cli;
 mod completions;
+mod coordination;
 mod crash;
 mod crash_terraform;
 mod hardening;

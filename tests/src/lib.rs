@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 pub mod bind;
 pub mod fixture;
+pub mod remote_sim;
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {

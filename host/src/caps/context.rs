@@ -190,7 +190,10 @@ impl CapCtx {
                 tracing::warn!(caller = %self.caller, capability = %cap, function, scope = %denied.scope, "capability call denied");
                 Err(CapError::from(denied))
             }
-            Ok(()) => work(),
+            Ok(()) => match self.lost_lock(&call) {
+                Some(lost) => Err(lost),
+                None => work(),
+            },
         };
         if result.is_ok() {
             crate::workflow::crashpoint::at(crate::workflow::crashpoint::Edge::Call, self.vm.as_deref(), function);
@@ -209,6 +212,17 @@ impl CapCtx {
         // the journal budget over; the next call is then refused.
         self.journal_call(cap.name(), function, outcome, started.elapsed());
         result
+    }
+
+    /// A lock of this run that may have been taken over (an etcd lease not
+    /// renewed in time): the call must not happen. Lock calls themselves are
+    /// not side effects on a VM and go on (a release may still tidy up).
+    fn lost_lock(&self, call: &Call<'_>) -> Option<CapError> {
+        if matches!(call, Call::Lock(_)) {
+            return None;
+        }
+        let held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
+        held.keys().find_map(|key| self.services.locks.check_held(key, &self.run.run_id).err()).map(CapError::from)
     }
 
     /// Journal one capability call, charging the plugin call's journal budget.

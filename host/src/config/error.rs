@@ -64,6 +64,9 @@ pub enum ConfigProblem {
     /// A `[terraform]` value.
     #[error("terraform.{0}")]
     Terraform(TerraformConfigError),
+    /// `[coordination]` is inconsistent.
+    #[error("{0}")]
+    Coordination(String),
     /// A `[clusters.NAME]` value.
     #[error("clusters.{name}: {problem}")]
     ClusterValue { name: String, problem: ClusterProblem },

@@ -19,6 +19,7 @@ use crate::builtin::BuiltinPlugin;
 use crate::caps::Grants;
 pub use crate::caps::dns::DnsProviderConfig;
 pub use crate::caps::http::{EndpointAuth, EndpointConfig};
+pub use crate::caps::lock::{CoordinationBackend, CoordinationConfig};
 pub use crate::caps::terraform::{Flavour, TerraformConfig};
 use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
@@ -64,6 +65,9 @@ pub struct Config {
     /// The terraform binary and provider (`[terraform]`).
     #[serde(default)]
     pub terraform: TerraformConfig,
+    /// Where workflow locks live (`[coordination]`: this node's state dir, or etcd).
+    #[serde(default)]
+    pub coordination: CoordinationConfig,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -502,6 +506,7 @@ impl Config {
             }
         }
         self.terraform.validate().map_err(ConfigProblem::Terraform)?;
+        self.coordination.validate().map_err(ConfigProblem::Coordination)?;
         for (name, dns) in &self.dns {
             dns.validate().map_err(|problem| ConfigProblem::DnsProvider { name: name.clone(), problem })?;
         }

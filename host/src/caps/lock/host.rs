@@ -82,7 +82,14 @@ impl CapCtx {
     /// Take `key` for this run.
     pub fn lock_acquire(&self, key: &str) -> Result<Holder, CapError> {
         self.guard("acquire", Call::Lock(LockCall { key, op: LockOp::Acquire }), || {
-            self.services.locks.acquire(key, &self.run.holder)?;
+            let acquired = self.services.locks.acquire(key, &self.run.holder)?;
+            if let (Some(fence), false, Some(journal)) = (acquired.fence, acquired.reentrant, &self.run.journal) {
+                // The fencing token, so the journal shows which holder this run was.
+                let fields = vec![("key".to_string(), key.to_string()), ("fence".to_string(), fence.to_string())];
+                if let Err(e) = journal.log(self.vm.as_deref(), crate::journal::LogLevel::Info, "lock taken", fields) {
+                    tracing::error!(error = %e, "could not journal a lock's fencing token");
+                }
+            }
             let mut held = self.run.held_locks.lock().unwrap_or_else(|e| e.into_inner());
             *held.entry(key.to_string()).or_default().entry(self.lock_caller()).or_insert(0) += 1;
             Ok(wit_holder(self.run.holder.clone()))

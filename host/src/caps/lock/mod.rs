@@ -116,7 +116,7 @@ pub enum Removal {
 }
 
 /// A store of workflow locks.
-pub trait LockStore: Send + Sync {
+pub trait LockStore: Send + Sync + std::fmt::Debug {
     /// Takes `key` for `holder.run_id`, or fails at once if another run holds it.
     fn acquire(&self, key: &str, holder: &Holder) -> Result<Acquired, LockError>;
     /// Releases `key` if `run_id` holds it; a free lock is Ok, another holder is refused.
@@ -132,6 +132,18 @@ pub trait LockStore: Send + Sync {
     fn check_held(&self, _key: &str, _run_id: &str) -> Result<(), LockError> {
         Ok(())
     }
+}
+
+/// The store `[coordination]` names: the file store in `locks_dir` (made
+/// only then), or etcd, connected now.
+pub fn open_store(
+    config: &CoordinationConfig,
+    locks_dir: impl FnOnce() -> Result<PathBuf, StateError>,
+) -> Result<std::sync::Arc<dyn LockStore>, LockError> {
+    Ok(match config.backend {
+        CoordinationBackend::File => std::sync::Arc::new(FsLockStore::new(locks_dir()?)),
+        CoordinationBackend::Etcd => std::sync::Arc::new(EtcdLockStore::connect(config)?),
+    })
 }
 
 /// The longest lock key.

@@ -1,0 +1,77 @@
+//! The simulator in its own process (`cradle sim serve --write-config`), for
+//! tests where "Proxmox" must outlive a `cradle` process (kill -9) or be
+//! shared by several of them (two control nodes). Stopped when dropped.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::cradle_bin;
+
+/// A running `cradle sim serve` with nodes pve1..pve3.
+pub struct RemoteSim {
+    child: Child,
+    /// Its state directory (`state.json`, the nodes' files, its CA).
+    pub state: PathBuf,
+    /// The `[clusters.sim]` and `[ssh]` sections it wrote for a client.
+    pub cluster_toml: String,
+}
+
+impl std::fmt::Debug for RemoteSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSim").field("state", &self.state).finish_non_exhaustive()
+    }
+}
+
+impl Drop for RemoteSim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl RemoteSim {
+    /// Start it under `dir` (`dir/pve`, `dir/cluster.toml`) at time scale `scale`.
+    pub fn start(dir: &Path, scale: &str) -> RemoteSim {
+        let state = dir.join("pve");
+        let written = dir.join("cluster.toml");
+        let mut child = Command::new(cradle_bin())
+            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale, "--nodes", "pve1,pve2,pve3"])
+            .args(["--node-ssh-port", "0", "--write-config"])
+            .arg(&written)
+            .arg("--state-dir")
+            .arg(&state)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cradle sim serve");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let ready = lines.by_ref().map_while(Result::ok).any(|l| l.contains("Press Ctrl-C"));
+        assert!(ready, "cradle sim serve did not start");
+        // Keep draining so the simulator never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        let cluster_toml = std::fs::read_to_string(&written).expect("the written cluster config");
+        RemoteSim { child, state, cluster_toml }
+    }
+
+    /// The simulator's persisted VMs (saved on every change), templates included.
+    pub fn vms(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.state.join("state.json")).expect("state.json");
+        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
+        doc["vms"].as_object().map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Every snippet on the nodes, as `node:file`.
+    pub fn snippet_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for node in ["pve1", "pve2", "pve3"] {
+            let dir = self.state.join("nodes").join(node).join("var/lib/vz/snippets");
+            if let Ok(rd) = std::fs::read_dir(dir) {
+                out.extend(rd.filter_map(Result::ok).map(|e| format!("{node}:{}", e.file_name().to_string_lossy())));
+            }
+        }
+        out
+    }
+}
