@@ -15,9 +15,12 @@ use rhai::Dynamic;
 
 use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{RunHandle, Services};
+use crate::caps::coordination::CoordinationBackend;
+use crate::caps::coordination::etcd::EtcdConn;
+use crate::caps::coordination::records::{Sealer, SharedRecords};
 use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
-use crate::caps::lock::{LockError, LockStore};
+use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::RunData;
 use crate::caps::ssh::{SshClient, SshSettings};
@@ -165,6 +168,8 @@ pub struct Project {
     /// The lock store of `[coordination]`, made (for etcd: connected) by the
     /// first run that needs it and shared by every run after it.
     locks: Mutex<Option<Arc<dyn LockStore>>>,
+    /// The etcd connection and sealing key of `[coordination]`, made once.
+    shared: Mutex<Option<SharedRecords>>,
     /// Where every run's step events go (the CLI's live progress display).
     pub progress: ProgressSink,
 }
@@ -244,6 +249,7 @@ impl Project {
             sims: Default::default(),
             connections: Mutex::default(),
             locks: Mutex::default(),
+            shared: Mutex::default(),
             progress: ProgressSink::default(),
         })
     }
@@ -347,13 +353,33 @@ impl Project {
         if let Some(store) = &*slot {
             return Ok(store.clone());
         }
-        let store =
-            crate::caps::lock::open_store(&self.config.coordination, || self.state.locks()).map_err(|e| match e {
-                LockError::State(e) => ProjectError::from(e),
-                e => ProjectError::Environment(format!("[coordination]: {e}")),
-            })?;
+        let store: Arc<dyn LockStore> = match self.shared_records()? {
+            Some(shared) => Arc::new(EtcdLockStore::new(shared.conn)),
+            None => Arc::new(FsLockStore::new(self.state.locks()?)),
+        };
         *slot = Some(store.clone());
         Ok(store)
+    }
+
+    /// With `[coordination] backend = "etcd"`: the connection and the sealing
+    /// key of the shared records (checkpoints, creation records), made once
+    /// per project and shared with the lock store. `None` for the file backend.
+    pub fn shared_records(&self) -> Result<Option<SharedRecords>, ProjectError> {
+        let config = &self.config.coordination;
+        if config.backend != CoordinationBackend::Etcd {
+            return Ok(None);
+        }
+        let mut slot = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = &*slot {
+            return Ok(Some(shared.clone()));
+        }
+        let env = |e: String| ProjectError::Environment(format!("[coordination]: {e}"));
+        let key = config.records_key.as_ref().ok_or_else(|| env("records_key is required with etcd".into()))?;
+        let sealer = Arc::new(Sealer::from_ref(key).map_err(|e| env(e.to_string()))?);
+        let conn = Arc::new(EtcdConn::connect(config).map_err(|e| env(e.to_string()))?);
+        let shared = SharedRecords { conn, sealer };
+        *slot = Some(shared.clone());
+        Ok(Some(shared))
     }
 
     /// The services of environment `env` (its cluster connection is made here).
@@ -396,7 +422,7 @@ impl Project {
         let terraform = Some(Arc::new(self.terraform(&environment.cluster, access.terraform)));
         Ok(Services {
             locks,
-            checkpoints: CheckpointStore::new(self.state.checkpoints()?),
+            checkpoints: CheckpointStore::new(self.state.checkpoints()?).shared(self.shared_records()?),
             proxmox: Some(Arc::new(access.proxmox)),
             http: Endpoints::new(&self.config.endpoints),
             ssh: Some(Arc::new(ssh)),

@@ -3,7 +3,10 @@
 //! directory, as two machines would run cradle: exactly one of them works on
 //! a VM at a time, the other is told who holds it; a holder stopped past its
 //! lease (SIGSTOP) loses the VM to the other node and, once continued, is
-//! refused before its next side effect, so the VM is made exactly once.
+//! refused before its next side effect, so the VM is made exactly once; a
+//! holder killed mid-run leaves its checkpoint and creation record in etcd,
+//! so the other node finishes the VM exactly once after the lease, with the
+//! same guest host key; etcd never holds that key in clear.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,22 +18,33 @@ use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
 use cradle_tests::remote_sim::RemoteSim;
 use serde_json::Value;
 
+/// The records key, a canary: it must never show up in output or journals.
+const RECORDS_KEY: &str = "CANARY-records-key-5f1d0c9a7b3e4d2f8a6c1b0e9d8c7b6a";
+
 /// One control node: its own project directory and state, the shared cluster and etcd.
 struct ControlNode {
     dir: PathBuf,
 }
 
 impl ControlNode {
-    fn new(root: &Path, name: &str, sim: &RemoteSim, etcd: &Etcd, ttl_s: u64) -> ControlNode {
+    /// `subnet`: the guest's addresses (`127.37.<subnet>.x`), one per test, as
+    /// the tests run side by side.
+    fn new(root: &Path, name: &str, sim: &RemoteSim, etcd: &Etcd, ttl_s: u64, subnet: u8) -> ControlNode {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).expect("node dir");
+        let key_file = root.join("records.key");
+        if !key_file.exists() {
+            cradle_testkit::bind::write_secret(&key_file, RECORDS_KEY);
+        }
         ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))
             .append(&format!(
-                "[coordination]\nbackend = \"etcd\"\nendpoints = [\"{}\"]\nlease_ttl_s = {ttl_s}\nprefix = \"test/\"\n",
-                etcd.url
+                "[coordination]\nbackend = \"etcd\"\nendpoints = [\"{}\"]\nlease_ttl_s = {ttl_s}\nprefix = \"test/\"\n\
+                 records_key = {{ file = \"{}\" }}\n",
+                etcd.url,
+                key_file.display()
             ))
             .write(&dir);
-        LabInventory::new("127.37", 1)
+        LabInventory::new("127.37", subnet)
             .count(1)
             .vmid_base(Some(500))
             .nameservers(None)
@@ -49,6 +63,11 @@ impl ControlNode {
 
     fn provision(&self) -> Output {
         self.command().output().expect("run cradle")
+    }
+
+    /// Provision with `CRADLE_CRASH_AT=at`: killed with SIGKILL there.
+    fn provision_killed_at(&self, at: &str) -> Output {
+        self.command().env("CRADLE_CRASH_AT", at).output().expect("run cradle")
     }
 
     fn spawn_provision(&self) -> Child {
@@ -110,8 +129,8 @@ fn two_control_nodes_on_one_vm_exactly_one_proceeds_and_the_other_names_the_hold
     let root = tempfile::tempdir().expect("tmp");
     let sim = RemoteSim::start(root.path(), "0");
     let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 30),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 30),
+        ControlNode::new(root.path(), "node-a", &sim, &etcd, 30, 1),
+        ControlNode::new(root.path(), "node-b", &sim, &etcd, 30, 1),
     );
     let first = a.spawn_provision();
     a.wait_for_lock();
@@ -134,8 +153,8 @@ fn a_holder_stopped_past_its_lease_is_refused_before_its_next_side_effect_and_th
     let root = tempfile::tempdir().expect("tmp");
     let sim = RemoteSim::start(root.path(), "0");
     let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 2),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 2),
+        ControlNode::new(root.path(), "node-a", &sim, &etcd, 2, 2),
+        ControlNode::new(root.path(), "node-b", &sim, &etcd, 2, 2),
     );
     let first = a.spawn_provision();
     a.wait_for_lock();
@@ -151,4 +170,78 @@ fn a_holder_stopped_past_its_lease_is_refused_before_its_next_side_effect_and_th
     assert!(error.contains("was lost") && error.contains("stops before its next side effect"), "{text}");
     assert_eq!(vms_named(&sim, "vm-0"), 1, "exactly one VM");
     assert!(a.journal().contains("was lost"), "node a's journal records the refused call");
+}
+
+/// Every key and value under the test prefix in etcd, as text.
+fn etcd_dump(etcd: &Etcd) -> String {
+    let config = cradle::caps::coordination::CoordinationConfig {
+        backend: cradle::caps::coordination::CoordinationBackend::Etcd,
+        endpoints: vec![etcd.url.clone()],
+        ..Default::default()
+    };
+    let conn = cradle::caps::coordination::etcd::EtcdConn::connect(&config).expect("connect");
+    conn.list("test/", "dump")
+        .expect("list")
+        .into_iter()
+        .map(|(k, v)| format!("{k} = {}\n", String::from_utf8_lossy(&v)))
+        .collect()
+}
+
+/// Node a is killed at `at`; node b is refused while a's lease lives, then
+/// takes over and ends with `want`: one VM, nothing left in etcd, the key
+/// never in clear and the records key nowhere.
+fn killed_holder_then_other_node(at: &str, want: &str, seen_in_etcd: &str, subnet: u8) {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().expect("tmp");
+    let sim = RemoteSim::start(root.path(), "0");
+    let (a, b) = (
+        ControlNode::new(root.path(), "node-a", &sim, &etcd, 3, subnet),
+        ControlNode::new(root.path(), "node-b", &sim, &etcd, 3, subnet),
+    );
+    let killed = a.provision_killed_at(at);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(9), "{}", report(&killed).1);
+    let shared = etcd_dump(&etcd);
+    assert!(shared.contains(seen_in_etcd), "node a left {seen_in_etcd} in etcd:\n{shared}");
+    assert!(!shared.contains("PRIVATE KEY") && !shared.contains(RECORDS_KEY), "nothing secret in clear:\n{shared}");
+    let (doc, text) = report(&b.provision());
+    assert!(!ok(&doc), "the dead holder's lease still lives: {text}");
+    std::thread::sleep(Duration::from_millis(3500));
+    let (doc, text) = report(&b.provision());
+    assert_eq!(
+        result(&doc),
+        want,
+        "node b finishes the VM from the shared records: {text}\nA known_hosts: {}\nB known_hosts: {}\nB journal: {}",
+        std::fs::read_to_string(a.dir.join("state/known_hosts")).unwrap_or_default(),
+        std::fs::read_to_string(b.dir.join("state/known_hosts")).unwrap_or_default(),
+        b.journal()
+    );
+    assert_eq!(vms_named(&sim, "vm-0"), 1, "exactly one VM");
+    let vm = sim.vms().into_iter().find(|v| v["config"]["name"] == "vm-0").expect("vm-0");
+    assert!(vm["config"].get("ide2").is_none_or(|d| !d.to_string().contains("cloudinit")), "finalized: {vm}");
+    let left = etcd_dump(&etcd);
+    assert!(!left.contains("checkpoints/") && !left.contains("creation/") && !left.contains("locks/"), "{left}");
+    let (doc, text) = report(&a.provision());
+    assert_eq!(result(&doc), "skipped", "node a's rerun finds it complete: {text}");
+    for node in [&a, &b] {
+        assert!(!node.journal().contains(RECORDS_KEY), "the records key is not journaled");
+    }
+}
+
+#[test]
+fn a_holder_killed_during_finalization_leaves_it_to_the_other_node_which_finishes_it_once() {
+    killed_holder_then_other_node("before:reboot@vm-0", "finalized", "test/checkpoints/vm-0", 3);
+}
+
+#[test]
+fn a_creation_killed_on_one_node_is_resumed_on_the_other_with_the_same_guest_host_key() {
+    // The guest boots with the key node a sealed into the record; node b
+    // re-renders the same snippets and pins the same key, or SSH would refuse.
+    killed_holder_then_other_node("after:create@vm-0", "created", "\"host_key_sealed\"", 4);
+}
+
+#[test]
+fn a_holder_killed_after_its_snippets_went_leaves_the_guest_key_in_the_shared_checkpoint() {
+    // The creation record went with the snippets; the checkpoint still
+    // carries the guest's public key, which node b pins before connecting.
+    killed_holder_then_other_node("before:checkpoint-clear@vm-0", "finalized", "\"host_key\":\"ssh-ed25519 ", 5);
 }

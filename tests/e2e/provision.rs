@@ -521,6 +521,8 @@ fn a_checkpoint_for_another_vmid_blocks_for_review() {
             node: "pve2".into(),
             stage: "reboot".into(),
             written: String::new(),
+            fence: None,
+            host_key: None,
         })
         .expect("write checkpoint");
     let s = lab.open(&Sim::instant());

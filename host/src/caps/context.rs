@@ -214,6 +214,13 @@ impl CapCtx {
         result
     }
 
+    /// The fencing token of `vm_name`'s lock when this run holds it (and the
+    /// lock store has tokens): shared records of the VM are written under it.
+    pub fn vm_fence(&self, vm_name: &str) -> Option<crate::caps::coordination::etcd::Fence> {
+        let key = crate::caps::lock::lock_key(&self.services.cluster_id, vm_name);
+        self.services.locks.fence(&key, &self.run.run_id)
+    }
+
     /// A lock of this run that may have been taken over (an etcd lease not
     /// renewed in time): the call must not happen. Lock calls themselves are
     /// not side effects on a VM and go on (a release may still tidy up).

@@ -29,6 +29,7 @@
 pub mod budget;
 pub mod checkpoint;
 pub mod context;
+pub mod coordination;
 pub mod creation;
 pub mod dns;
 pub mod http;

@@ -146,6 +146,8 @@ fn a_checkpoint_for_another_vmid_says_blocked_in_check_and_blocks_provision() {
             node: "pve2".into(),
             stage: "drive-removal".into(),
             written: String::new(),
+            fence: None,
+            host_key: None,
         })
         .expect("write checkpoint");
     // vm-0 exists with the inventory's VMID, so a check that ignored the

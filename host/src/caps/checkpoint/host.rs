@@ -19,6 +19,10 @@ impl From<CheckpointError> for CapError {
     fn from(e: CheckpointError) -> CapError {
         let kind = match &e {
             CheckpointError::Mismatch { .. } => ErrorKind::Conflict,
+            // A fenced write refused: another run holds the VM now.
+            CheckpointError::Shared { source: crate::caps::coordination::etcd::EtcdFailure::Fenced { .. }, .. } => {
+                ErrorKind::Conflict
+            }
             CheckpointError::InvalidName { .. } => ErrorKind::Invalid,
             _ => ErrorKind::Failed,
         };
@@ -31,25 +35,19 @@ fn wit_finalization(f: StoredFinalization) -> Finalization {
 }
 
 impl CapCtx {
-    /// The checkpoint of `vm_name`.
-    pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<Finalization>, CapError> {
+    /// The checkpoint of `vm_name`, as stored (workflows see `host_key` too).
+    pub fn checkpoint_read(&self, vm_name: &str) -> Result<Option<StoredFinalization>, CapError> {
         self.guard("read", Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: None }), || {
-            Ok(self.services.checkpoints.read(vm_name)?.map(wit_finalization))
+            Ok(self.services.checkpoints.read(vm_name)?)
         })
     }
 
-    /// Write a checkpoint (the host sets `written`).
-    pub fn checkpoint_write(&self, cp: Finalization) -> Result<(), CapError> {
+    /// Write a checkpoint under the fencing token of the VM's lock (the store
+    /// sets `written` and `fence`).
+    pub fn checkpoint_write(&self, cp: StoredFinalization) -> Result<(), CapError> {
         let (vm_name, vmid) = (cp.vm_name.clone(), Some(cp.vmid));
         self.guard("write", Call::Checkpoint(CheckpointCall::Vm { vm_name: &vm_name, vmid }), || {
-            let stored = StoredFinalization {
-                vm_name: cp.vm_name,
-                vmid: cp.vmid,
-                node: cp.node,
-                stage: cp.stage,
-                written: String::new(),
-            };
-            self.services.checkpoints.write(&stored)?;
+            self.services.checkpoints.under(self.vm_fence(&vm_name)).write(&cp)?;
             Ok(())
         })
     }
@@ -57,17 +55,26 @@ impl CapCtx {
     /// Clear the checkpoint of `vm_name`/`vmid`.
     pub fn checkpoint_clear(&self, vm_name: &str, vmid: u32) -> Result<(), CapError> {
         self.guard("clear", Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: Some(vmid) }), || {
-            Ok(self.services.checkpoints.clear(vm_name, vmid)?)
+            Ok(self.services.checkpoints.under(self.vm_fence(vm_name)).clear(vm_name, vmid)?)
         })
     }
 }
 
 impl checkpoint::Host for CapCtx {
     fn read(&mut self, vm_name: String) -> Result<Option<Finalization>, WitError> {
-        self.checkpoint_read(&vm_name).map_err(Into::into)
+        Ok(self.checkpoint_read(&vm_name)?.map(wit_finalization))
     }
     fn write(&mut self, cp: Finalization) -> Result<(), WitError> {
-        self.checkpoint_write(cp).map_err(Into::into)
+        let stored = StoredFinalization {
+            vm_name: cp.vm_name,
+            vmid: cp.vmid,
+            node: cp.node,
+            stage: cp.stage,
+            written: String::new(),
+            fence: None,
+            host_key: None,
+        };
+        self.checkpoint_write(stored).map_err(Into::into)
     }
     fn clear(&mut self, vm_name: String, vmid: u32) -> Result<(), WitError> {
         self.checkpoint_clear(&vm_name, vmid).map_err(Into::into)

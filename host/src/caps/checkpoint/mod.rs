@@ -24,7 +24,12 @@ pub mod scope;
 
 use serde::{Deserialize, Serialize};
 
+use crate::caps::coordination::etcd::{EtcdFailure, Fence};
+use crate::caps::coordination::records::SharedRecords;
 use crate::state::{StateError, create_private_dir, sync_dir, write_private_file_atomic};
+
+/// The shared records' kind (`<prefix>checkpoints/<vm>`).
+const KIND: &str = "checkpoints";
 
 /// A pending finalization (the WIT `checkpoint.finalization` record).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +44,14 @@ pub struct Finalization {
     pub stage: String,
     /// When it was written (RFC 3339); set by [`CheckpointStore::write`].
     pub written: String,
+    /// The fencing token of the VM's lock it was written under (shared
+    /// records only); set by [`CheckpointStore::write`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<i64>,
+    /// The guest's public host key, so a rerun on another control node can
+    /// pin it before it connects (workflows write it; not part of the WIT record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_key: Option<String>,
 }
 
 /// Why a checkpoint operation failed.
@@ -97,6 +110,23 @@ pub enum CheckpointError {
     /// Writing or removing failed.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The shared store (etcd) failed or refused the write.
+    #[error("checkpoint of `{vm_name}`: {source}")]
+    Shared {
+        /// The VM name.
+        vm_name: String,
+        /// What failed.
+        source: EtcdFailure,
+    },
+    /// A shared checkpoint written without the VM's lock.
+    #[error(
+        "checkpoint of `{vm_name}`: shared checkpoints are written only by the run that holds the VM's lock \
+         (its fencing token goes with every write), and this run does not hold it"
+    )]
+    Unfenced {
+        /// The VM name.
+        vm_name: String,
+    },
     /// Removing the file failed.
     #[error("cannot remove checkpoint {}: {source}", path.display())]
     Remove {
@@ -108,16 +138,57 @@ pub enum CheckpointError {
     },
 }
 
-/// Checkpoints in one owner-only directory (normally `StateDir::checkpoints`).
+/// Checkpoints in one owner-only directory (normally `StateDir::checkpoints`),
+/// or, with `[coordination] backend = "etcd"`, in etcd
+/// ([`SharedRecords`]), written under the fencing token of the VM's lock.
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
     dir: PathBuf,
+    shared: Option<SharedRecords>,
+    fence: Option<Fence>,
 }
 
 impl CheckpointStore {
     /// A store in `dir`; the directory is created 0700 on the first write.
     pub fn new(dir: PathBuf) -> CheckpointStore {
-        CheckpointStore { dir }
+        CheckpointStore { dir, shared: None, fence: None }
+    }
+
+    /// The same store with its records in etcd (`None`: in `dir`).
+    pub fn shared(self, shared: Option<SharedRecords>) -> CheckpointStore {
+        CheckpointStore { shared, ..self }
+    }
+
+    /// This store for a run holding the VM's lock under `fence`.
+    pub fn under(&self, fence: Option<Fence>) -> CheckpointStore {
+        CheckpointStore { fence, ..self.clone() }
+    }
+
+    /// The shared records, when the checkpoints are in etcd.
+    pub fn shared_records(&self) -> Option<&SharedRecords> {
+        self.shared.as_ref()
+    }
+
+    /// The fencing token this store writes under.
+    pub fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
+    fn shared_err(vm_name: &str) -> impl FnOnce(EtcdFailure) -> CheckpointError + '_ {
+        move |source| CheckpointError::Shared { vm_name: vm_name.to_string(), source }
+    }
+
+    /// Parse a checkpoint of `vm_name` read from `origin`.
+    fn parse(vm_name: &str, bytes: &[u8], origin: PathBuf) -> Result<Finalization, CheckpointError> {
+        let cp: Finalization = serde_json::from_slice(bytes)
+            .map_err(|e| CheckpointError::Corrupt { path: origin.clone(), detail: e.to_string() })?;
+        if cp.vm_name != vm_name {
+            return Err(CheckpointError::Corrupt {
+                path: origin,
+                detail: format!("it records the VM name `{}`", cp.vm_name),
+            });
+        }
+        Ok(cp)
     }
 
     /// The file of `vm_name`'s checkpoint (after validating the name).
@@ -129,25 +200,35 @@ impl CheckpointStore {
     /// The checkpoint of `vm_name`, or `None` if it has none.
     pub fn read(&self, vm_name: &str) -> Result<Option<Finalization>, CheckpointError> {
         let path = self.path(vm_name)?;
+        if let Some(shared) = &self.shared {
+            let key = shared.key(KIND, vm_name);
+            let found = shared.conn.get(&key, "read a checkpoint").map_err(Self::shared_err(vm_name))?;
+            return found.map(|b| Self::parse(vm_name, &b, PathBuf::from(format!("etcd:{key}")))).transpose();
+        }
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(CheckpointError::Unreadable { path, source }),
         };
-        let cp: Finalization = serde_json::from_slice(&bytes)
-            .map_err(|e| CheckpointError::Corrupt { path: path.clone(), detail: e.to_string() })?;
-        if cp.vm_name != vm_name {
-            return Err(CheckpointError::Corrupt { path, detail: format!("it records the VM name `{}`", cp.vm_name) });
-        }
-        Ok(Some(cp))
+        Self::parse(vm_name, &bytes, path).map(Some)
     }
 
     /// Writes (or replaces) the checkpoint durably with `written` set to now, and
     /// returns what was stored.
     pub fn write(&self, cp: &Finalization) -> Result<Finalization, CheckpointError> {
         let path = self.path(&cp.vm_name)?;
+        let written = crate::journal::Timestamp::now().to_string();
+        if let Some(shared) = &self.shared {
+            let fence = self.fence.as_ref().ok_or_else(|| CheckpointError::Unfenced { vm_name: cp.vm_name.clone() })?;
+            let stored = Finalization { written, fence: Some(fence.revision), ..cp.clone() };
+            let json = serde_json::to_vec(&stored)
+                .map_err(|e| CheckpointError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+            let key = shared.key(KIND, &cp.vm_name);
+            shared.conn.fenced(&key, Some(json), fence, "write a checkpoint").map_err(Self::shared_err(&cp.vm_name))?;
+            return Ok(stored);
+        }
         create_private_dir(&self.dir)?;
-        let stored = Finalization { written: crate::journal::Timestamp::now().to_string(), ..cp.clone() };
+        let stored = Finalization { written, fence: None, ..cp.clone() };
         let json = serde_json::to_vec_pretty(&stored)
             .map_err(|e| CheckpointError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         write_private_file_atomic(&path, &json)?;
@@ -167,6 +248,12 @@ impl CheckpointStore {
                 requested: vmid,
                 path,
             });
+        }
+        if let Some(shared) = &self.shared {
+            let fence =
+                self.fence.as_ref().ok_or_else(|| CheckpointError::Unfenced { vm_name: vm_name.to_string() })?;
+            let key = shared.key(KIND, vm_name);
+            return shared.conn.fenced(&key, None, fence, "clear a checkpoint").map_err(Self::shared_err(vm_name));
         }
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -213,6 +300,8 @@ mod tests {
             node: "pve1".into(),
             stage: "drive-removal".into(),
             written: String::new(),
+            fence: None,
+            host_key: None,
         }
     }
 

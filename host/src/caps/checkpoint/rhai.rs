@@ -6,9 +6,9 @@
 use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
+use super::Finalization;
 use crate::caps::script::{Res, caps, int_arg, throw};
 use crate::contract::CapError;
-use crate::contract::bindings::cradle::host::checkpoint::Finalization;
 
 fn field<'a>(map: &'a Map, key: &str) -> Res<&'a Dynamic> {
     map.get(key).ok_or_else(|| throw(CapError::invalid(format!("checkpoint::write: missing field `{key}`"))))
@@ -40,6 +40,13 @@ pub fn module() -> Module {
             node: string_field(&cp, "node")?,
             stage: string_field(&cp, "stage")?,
             written: String::new(),
+            fence: None,
+            // Optional: the guest's host key, for a rerun on another control node.
+            host_key: match cp.get("host_key") {
+                None => None,
+                Some(v) if v.is_unit() => None,
+                Some(_) => Some(string_field(&cp, "host_key")?),
+            },
         };
         caps(&ctx)?.checkpoint_write(fin).map_err(throw)
     });

@@ -52,6 +52,8 @@ pub mod snippets;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{CheckpointError, validate_name};
+use super::coordination::etcd::{EtcdFailure, Fence};
+use super::coordination::records::{SealError, SharedRecords};
 use crate::secrets::Secret;
 use crate::state::{StateError, create_private_dir, sync_dir, write_private_file_atomic};
 
@@ -129,24 +131,109 @@ pub enum CreationError {
     /// Writing, syncing or removing failed.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The shared store (etcd) failed or refused the write.
+    #[error("creation record of `{vm_name}`: {source}")]
+    Shared {
+        /// The VM name.
+        vm_name: String,
+        /// What failed.
+        source: EtcdFailure,
+    },
+    /// A shared record's sealed key does not open.
+    #[error("creation record of `{vm_name}` in etcd: {source}")]
+    Sealed {
+        /// The VM name.
+        vm_name: String,
+        /// Why.
+        source: SealError,
+    },
+    /// A shared record written without the VM's lock.
+    #[error(
+        "creation record of `{vm_name}`: shared records are written only by the run that holds the VM's lock, \
+         and this run does not hold it"
+    )]
+    Unfenced {
+        /// The VM name.
+        vm_name: String,
+    },
 }
 
-/// Creation records in one owner-only directory.
+/// A creation record as etcd holds it: the private key sealed.
+#[derive(Serialize, Deserialize)]
+struct SharedCreation {
+    vm_name: String,
+    vmid: u32,
+    node: String,
+    host_key_public: String,
+    /// The private key sealed with `records_key`, bound to `vm_name|vmid`.
+    host_key_sealed: String,
+    written: String,
+    /// The fencing token of the VM's lock it was written under.
+    fence: i64,
+}
+
+/// What a sealed key is bound to.
+fn seal_context(vm_name: &str, vmid: u32) -> String {
+    format!("{vm_name}|{vmid}")
+}
+
+/// The shared records' kind (`<prefix>creation/<vm>`).
+const KIND: &str = "creation";
+
+/// Creation records in one owner-only directory, or, with `[coordination]
+/// backend = "etcd"`, in etcd with the private key sealed, written under the
+/// fencing token of the VM's lock.
 #[derive(Debug, Clone)]
 pub struct CreationStore {
     dir: PathBuf,
+    shared: Option<SharedRecords>,
+    fence: Option<Fence>,
 }
 
 impl CreationStore {
     /// A store in `dir`, created 0700 on the first write.
     pub fn new(dir: PathBuf) -> CreationStore {
-        CreationStore { dir }
+        CreationStore { dir, shared: None, fence: None }
     }
 
-    /// The store that lives with `checkpoints` (`<checkpoints>/creating/`):
-    /// both decide together what a rerun does, so they share a state dir.
+    /// The store that lives with `checkpoints` (`<checkpoints>/creating/`, or
+    /// the same etcd, under the same fencing token): both decide together
+    /// what a rerun does, so they are kept together.
     pub fn for_checkpoints(checkpoints: &super::checkpoint::CheckpointStore) -> CreationStore {
-        CreationStore::new(checkpoints.dir().join("creating"))
+        CreationStore {
+            dir: checkpoints.dir().join("creating"),
+            shared: checkpoints.shared_records().cloned(),
+            fence: checkpoints.fence().cloned(),
+        }
+    }
+
+    fn shared_err(vm_name: &str) -> impl FnOnce(EtcdFailure) -> CreationError + '_ {
+        move |source| CreationError::Shared { vm_name: vm_name.to_string(), source }
+    }
+
+    /// Parse (and open) a shared record of `vm_name`.
+    fn open_shared(shared: &SharedRecords, vm_name: &str, bytes: &[u8]) -> Result<Creation, CreationError> {
+        let origin = PathBuf::from(format!("etcd:{}", shared.key(KIND, vm_name)));
+        let rec: SharedCreation = serde_json::from_slice(bytes)
+            .map_err(|e| CreationError::Corrupt { path: origin.clone(), detail: e.to_string() })?;
+        if rec.vm_name != vm_name {
+            return Err(CreationError::Corrupt {
+                path: origin,
+                detail: format!("it records the VM name `{}`", rec.vm_name),
+            });
+        }
+        let private = shared
+            .sealer
+            .open(&rec.host_key_sealed, &seal_context(&rec.vm_name, rec.vmid))
+            .map_err(|source| CreationError::Sealed { vm_name: vm_name.to_string(), source })?;
+        Ok(Creation {
+            vm_name: rec.vm_name,
+            vmid: rec.vmid,
+            node: rec.node,
+            host_key_public: rec.host_key_public,
+            host_key_private: private.expose().to_string(),
+            written: rec.written,
+        })
     }
 
     fn path(&self, vm_name: &str) -> Result<PathBuf, CreationError> {
@@ -157,6 +244,13 @@ impl CreationStore {
     /// The record of `vm_name`, or `None` when it has none.
     pub fn read(&self, vm_name: &str) -> Result<Option<Creation>, CreationError> {
         let path = self.path(vm_name)?;
+        if let Some(shared) = &self.shared {
+            let found = shared
+                .conn
+                .get(&shared.key(KIND, vm_name), "read a creation record")
+                .map_err(Self::shared_err(vm_name))?;
+            return found.map(|b| Self::open_shared(shared, vm_name, &b)).transpose();
+        }
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -202,8 +296,32 @@ impl CreationStore {
             return Ok(existing);
         }
         let path = self.path(&fresh.vm_name)?;
-        create_private_dir(&self.dir)?;
         let stored = Creation { written: crate::journal::Timestamp::now().to_string(), ..fresh };
+        if let Some(shared) = &self.shared {
+            let vm_name = stored.vm_name.clone();
+            let fence = self.fence.as_ref().ok_or_else(|| CreationError::Unfenced { vm_name: vm_name.clone() })?;
+            let sealed = shared
+                .sealer
+                .seal(&stored.host_key_private, &seal_context(&stored.vm_name, stored.vmid))
+                .map_err(|source| CreationError::Sealed { vm_name: vm_name.clone(), source })?;
+            let rec = SharedCreation {
+                vm_name: stored.vm_name.clone(),
+                vmid: stored.vmid,
+                node: stored.node.clone(),
+                host_key_public: stored.host_key_public.clone(),
+                host_key_sealed: sealed,
+                written: stored.written.clone(),
+                fence: fence.revision,
+            };
+            let json = serde_json::to_vec(&rec)
+                .map_err(|e| CreationError::Corrupt { path: path.clone(), detail: e.to_string() })?;
+            shared
+                .conn
+                .fenced(&shared.key(KIND, &vm_name), Some(json), fence, "write a creation record")
+                .map_err(Self::shared_err(&vm_name))?;
+            return Ok(stored);
+        }
+        create_private_dir(&self.dir)?;
         let json = serde_json::to_vec_pretty(&stored)
             .map_err(|e| CreationError::Corrupt { path: path.clone(), detail: e.to_string() })?;
         write_private_file_atomic(&path, &json)?;
@@ -214,6 +332,13 @@ impl CreationStore {
     /// is not a valid record is an error, never skipped: skipping it could
     /// hand its VMID to another VM.
     pub fn list(&self) -> Result<Vec<Creation>, CreationError> {
+        if self.shared.is_some() {
+            let mut out = Vec::new();
+            for name in self.shared_names()? {
+                out.extend(self.read(&name)?);
+            }
+            return Ok(out);
+        }
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -235,11 +360,44 @@ impl CreationStore {
     /// would make a finished VM look half-created.
     pub fn clear(&self, vm_name: &str) -> Result<(), CreationError> {
         let path = self.path(vm_name)?;
+        if let Some(shared) = &self.shared {
+            let fence = self.fence.as_ref().ok_or_else(|| CreationError::Unfenced { vm_name: vm_name.to_string() })?;
+            return shared
+                .conn
+                .fenced(&shared.key(KIND, vm_name), None, fence, "clear a creation record")
+                .map_err(Self::shared_err(vm_name));
+        }
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(sync_dir(&self.dir)?),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StateError::io("remove creation record", &path, e).into()),
         }
+    }
+
+    /// The VMIDs every record reserves (of every control node, when shared),
+    /// sorted by VM name. A record that cannot be parsed is an error.
+    pub fn reserved_vmids(&self) -> Result<Vec<u32>, CreationError> {
+        let Some(shared) = &self.shared else {
+            return Ok(self.list()?.into_iter().map(|r| r.vmid).collect());
+        };
+        // Only the VMIDs: the sealed keys are not opened for this.
+        let all = shared.conn.list(&shared.prefix(KIND), "list the creation records").map_err(Self::shared_err(""))?;
+        let mut out = Vec::new();
+        for (key, bytes) in all {
+            let rec: SharedCreation = serde_json::from_slice(&bytes).map_err(|e| CreationError::Corrupt {
+                path: PathBuf::from(format!("etcd:{key}")),
+                detail: e.to_string(),
+            })?;
+            out.push(rec.vmid);
+        }
+        Ok(out)
+    }
+
+    fn shared_names(&self) -> Result<Vec<String>, CreationError> {
+        let Some(shared) = &self.shared else { return Ok(Vec::new()) };
+        let prefix = shared.prefix(KIND);
+        let all = shared.conn.list(&prefix, "list the creation records").map_err(Self::shared_err(""))?;
+        Ok(all.into_iter().filter_map(|(k, _)| k.strip_prefix(&prefix).map(str::to_string)).collect())
     }
 
     /// The directory holding the records.

@@ -31,6 +31,7 @@ use super::{Creation, CreationError, CreationStore};
 use crate::caps::Call;
 use crate::caps::checkpoint::scope::CheckpointCall;
 use crate::caps::context::CapCtx;
+use crate::caps::coordination::etcd::EtcdFailure;
 use crate::contract::bindings::cradle::host::proxmox;
 use crate::contract::{CapError, ErrorKind};
 
@@ -53,13 +54,19 @@ impl From<Creation> for CreationView {
     }
 }
 
-/// The record store of the run (it lives with the checkpoints).
-fn store(c: &CapCtx) -> CreationStore {
-    CreationStore::for_checkpoints(&c.services.checkpoints)
+/// The record store of the run (it lives with the checkpoints), writing
+/// under the fencing token of `vm_name`'s lock when the run holds it.
+fn store(c: &CapCtx, vm_name: Option<&str>) -> CreationStore {
+    CreationStore::for_checkpoints(&c.services.checkpoints.under(vm_name.and_then(|vm| c.vm_fence(vm))))
 }
 
 fn record_err(e: CreationError) -> CapError {
-    let kind = if matches!(e, CreationError::Mismatch { .. }) { ErrorKind::Conflict } else { ErrorKind::Failed };
+    let kind = match e {
+        CreationError::Mismatch { .. } | CreationError::Shared { source: EtcdFailure::Fenced { .. }, .. } => {
+            ErrorKind::Conflict
+        }
+        _ => ErrorKind::Failed,
+    };
     CapError::new(kind, e.to_string())
 }
 
@@ -72,7 +79,7 @@ pub(super) fn with_record<T>(
     vm_name: &str,
     work: impl FnOnce(&CreationStore) -> Result<T, CreationError>,
 ) -> Result<T, CapError> {
-    let store = store(c);
+    let store = store(c, Some(vm_name));
     c.guard(&format!("creation-{function}"), Call::Checkpoint(CheckpointCall::Vm { vm_name, vmid: None }), || {
         work(&store).map_err(record_err)
     })
@@ -134,8 +141,8 @@ pub fn release(c: &mut CapCtx, vm_name: &str) -> Result<(), CapError> {
 /// The VMIDs every creation record on this control node reserves, sorted by
 /// VM name (`creation-reservations`).
 pub fn reserved_vmids(c: &CapCtx) -> Result<Vec<u32>, CapError> {
-    let store = store(c);
+    let store = store(c, None);
     c.guard("creation-reservations", Call::Checkpoint(CheckpointCall::Reservations), || {
-        store.list().map(|r| r.into_iter().map(|r| r.vmid).collect()).map_err(record_err)
+        store.reserved_vmids().map_err(record_err)
     })
 }

@@ -25,8 +25,8 @@
 //! unreachable, or a quorum lost, is [`LockError::Etcd`] naming the endpoints,
 //! never a lock taken by guess.
 //!
-//! The store is synchronous like the others: requests run on a runtime of its
-//! own (one worker thread), which also runs the keep-alive tasks.
+//! The store is synchronous like the others: requests and keep-alive tasks
+//! run on the runtime of the shared [`EtcdConn`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -34,10 +34,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 
-use super::coordination::CoordinationConfig;
 use super::{Acquired, Holder, LockError, LockStore, Removal};
+use crate::caps::coordination::CoordinationConfig;
+use crate::caps::coordination::etcd::{EtcdConn, Fence};
 use crate::state::process::Liveness;
 
 /// A lock this process holds.
@@ -61,104 +62,58 @@ struct LeaseHealth {
 }
 
 /// Locks in etcd (see the module docs).
+#[derive(Debug)]
 pub struct EtcdLockStore {
-    rt: Option<tokio::runtime::Runtime>,
-    client: Client,
-    prefix: String,
-    ttl: Duration,
-    endpoints: String,
+    conn: Arc<EtcdConn>,
     epoch: Instant,
     held: Mutex<HashMap<String, Held>>,
 }
 
-impl std::fmt::Debug for EtcdLockStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdLockStore").field("endpoints", &self.endpoints).field("prefix", &self.prefix).finish()
-    }
-}
-
-impl Drop for EtcdLockStore {
-    fn drop(&mut self) {
-        // Allowed inside an async context, unlike dropping the runtime.
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-fn etcd_error(key: &str, action: &'static str, endpoints: &str, e: impl std::fmt::Display) -> LockError {
-    LockError::Etcd { key: key.to_string(), action, endpoints: endpoints.to_string(), detail: e.to_string() }
+fn etcd_error(key: &str, e: crate::caps::coordination::etcd::EtcdFailure) -> LockError {
+    LockError::Etcd { key: key.to_string(), source: e }
 }
 
 impl EtcdLockStore {
-    /// Connect to the etcd of `config` (`backend = "etcd"`, validated).
+    /// Locks over `conn`.
+    pub fn new(conn: Arc<EtcdConn>) -> EtcdLockStore {
+        EtcdLockStore { conn, epoch: Instant::now(), held: Mutex::new(HashMap::new()) }
+    }
+
+    /// Connect to the etcd of `config` (`backend = "etcd"`, validated) for locks only.
     pub fn connect(config: &CoordinationConfig) -> Result<EtcdLockStore, LockError> {
-        let endpoints = config.endpoints.join(", ");
-        let ttl = Duration::from_secs(config.lease_ttl_s());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("cradle-etcd")
-            .enable_all()
-            .build()
-            .map_err(|e| etcd_error("", "start the etcd client for", &endpoints, e))?;
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(request_deadline(ttl))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
-        if let (Some(user), Some(password)) = (&config.user, &config.password) {
-            let secret = password.resolve().map_err(|e| etcd_error("", "read the password of", &endpoints, e))?;
-            options = options.with_user(user.clone(), secret.expose().to_string());
-        }
-        let urls = config.endpoints.clone();
-        let connect = async move { Client::connect(urls, Some(options)).await };
-        let client = run_on(&rt, request_deadline(ttl) + Duration::from_secs(5), connect)
-            .and_then(|r| r.map_err(|e| e.to_string()))
-            .map_err(|e| etcd_error("", "connect to", &endpoints, e))?;
-        Ok(EtcdLockStore {
-            rt: Some(rt),
-            client,
-            prefix: config.prefix().to_string(),
-            ttl,
-            endpoints,
-            epoch: Instant::now(),
-            held: Mutex::new(HashMap::new()),
-        })
+        Ok(EtcdLockStore::new(Arc::new(EtcdConn::connect(config).map_err(|e| etcd_error("", e))?)))
     }
 
     /// The etcd key of lock `key`.
     fn etcd_key(&self, key: &str) -> String {
-        format!("{}locks/{key}", self.prefix)
+        format!("{}locks/{key}", self.conn.prefix)
     }
 
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Run `f` on the store's runtime and wait for it, with the request deadline.
+    /// Run `f` on the connection and wait for it, with the request deadline.
     fn block<T: Send + 'static>(
         &self,
         key: &str,
         action: &'static str,
         f: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
     ) -> Result<T, LockError> {
-        let rt = self.rt.as_ref().ok_or_else(|| etcd_error(key, action, &self.endpoints, "the client is stopped"))?;
-        run_on(rt, request_deadline(self.ttl), f)
-            .and_then(|r| r.map_err(|e| e.to_string()))
-            .map_err(|e| etcd_error(key, action, &self.endpoints, e))
+        self.conn.block(&format!("{action} lock `{key}`"), f).map_err(|e| etcd_error(key, e))
     }
 
     /// Whether the lease behind `health` may have expired by now.
     fn may_be_lost(&self, health: &LeaseHealth) -> bool {
         let quiet = self.now_ms().saturating_sub(health.confirmed_ms.load(Ordering::SeqCst));
-        health.expired.load(Ordering::SeqCst) || Duration::from_millis(quiet) >= self.ttl * 3 / 4
+        health.expired.load(Ordering::SeqCst) || Duration::from_millis(quiet) >= self.conn.ttl * 3 / 4
     }
 
     /// Keep `lease` alive every third of the TTL until `health.stop`.
     fn spawn_keep_alive(&self, lease: i64, health: Arc<LeaseHealth>) {
-        let Some(rt) = &self.rt else { return };
-        let mut client = self.client.clone();
-        let (period, epoch) = (self.ttl / 3, self.epoch);
-        rt.spawn(async move {
+        let mut client = self.conn.client();
+        let (period, epoch) = (self.conn.ttl / 3, self.epoch);
+        self.conn.spawn(async move {
             let mut stream = None;
             while !health.stop.load(Ordering::SeqCst) {
                 tokio::time::sleep(period).await;
@@ -199,29 +154,6 @@ impl EtcdLockStore {
     }
 }
 
-/// The deadline of one etcd request: a third of the TTL, at least 2 s.
-fn request_deadline(ttl: Duration) -> Duration {
-    (ttl / 3).max(Duration::from_secs(2))
-}
-
-/// Run `f` on `rt` and wait up to `deadline` for it, from any thread
-/// (also a blocking thread of another runtime).
-fn run_on<T: Send + 'static>(
-    rt: &tokio::runtime::Runtime,
-    deadline: Duration,
-    f: impl Future<Output = T> + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    rt.spawn(async move {
-        let _ = tx.send(tokio::time::timeout(deadline, f).await);
-    });
-    match rx.recv() {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(format!("no answer within {} ms (etcd down, or its quorum lost?)", deadline.as_millis())),
-        Err(_) => Err("the etcd client stopped".to_string()),
-    }
-}
-
 fn parse_holder(key: &str, value: &[u8]) -> Result<Holder, LockError> {
     serde_json::from_slice(value).map_err(|e| LockError::CorruptValue { key: key.to_string(), detail: e.to_string() })
 }
@@ -238,12 +170,12 @@ impl LockStore for EtcdLockStore {
             }
         }
         let ekey = self.etcd_key(key);
-        let value =
-            serde_json::to_vec(holder).map_err(|e| etcd_error(key, "encode the holder of", &self.endpoints, e))?;
-        let ttl = self.ttl.as_secs() as i64;
-        let mut client = self.client.clone();
+        let value = serde_json::to_vec(holder)
+            .map_err(|e| LockError::CorruptValue { key: key.to_string(), detail: e.to_string() })?;
+        let ttl = self.conn.ttl.as_secs() as i64;
+        let mut client = self.conn.client();
         let lease = self.block(key, "grant a lease for", async move { client.lease_grant(ttl, None).await })?.id();
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         let txn = Txn::new()
             .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(ekey.clone(), value, Some(PutOptions::new().with_lease(lease)))])
@@ -264,12 +196,10 @@ impl LockStore for EtcdLockStore {
             });
             // Deleted between the compare and the get: held a moment ago.
             let Some(current) = current else {
-                return Err(etcd_error(
-                    key,
-                    "take",
-                    &self.endpoints,
-                    "the lock changed hands during the request; retry",
-                ));
+                return Err(LockError::Lost {
+                    key: key.to_string(),
+                    detail: "it changed hands while it was being taken; run again".into(),
+                });
             };
             let other = parse_holder(key, &current)?;
             return Err(LockError::Held { key: key.to_string(), holder: Box::new(other) });
@@ -302,12 +232,11 @@ impl LockStore for EtcdLockStore {
             // Not ours in this process: free is fine, anyone else's is refused.
             return match self.holder(key)? {
                 None => Ok(()),
-                Some(other) if other.run_id == run_id => Err(etcd_error(
-                    key,
-                    "release",
-                    &self.endpoints,
-                    "held by this run from another process; it frees itself when that lease ends",
-                )),
+                Some(other) if other.run_id == run_id => Err(LockError::NotHolder {
+                    key: key.to_string(),
+                    run_id: format!("{run_id} (in this process)"),
+                    holder: Box::new(other),
+                }),
                 Some(other) => Err(LockError::NotHolder {
                     key: key.to_string(),
                     run_id: run_id.to_string(),
@@ -318,7 +247,7 @@ impl LockStore for EtcdLockStore {
         h.health.stop.store(true, Ordering::SeqCst);
         // Delete only the key this acquisition created (its fencing token):
         // after a lost lease, another holder's key stays.
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         let txn = Txn::new()
             .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, h.fence)])
             .and_then([TxnOp::delete(ekey, None)]);
@@ -341,7 +270,7 @@ impl LockStore for EtcdLockStore {
     fn holder(&self, key: &str) -> Result<Option<Holder>, LockError> {
         super::check_key(key)?;
         let ekey = self.etcd_key(key);
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         let answer = self.block(key, "read", async move { client.get(ekey, None).await })?;
         answer.kvs().first().map(|kv| parse_holder(key, kv.value())).transpose()
     }
@@ -349,14 +278,14 @@ impl LockStore for EtcdLockStore {
     fn remove_stale(&self, key: &str, _liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError> {
         super::check_key(key)?;
         let ekey = self.etcd_key(key);
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         let get_key = ekey.clone();
         let answer = self.block(key, "read", async move { client.get(get_key, Some(GetOptions::new())).await })?;
         let Some(kv) = answer.kvs().first() else { return Ok(Removal::NotLocked) };
         let holder = parse_holder(key, kv.value()).ok();
         let (lease, revision) = (kv.lease(), kv.mod_revision());
         if lease != 0 {
-            let mut client = self.client.clone();
+            let mut client = self.conn.client();
             let left =
                 self.block(key, "read the lease of", async move { client.lease_time_to_live(lease, None).await })?;
             if left.ttl() > 0 {
@@ -370,12 +299,17 @@ impl LockStore for EtcdLockStore {
                 });
             }
         }
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         let txn = Txn::new()
             .when([Compare::mod_revision(ekey.clone(), CompareOp::Equal, revision)])
             .and_then([TxnOp::delete(ekey, None)]);
         let done = self.block(key, "remove", async move { client.txn(txn).await })?;
         if done.succeeded() { Ok(Removal::Removed { holder }) } else { Ok(Removal::NotLocked) }
+    }
+
+    fn fence(&self, key: &str, run_id: &str) -> Option<Fence> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(key).filter(|h| h.run_id == run_id).map(|h| Fence { lock_key: self.etcd_key(key), revision: h.fence })
     }
 
     fn check_held(&self, key: &str, run_id: &str) -> Result<(), LockError> {
@@ -385,7 +319,7 @@ impl LockStore for EtcdLockStore {
                 key: key.to_string(),
                 detail: format!(
                     "its etcd lease (ttl {} s) was not renewed in time; another control node may hold it now",
-                    self.ttl.as_secs()
+                    self.conn.ttl.as_secs()
                 ),
             }),
             _ => Ok(()),
@@ -396,7 +330,7 @@ impl LockStore for EtcdLockStore {
 impl EtcdLockStore {
     /// Give a lease back; a failure only delays the key's deletion to the TTL.
     fn revoke(&self, key: &str, lease: i64) {
-        let mut client = self.client.clone();
+        let mut client = self.conn.client();
         if let Err(e) = self.block(key, "revoke the lease of", async move { client.lease_revoke(lease).await }) {
             tracing::warn!(key, error = %e, "could not revoke an etcd lease; it ends with its TTL");
         }

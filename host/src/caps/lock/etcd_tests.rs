@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use cradle_testkit::etcd::Etcd;
 
 use super::*;
-use crate::caps::lock::coordination::{CoordinationBackend, CoordinationConfig};
+use crate::caps::coordination::{CoordinationBackend, CoordinationConfig};
 
 const KEY: &str = "sim://lab|web-0";
 

@@ -22,15 +22,14 @@
 //! locks between control nodes (leases, keep-alive, fencing tokens), chosen by
 //! `[coordination]` ([`CoordinationConfig`]).
 
-pub mod coordination;
 mod etcd;
 mod fs;
 mod host;
 pub(crate) mod rhai;
 pub mod scope;
 
+pub use crate::caps::coordination::{CoordinationBackend, CoordinationConfig};
 pub use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
-pub use coordination::{CoordinationBackend, CoordinationConfig};
 pub use etcd::EtcdLockStore;
 pub use fs::FsLockStore;
 
@@ -131,6 +130,11 @@ pub trait LockStore: Send + Sync + std::fmt::Debug {
     /// A file lock is never taken over while its holder lives.
     fn check_held(&self, _key: &str, _run_id: &str) -> Result<(), LockError> {
         Ok(())
+    }
+    /// The fencing token of `key` when `run_id` holds it in this process and
+    /// the store has one (etcd); shared records are written under it.
+    fn fence(&self, _key: &str, _run_id: &str) -> Option<crate::caps::coordination::etcd::Fence> {
+        None
     }
 }
 
@@ -245,16 +249,12 @@ pub enum LockError {
         detail: String,
     },
     /// The coordination store could not be reached or answered an error.
-    #[error("lock `{key}`: cannot {action} it in etcd at {endpoints}: {detail}")]
+    #[error("{source}")]
     Etcd {
         /// The key (empty when connecting).
         key: String,
-        /// What was being done.
-        action: &'static str,
-        /// The configured endpoints.
-        endpoints: String,
-        /// What the client said.
-        detail: String,
+        /// What failed.
+        source: crate::caps::coordination::etcd::EtcdFailure,
     },
     /// The holder stored in etcd cannot be parsed.
     #[error("lock `{key}`: its holder in etcd is corrupt ({detail}); inspect the key with etcdctl")]

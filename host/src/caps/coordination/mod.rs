@@ -1,8 +1,11 @@
-//! `[coordination]` in cradle.toml: where workflow locks live.
+//! `[coordination]` in cradle.toml: where workflow locks and the records a
+//! rerun depends on (finalization checkpoints, creation records and the VMID
+//! reservations they make) live.
 //!
 //! `backend = "file"` (the default) keeps them in this control node's state
 //! directory; `backend = "etcd"` in an etcd v3 cluster shared by several
-//! control nodes ([`super::etcd::EtcdLockStore`]):
+//! control nodes ([`etcd::EtcdConn`], `lock::EtcdLockStore`), so a rerun on
+//! another node sees them:
 //!
 //! ```toml
 //! [coordination]
@@ -12,6 +15,7 @@
 //! password = { env = "ETCD_PASSWORD" }  # a secret reference, never inline
 //! prefix = "cradle/"                    # every key cradle writes starts with it
 //! lease_ttl_s = 15                      # a crashed holder's lock frees itself after this
+//! records_key = { file = "/etc/cradle/records.key" }  # seals guests' private host keys in etcd
 //! ```
 //!
 //! Validation names the key to change: etcd keys without `backend = "etcd"`,
@@ -19,6 +23,9 @@
 //! yet: say so rather than send credentials in clear to an `https://` URL
 //! the client cannot verify), a user without a password or the reverse, a
 //! TTL outside 2..=300 s, an empty prefix.
+
+pub mod etcd;
+pub mod records;
 
 use serde::Deserialize;
 
@@ -57,6 +64,10 @@ pub struct CoordinationConfig {
     /// Seconds a lock outlives its holder's last keep-alive (default 15).
     #[serde(default)]
     pub lease_ttl_s: Option<u64>,
+    /// The key that seals creation records' private host keys in etcd, as a
+    /// secret reference (required with etcd; the same on every control node).
+    #[serde(default)]
+    pub records_key: Option<SecretRef>,
 }
 
 /// The key prefix when `prefix` is not set.
@@ -81,12 +92,15 @@ impl CoordinationConfig {
             || self.user.is_some()
             || self.password.is_some()
             || self.prefix.is_some()
-            || self.lease_ttl_s.is_some();
+            || self.lease_ttl_s.is_some()
+            || self.records_key.is_some();
         if self.backend == CoordinationBackend::File {
             if etcd_keys {
-                return Err("coordination: endpoints, user, password, prefix and lease_ttl_s are etcd settings; \
+                return Err(
+                    "coordination: endpoints, user, password, prefix, lease_ttl_s and records_key are etcd settings; \
                             add backend = \"etcd\" or remove them"
-                    .into());
+                        .into(),
+                );
             }
             return Ok(());
         }
@@ -112,6 +126,12 @@ impl CoordinationConfig {
             (Some(_), None) => return Err("coordination.password: a user needs a password (a secret reference)".into()),
             (None, Some(_)) => return Err("coordination.user: a password needs a user".into()),
             _ => {}
+        }
+        if self.records_key.is_none() {
+            return Err("coordination.records_key: backend = \"etcd\" stores creation records (they hold guests' \
+                        private host keys) sealed with this key; give a secret reference to 32 random bytes or more, \
+                        the same on every control node, e.g. records_key = { file = \"/etc/cradle/records.key\" }"
+                .into());
         }
         if !(2..=300).contains(&self.lease_ttl_s()) {
             return Err(format!("coordination.lease_ttl_s = {}: must be 2..=300 seconds", self.lease_ttl_s()));
@@ -148,14 +168,23 @@ mod tests {
             ("backend = \"etcd\"\nendpoints = [\"https://e:2379\"]", "TLS to etcd is not supported yet"),
             ("backend = \"etcd\"\nendpoints = [\"e:2379\"]", "must be an http:// URL"),
             ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"", "coordination.password"),
-            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nlease_ttl_s = 1", "2..=300"),
-            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nprefix = \"\"", "coordination.prefix"),
+            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]", "coordination.records_key"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nrecords_key = { env = \"K\" }\nlease_ttl_s = 1",
+                "2..=300",
+            ),
+            (
+                "backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nrecords_key = { env = \"K\" }\nprefix = \"\"",
+                "coordination.prefix",
+            ),
         ];
         for (toml, want) in cases {
             let err = parse(toml).validate().expect_err(toml);
             assert!(err.contains(want), "{toml}: {err}");
         }
-        let ok = parse("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"\npassword = { env = \"P\" }");
+        let ok = parse(
+            "backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"\npassword = { env = \"P\" }\nrecords_key = { env = \"K\" }",
+        );
         assert!(ok.validate().is_ok());
         assert_eq!((ok.prefix(), ok.lease_ttl_s()), ("cradle/", 15));
     }
