@@ -3,6 +3,9 @@
 //! dropped. [`Etcd::pause`] / [`Etcd::resume`] stop and continue the server
 //! (SIGSTOP/SIGCONT), as a lost quorum looks to a client.
 //!
+//! [`EtcdCluster`] is three members on loopback, for quorum loss: stop two
+//! ([`EtcdCluster::stop_member`]) and the third can serve nothing.
+//!
 //! When `etcd` is missing, [`Etcd::start`] panics saying what to install: the
 //! coordination tests never skip.
 
@@ -88,16 +91,7 @@ impl Etcd {
 
     /// `GET /health` answers `"health":"true"`.
     fn healthy(&self) -> bool {
-        let port = self.url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
-        let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else { return false };
-        use std::io::{Read, Write};
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
-            return false;
-        }
-        let mut body = String::new();
-        let _ = s.read_to_string(&mut body);
-        body.contains("\"health\":\"true\"")
+        healthy(&self.url)
     }
 
     /// The server's log so far.
@@ -137,4 +131,95 @@ impl Drop for Etcd {
 /// A paused server must be continued before it can be killed cleanly.
 fn signal_quiet(pid: u32) {
     let _ = Command::new("kill").arg("-CONT").arg(pid.to_string()).status();
+}
+
+/// A three-member etcd cluster on loopback.
+pub struct EtcdCluster {
+    members: Vec<Option<Child>>,
+    /// The members' client URLs.
+    pub urls: Vec<String>,
+    /// Data and logs.
+    pub dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for EtcdCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCluster").field("urls", &self.urls).finish_non_exhaustive()
+    }
+}
+
+impl EtcdCluster {
+    /// Start three members and wait until each answers healthy.
+    pub fn start() -> EtcdCluster {
+        let binary = etcd_binary();
+        let dir = tempfile::Builder::new().prefix("cradle-etcd3-").tempdir().expect("tempdir");
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let initial: Vec<String> =
+            ports.iter().enumerate().map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}")).collect();
+        let mut members = Vec::new();
+        let mut urls = Vec::new();
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let url = format!("http://127.0.0.1:{client}");
+            let log = std::fs::File::create(dir.path().join(format!("m{i}.log"))).expect("log file");
+            let child = Command::new(&binary)
+                .arg(format!("--name=m{i}"))
+                .arg(format!("--data-dir={}", dir.path().join(format!("m{i}")).display()))
+                .arg(format!("--listen-client-urls={url}"))
+                .arg(format!("--advertise-client-urls={url}"))
+                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+                .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg("--initial-cluster-state=new")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn etcd");
+            members.push(Some(child));
+            urls.push(url);
+        }
+        let cluster = EtcdCluster { members, urls, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for url in &cluster.urls {
+            while !healthy(url) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the etcd cluster did not become healthy; logs in {:?}",
+                    cluster.dir.path()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        cluster
+    }
+
+    /// Kill member `i` (SIGKILL): with two of three gone, no quorum.
+    pub fn stop_member(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop_member(i);
+        }
+    }
+}
+
+/// `GET <url>/health` answers `"health":"true"`.
+fn healthy(url: &str) -> bool {
+    let port = url.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
+    let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) else { return false };
+    use std::io::{Read, Write};
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body.contains("\"health\":\"true\"")
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cradle_testkit::etcd::Etcd;
+use cradle_testkit::etcd::{Etcd, EtcdCluster};
 use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
 use cradle_tests::remote_sim::RemoteSim;
@@ -30,6 +30,21 @@ impl ControlNode {
     /// `subnet`: the guest's addresses (`127.37.<subnet>.x`), one per test, as
     /// the tests run side by side.
     fn new(root: &Path, name: &str, sim: &RemoteSim, etcd: &Etcd, ttl_s: u64, subnet: u8) -> ControlNode {
+        Self::with_vms(root, name, sim, &[etcd.url.clone()], ttl_s, subnet, 1, Some(500))
+    }
+
+    /// `count` VMs, VMIDs from `vmid_base` (none: probed under the allocation lock).
+    #[allow(clippy::too_many_arguments, reason = "a test fixture; each argument is one knob of the scenario")]
+    fn with_vms(
+        root: &Path,
+        name: &str,
+        sim: &RemoteSim,
+        endpoints: &[String],
+        ttl_s: u64,
+        subnet: u8,
+        count: usize,
+        vmid_base: Option<u32>,
+    ) -> ControlNode {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).expect("node dir");
         let key_file = root.join("records.key");
@@ -38,15 +53,14 @@ impl ControlNode {
         }
         ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))
             .append(&format!(
-                "[coordination]\nbackend = \"etcd\"\nendpoints = [\"{}\"]\nlease_ttl_s = {ttl_s}\nprefix = \"test/\"\n\
+                "[coordination]\nbackend = \"etcd\"\nendpoints = {endpoints:?}\nlease_ttl_s = {ttl_s}\nprefix = \"test/\"\n\
                  records_key = {{ file = \"{}\" }}\n",
-                etcd.url,
                 key_file.display()
             ))
             .write(&dir);
         LabInventory::new("127.37", subnet)
-            .count(1)
-            .vmid_base(Some(500))
+            .count(count)
+            .vmid_base(vmid_base)
             .nameservers(None)
             .wait(Wait { ssh_ms: 60000, ..Wait::fast() })
             .write(&dir);
@@ -244,4 +258,90 @@ fn a_holder_killed_after_its_snippets_went_leaves_the_guest_key_in_the_shared_ch
     // The creation record went with the snippets; the checkpoint still
     // carries the guest's public key, which node b pins before connecting.
     killed_holder_then_other_node("before:checkpoint-clear@vm-0", "finalized", "\"host_key\":\"ssh-ed25519 ", 5);
+}
+
+#[test]
+fn a_hundred_vms_provisioned_by_two_control_nodes_at_once_exist_once_each_with_distinct_vmids() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().expect("tmp");
+    let sim = RemoteSim::start(root.path(), "0");
+    // No VMIDs in the inventory: both nodes probe them, under the shared
+    // allocation lock and the shared reservations.
+    let (a, b) = (
+        ControlNode::with_vms(root.path(), "node-a", &sim, &[etcd.url.clone()], 15, 6, 100, None),
+        ControlNode::with_vms(root.path(), "node-b", &sim, &[etcd.url.clone()], 15, 6, 100, None),
+    );
+    let both = [
+        a.command().args(["--forks", "20"]).spawn().expect("a"),
+        b.command().args(["--forks", "20"]).spawn().expect("b"),
+    ];
+    let mut done = Vec::new();
+    for child in both {
+        done.push(child.wait_with_output().expect("wait"));
+    }
+    // A VM is provisioned by one node; the other was told the holder, or found it complete.
+    let mut created = 0;
+    for out in &done {
+        let (doc, text) = report(out);
+        for host in doc["hosts"].as_array().unwrap_or_else(|| panic!("{text}")) {
+            match host["result"].as_str() {
+                Some("created") => created += 1,
+                Some("skipped") => {}
+                _ => {
+                    let error = host["error"].as_str().unwrap_or_default();
+                    assert!(error.contains("is held by run"), "only a lock conflict may fail a VM: {host}");
+                }
+            }
+        }
+    }
+    assert_eq!(created, 100, "every VM created exactly once across both nodes");
+    let guests: Vec<Value> = sim.vms().into_iter().filter(|v| v["config"]["template"] != "1").collect();
+    assert_eq!(guests.len(), 100, "no duplicate VM");
+    let mut names: Vec<String> =
+        guests.iter().map(|v| v["config"]["name"].as_str().unwrap_or("").to_string()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 100, "one VM per name");
+    let mut vmids: Vec<u64> = guests.iter().filter_map(|v| v["vmid"].as_u64()).collect();
+    vmids.sort_unstable();
+    vmids.dedup();
+    assert_eq!(vmids.len(), 100, "no duplicate VMID");
+    // Both nodes now find every VM complete.
+    for node in [&a, &b] {
+        let (doc, text) = report(&node.command().args(["--forks", "20"]).output().expect("rerun"));
+        assert!(ok(&doc), "{text}");
+        assert!(doc["hosts"].as_array().expect("hosts").iter().all(|h| h["result"] == "skipped"), "{text}");
+    }
+}
+
+#[test]
+fn losing_the_etcd_quorum_mid_run_stops_the_run_with_a_clear_error_and_never_makes_two_holders() {
+    let mut cluster = EtcdCluster::start();
+    let root = tempfile::tempdir().expect("tmp");
+    let sim = RemoteSim::start(root.path(), "0.2");
+    let (a, b) = (
+        ControlNode::with_vms(root.path(), "node-a", &sim, &cluster.urls, 3, 7, 1, Some(500)),
+        ControlNode::with_vms(root.path(), "node-b", &sim, &cluster.urls, 3, 7, 1, Some(500)),
+    );
+    let first = a.spawn_provision();
+    a.wait_for_lock();
+    // Two of three members gone: the third has no quorum and answers nothing.
+    cluster.stop_member(0);
+    cluster.stop_member(1);
+    let (doc, text) = report(&b.provision());
+    assert!(!ok(&doc), "no quorum, no lock for node b: {text}");
+    assert!(
+        text.contains("etcd") && text.contains(&cluster.urls[2]),
+        "node b's error names etcd and its endpoints: {text}"
+    );
+    let (doc, text) = report(&first.wait_with_output().expect("node a"));
+    assert!(!ok(&doc), "node a stops: {text}");
+    let error = doc["hosts"][0]["error"].as_str().unwrap_or_default();
+    // Whichever comes first: a shared write that etcd cannot take, or the
+    // guard seeing the lease lapse.
+    assert!(
+        error.contains("in etcd at") || error.contains("was lost"),
+        "node a says its lock or etcd is gone, naming the endpoints: {text}"
+    );
+    assert!(vms_named(&sim, "vm-0") <= 1, "never two VMs");
 }
