@@ -30,7 +30,7 @@ impl ControlNode {
     /// `subnet`: the guest's addresses (`127.37.<subnet>.x`), one per test, as
     /// the tests run side by side.
     fn new(root: &Path, name: &str, sim: &RemoteSim, etcd: &Etcd, ttl_s: u64, subnet: u8) -> ControlNode {
-        Self::with_vms(root, name, sim, &[etcd.url.clone()], ttl_s, subnet, 1, Some(500))
+        Self::with_vms(root, name, sim, std::slice::from_ref(&etcd.url), ttl_s, subnet, 1, Some(500))
     }
 
     /// `count` VMs, VMIDs from `vmid_base` (none: probed under the allocation lock).
@@ -268,8 +268,8 @@ fn a_hundred_vms_provisioned_by_two_control_nodes_at_once_exist_once_each_with_d
     // No VMIDs in the inventory: both nodes probe them, under the shared
     // allocation lock and the shared reservations.
     let (a, b) = (
-        ControlNode::with_vms(root.path(), "node-a", &sim, &[etcd.url.clone()], 15, 6, 100, None),
-        ControlNode::with_vms(root.path(), "node-b", &sim, &[etcd.url.clone()], 15, 6, 100, None),
+        ControlNode::with_vms(root.path(), "node-a", &sim, std::slice::from_ref(&etcd.url), 15, 6, 100, None),
+        ControlNode::with_vms(root.path(), "node-b", &sim, std::slice::from_ref(&etcd.url), 15, 6, 100, None),
     );
     let both = [
         a.command().args(["--forks", "20"]).spawn().expect("a"),
