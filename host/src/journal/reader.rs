@@ -32,6 +32,9 @@ pub struct RunSummary {
     pub workflow: Option<String>,
     /// When the run started.
     pub started: Option<Timestamp>,
+    /// The control node (host name) that ran it, from `run_started`: with
+    /// several control nodes on one etcd, which one did what.
+    pub node: Option<String>,
     /// When it finished; none if `run_finished` was never written.
     pub finished: Option<Timestamp>,
     /// Its status; `interrupted` when it never finished.
@@ -141,6 +144,7 @@ fn empty_summary(id: String) -> RunSummary {
         id,
         workflow: None,
         started: None,
+        node: None,
         finished: None,
         status: RunStatus::Interrupted,
         in_progress: false,
@@ -186,6 +190,7 @@ fn summarize(id: &str, events: &[Event], torn: bool) -> RunSummary {
             Event::RunStarted { workflow, at, host, pid, .. } => {
                 s.workflow = Some(workflow.clone());
                 s.started = Some(*at);
+                s.node = Some(host.clone());
                 process = Some((host.clone(), *pid));
             }
             Event::StepStarted { .. } => s.steps += 1,

@@ -22,8 +22,8 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:<19} {:<11} {:>5} {:>6} {:>6}  WORKFLOW",
-        "RUN ID", "STARTED", "STATUS", "STEPS", "FAILED", "DENIED"
+        "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  WORKFLOW",
+        "RUN ID", "STARTED", "NODE", "STATUS", "STEPS", "FAILED", "DENIED"
     );
     for r in runs {
         let started = r.started.map(short_time).unwrap_or_else(|| "-".into());
@@ -33,9 +33,10 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
         }
         let _ = writeln!(
             out,
-            "{:<22} {:<19} {:<11} {:>5} {:>6} {:>6}  {}",
+            "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  {}",
             printable(&r.id),
             started,
+            printable(r.node.as_deref().unwrap_or("-")),
             status,
             r.steps,
             r.failed_steps,

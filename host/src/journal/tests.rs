@@ -191,6 +191,10 @@ fn unfinished_run_of_a_gone_process_is_interrupted_and_list_is_newest_first() {
     assert!(list[1].finished.is_none());
     let table = render_list_text(&list);
     assert!(table.lines().nth(1).unwrap().starts_with(new), "{table}");
+    // Which control node ran it (several may share one etcd).
+    let node = list[0].node.clone().expect("the run's host is listed");
+    assert!(table.lines().next().unwrap().contains("NODE") && table.lines().nth(1).unwrap().contains(&node), "{table}");
+    assert_eq!(serde_json::to_value(&list[0]).unwrap()["node"], node.as_str());
     let json: serde_json::Value = serde_json::from_str(&render_list_json(&list).unwrap()).unwrap();
     assert_eq!(json[1]["status"], "interrupted");
 }
