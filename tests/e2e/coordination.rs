@@ -345,3 +345,29 @@ fn losing_the_etcd_quorum_mid_run_stops_the_run_with_a_clear_error_and_never_mak
     );
     assert!(vms_named(&sim, "vm-0") <= 1, "never two VMs");
 }
+
+#[test]
+fn unlock_on_another_node_shows_the_holder_from_etcd_and_refuses_a_live_lease() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().expect("tmp");
+    let sim = RemoteSim::start(root.path(), "0");
+    let (a, b) = (
+        ControlNode::new(root.path(), "node-a", &sim, &etcd, 30, 8),
+        ControlNode::new(root.path(), "node-b", &sim, &etcd, 30, 8),
+    );
+    let first = a.spawn_provision();
+    a.wait_for_lock();
+    signal(&first, "STOP");
+    let out = Command::new(cradle_bin())
+        .arg("--config")
+        .arg(b.dir.join("cradle.toml"))
+        .args(["unlock", "vm-0"])
+        .output()
+        .expect("unlock");
+    signal(&first, "CONT");
+    let (_, text) = report(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("vm-0 is locked by run") && text.contains("live etcd lease"), "{text}");
+    let (doc, text) = report(&first.wait_with_output().expect("node a"));
+    assert_eq!(result(&doc), "created", "the holder goes on: {text}");
+}
