@@ -63,7 +63,7 @@ fn bench(c: &mut Criterion) {
     };
     let stores: Vec<(&str, Arc<dyn LockStore>)> = vec![
         ("file", Arc::new(FsLockStore::new(dir.path().join("locks")))),
-        ("etcd", Arc::new(EtcdLockStore::connect(&config).expect("connect"))),
+        ("etcd", Arc::new(EtcdLockStore::connect(&config, std::path::Path::new("/")).expect("connect"))),
     ];
     let mut g = c.benchmark_group("locks");
     g.sampling_mode(SamplingMode::Flat).sample_size(30);

@@ -376,7 +376,7 @@ impl Project {
         let env = |e: String| ProjectError::Environment(format!("[coordination]: {e}"));
         let key = config.records_key.as_ref().ok_or_else(|| env("records_key is required with etcd".into()))?;
         let sealer = Arc::new(Sealer::from_ref(key).map_err(|e| env(e.to_string()))?);
-        let conn = Arc::new(EtcdConn::connect(config).map_err(|e| env(e.to_string()))?);
+        let conn = Arc::new(EtcdConn::connect(config, &self.config.base_dir).map_err(|e| env(e.to_string()))?);
         let shared = SharedRecords { conn, sealer };
         *slot = Some(shared.clone());
         Ok(Some(shared))

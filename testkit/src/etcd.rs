@@ -17,10 +17,55 @@ use std::time::{Duration, Instant};
 /// A running single-member etcd.
 pub struct Etcd {
     child: Child,
-    /// The client URL (`http://127.0.0.1:PORT`).
+    /// The client URL (`http://127.0.0.1:PORT`, or `https://` with TLS).
     pub url: String,
     /// Data and log.
     pub dir: tempfile::TempDir,
+    /// With TLS: the CA and a client certificate it accepts.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The PEM files of a TLS etcd (made with the `openssl` command, one day valid).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed the server and client certificates.
+    pub ca: PathBuf,
+    /// A client certificate etcd accepts (client-cert-auth is on).
+    pub client_cert: PathBuf,
+    /// Its key.
+    pub client_key: PathBuf,
+    /// A client certificate from another CA, which etcd refuses.
+    pub stranger_cert: PathBuf,
+    /// Its key.
+    pub stranger_key: PathBuf,
+}
+
+/// Run `openssl` with `args` in `dir`.
+fn openssl(dir: &Path, args: &[String]) {
+    let out =
+        Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl (Debian package openssl)");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Arguments from words.
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+/// A CA `ca` and, signed by it, certificates `certs` (name, extension lines) in `dir`.
+fn make_certs(dir: &Path, ca: &str, certs: &[(&str, &str)]) {
+    let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    openssl(dir, &words(&format!("req -x509 {ec} -keyout {ca}.key -out {ca}.pem -days 1 -subj /CN={ca}")));
+    for (name, ext) in certs {
+        std::fs::write(dir.join(format!("{name}.ext")), ext).expect("ext file");
+        openssl(dir, &words(&format!("req {ec} -keyout {name}.key -out {name}.csr -subj /CN={name}")));
+        openssl(
+            dir,
+            &words(&format!(
+                "x509 -req -in {name}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {name}.pem -days 1 -extfile {name}.ext"
+            )),
+        );
+    }
 }
 
 impl std::fmt::Debug for Etcd {
@@ -45,14 +90,52 @@ fn etcd_binary() -> PathBuf {
 impl Etcd {
     /// Start etcd and wait until it answers on its client port.
     pub fn start() -> Etcd {
+        Self::start_with(false)
+    }
+
+    /// Start etcd serving clients over TLS only, with client-certificate
+    /// authentication ([`Etcd::tls`] holds the CA and a client certificate).
+    pub fn start_tls() -> Etcd {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Etcd {
         let binary = etcd_binary();
         let mut last = String::new();
         for _ in 0..3 {
             let dir = tempfile::Builder::new().prefix("cradle-etcd-").tempdir().expect("tempdir");
             let (client, peer) = (free_port(), free_port());
-            let url = format!("http://127.0.0.1:{client}");
+            let scheme = if tls { "https" } else { "http" };
+            let url = format!("{scheme}://127.0.0.1:{client}");
+            let files = tls.then(|| {
+                let d = dir.path();
+                make_certs(
+                    d,
+                    "etcd-ca",
+                    &[
+                        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                        ("client", "extendedKeyUsage=clientAuth\n"),
+                    ],
+                );
+                make_certs(d, "other-ca", &[("stranger", "extendedKeyUsage=clientAuth\n")]);
+                TlsFiles {
+                    ca: d.join("etcd-ca.pem"),
+                    client_cert: d.join("client.pem"),
+                    client_key: d.join("client.key"),
+                    stranger_cert: d.join("stranger.pem"),
+                    stranger_key: d.join("stranger.key"),
+                }
+            });
             let log = std::fs::File::create(dir.path().join("etcd.log")).expect("log file");
-            let child = Command::new(&binary)
+            let mut cmd = Command::new(&binary);
+            if tls {
+                let d = dir.path();
+                cmd.arg(format!("--cert-file={}", d.join("server.pem").display()))
+                    .arg(format!("--key-file={}", d.join("server.key").display()))
+                    .arg(format!("--trusted-ca-file={}", d.join("etcd-ca.pem").display()))
+                    .arg("--client-cert-auth");
+            }
+            let child = cmd
                 .arg("--name=cradle-test")
                 .arg(format!("--data-dir={}", dir.path().join("data").display()))
                 .arg(format!("--listen-client-urls={url}"))
@@ -65,7 +148,7 @@ impl Etcd {
                 .stderr(log)
                 .spawn()
                 .expect("spawn etcd");
-            let mut etcd = Etcd { child, url, dir };
+            let mut etcd = Etcd { child, url, dir, tls: files };
             if etcd.wait_ready(client) {
                 return etcd;
             }
@@ -81,7 +164,11 @@ impl Etcd {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() && self.healthy() {
+            let up = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok();
+            // Over TLS the health URL needs a client certificate: the log says when it serves.
+            let ready =
+                if self.tls.is_some() { self.log().contains("ready to serve client requests") } else { self.healthy() };
+            if up && ready {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(100));

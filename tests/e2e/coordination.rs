@@ -193,7 +193,8 @@ fn etcd_dump(etcd: &Etcd) -> String {
         endpoints: vec![etcd.url.clone()],
         ..Default::default()
     };
-    let conn = cradle::caps::coordination::etcd::EtcdConn::connect(&config).expect("connect");
+    let conn =
+        cradle::caps::coordination::etcd::EtcdConn::connect(&config, std::path::Path::new("/")).expect("connect");
     conn.list("test/", "dump")
         .expect("list")
         .into_iter()

@@ -92,7 +92,7 @@ pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
     let key = crate::caps::lock::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
     let explicit = cli.state_dir.clone().or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
     let state = StateDir::resolve(explicit.as_deref())?;
-    let locks = crate::caps::lock::open_store(&config.coordination, || state.locks())?;
+    let locks = crate::caps::lock::open_store(&config.coordination, &config.base_dir, || state.locks())?;
     match locks.holder(&key)? {
         None => {
             eprintln!("error: nothing to unlock: {} is not locked (lock key `{key}`)", args.vm);

@@ -16,7 +16,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
+use etcd_client::{
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, TlsOptions, Txn, TxnOp,
+};
 
 use super::CoordinationConfig;
 
@@ -108,8 +110,9 @@ fn run_on<T: Send + 'static>(
 }
 
 impl EtcdConn {
-    /// Connect to the etcd of `config` (`backend = "etcd"`, validated).
-    pub fn connect(config: &CoordinationConfig) -> Result<EtcdConn, EtcdFailure> {
+    /// Connect to the etcd of `config` (`backend = "etcd"`, validated);
+    /// relative TLS file paths are relative to `base` (cradle.toml's directory).
+    pub fn connect(config: &CoordinationConfig, base: &std::path::Path) -> Result<EtcdConn, EtcdFailure> {
         let endpoints = config.endpoints.join(", ");
         let ttl = Duration::from_secs(config.lease_ttl_s());
         let fail =
@@ -124,6 +127,17 @@ impl EtcdConn {
             .with_connect_timeout(Duration::from_secs(5))
             .with_timeout(request_deadline(ttl))
             .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
+        if let Some(ca) = &config.ca_file {
+            let read = |p: &std::path::PathBuf| {
+                let path = base.join(p);
+                std::fs::read(&path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))
+            };
+            let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read(ca)?));
+            if let (Some(cert), Some(key)) = (&config.cert_file, &config.key_file) {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+            }
+            options = options.with_tls(tls);
+        }
         if let (Some(user), Some(password)) = (&config.user, &config.password) {
             let secret = password.resolve().map_err(|e| fail(format!("the password: {e}")))?;
             options = options.with_user(user.clone(), secret.expose().to_string());

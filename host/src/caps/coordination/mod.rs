@@ -16,16 +16,21 @@
 //! prefix = "cradle/"                    # every key cradle writes starts with it
 //! lease_ttl_s = 15                      # a crashed holder's lock frees itself after this
 //! records_key = { file = "/etc/cradle/records.key" }  # seals guests' private host keys in etcd
+//! # https:// endpoints: the CA of etcd's certificate, and this node's client certificate
+//! # ca_file = "/etc/cradle/etcd-ca.pem"; cert_file = "..."; key_file = "..."
 //! ```
 //!
 //! Validation names the key to change: etcd keys without `backend = "etcd"`,
-//! no endpoints, an endpoint that is not `http://` (TLS is not supported
-//! yet: say so rather than send credentials in clear to an `https://` URL
-//! the client cannot verify), a user without a password or the reverse, a
-//! TTL outside 2..=300 s, an empty prefix.
+//! no endpoints, endpoints mixing `http://` and `https://`, `https://`
+//! without `ca_file` (never the system roots: etcd runs its own CA), TLS
+//! files with `http://`, a certificate without its key, a user without a
+//! password or the reverse, no `records_key`, a TTL outside 2..=300 s, an
+//! empty prefix. Relative file paths are relative to cradle.toml.
 
 pub mod etcd;
 pub mod records;
+
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -68,6 +73,15 @@ pub struct CoordinationConfig {
     /// secret reference (required with etcd; the same on every control node).
     #[serde(default)]
     pub records_key: Option<SecretRef>,
+    /// The CA that signed etcd's certificate (PEM), for `https://` endpoints.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// This node's client certificate (PEM), when etcd asks for one.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// The key of `cert_file` (PEM; owner-only).
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
 }
 
 /// The key prefix when `prefix` is not set.
@@ -93,11 +107,14 @@ impl CoordinationConfig {
             || self.password.is_some()
             || self.prefix.is_some()
             || self.lease_ttl_s.is_some()
-            || self.records_key.is_some();
+            || self.records_key.is_some()
+            || self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.key_file.is_some();
         if self.backend == CoordinationBackend::File {
             if etcd_keys {
                 return Err(
-                    "coordination: endpoints, user, password, prefix, lease_ttl_s and records_key are etcd settings; \
+                    "coordination: endpoints, user, password, prefix, lease_ttl_s, records_key and the TLS files are etcd settings; \
                             add backend = \"etcd\" or remove them"
                         .into(),
                 );
@@ -109,18 +126,30 @@ impl CoordinationConfig {
                         e.g. endpoints = [\"http://10.0.0.5:2379\"]"
                 .into());
         }
+        let tls = self.endpoints.iter().any(|e| e.starts_with("https://"));
         for e in &self.endpoints {
-            if e.starts_with("https://") {
+            let scheme = if tls { "https://" } else { "http://" };
+            if !e.starts_with(scheme) || e.len() <= scheme.len() {
                 return Err(format!(
-                    "coordination.endpoints: `{e}`: TLS to etcd is not supported yet; reach etcd over a trusted \
-                     network with an http:// endpoint (or a local TLS-terminating proxy)"
+                    "coordination.endpoints: `{e}`: every endpoint must be an {scheme} URL such as {scheme}10.0.0.5:2379 \
+                     (one scheme for all of them)"
                 ));
             }
-            if !e.starts_with("http://") || e.len() <= "http://".len() {
-                return Err(format!(
-                    "coordination.endpoints: `{e}` must be an http:// URL such as http://10.0.0.5:2379"
-                ));
-            }
+        }
+        let files = self.ca_file.is_some() || self.cert_file.is_some() || self.key_file.is_some();
+        if tls && self.ca_file.is_none() {
+            return Err("coordination.ca_file: https:// endpoints need the CA that signed etcd's certificate \
+                        (ca_file = \"/etc/cradle/etcd-ca.pem\")"
+                .into());
+        }
+        if !tls && files {
+            return Err(
+                "coordination: ca_file, cert_file and key_file are for https:// endpoints; the endpoints are http://"
+                    .into(),
+            );
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err("coordination: cert_file and key_file go together (this node's client certificate)".into());
         }
         match (&self.user, &self.password) {
             (Some(_), None) => return Err("coordination.password: a user needs a password (a secret reference)".into()),
@@ -165,7 +194,13 @@ mod tests {
     fn etcd_settings_are_checked_naming_the_key() {
         let cases = [
             ("backend = \"etcd\"", "coordination.endpoints"),
-            ("backend = \"etcd\"\nendpoints = [\"https://e:2379\"]", "TLS to etcd is not supported yet"),
+            ("backend = \"etcd\"\nendpoints = [\"https://e:2379\"]", "coordination.ca_file"),
+            ("backend = \"etcd\"\nendpoints = [\"https://e:2379\", \"http://f:2379\"]", "one scheme for all"),
+            ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nca_file = \"ca.pem\"", "are for https://"),
+            (
+                "backend = \"etcd\"\nendpoints = [\"https://e:2379\"]\nca_file = \"ca.pem\"\ncert_file = \"c.pem\"",
+                "cert_file and key_file go together",
+            ),
             ("backend = \"etcd\"\nendpoints = [\"e:2379\"]", "must be an http:// URL"),
             ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]\nuser = \"u\"", "coordination.password"),
             ("backend = \"etcd\"\nendpoints = [\"http://e:2379\"]", "coordination.records_key"),

@@ -79,9 +79,10 @@ impl EtcdLockStore {
         EtcdLockStore { conn, epoch: Instant::now(), held: Mutex::new(HashMap::new()) }
     }
 
-    /// Connect to the etcd of `config` (`backend = "etcd"`, validated) for locks only.
-    pub fn connect(config: &CoordinationConfig) -> Result<EtcdLockStore, LockError> {
-        Ok(EtcdLockStore::new(Arc::new(EtcdConn::connect(config).map_err(|e| etcd_error("", e))?)))
+    /// Connect to the etcd of `config` (`backend = "etcd"`, validated) for
+    /// locks only; relative TLS paths are relative to `base`.
+    pub fn connect(config: &CoordinationConfig, base: &std::path::Path) -> Result<EtcdLockStore, LockError> {
+        Ok(EtcdLockStore::new(Arc::new(EtcdConn::connect(config, base).map_err(|e| etcd_error("", e))?)))
     }
 
     /// The etcd key of lock `key`.

@@ -19,7 +19,7 @@ fn config(etcd: &Etcd, ttl_s: u64) -> CoordinationConfig {
 }
 
 fn node(etcd: &Etcd, ttl_s: u64) -> EtcdLockStore {
-    EtcdLockStore::connect(&config(etcd, ttl_s)).expect("connect to etcd")
+    EtcdLockStore::connect(&config(etcd, ttl_s), std::path::Path::new("/")).expect("connect to etcd")
 }
 
 fn holder(host: &str, run_id: &str) -> Holder {
@@ -148,4 +148,45 @@ fn an_unanswering_etcd_is_an_error_naming_the_endpoints_never_a_lock() {
     assert!(matches!(err, LockError::Etcd { .. }) && text.contains(&etcd.url), "{text}");
     assert!(started.elapsed() < Duration::from_secs(10), "the request deadline holds: {:?}", started.elapsed());
     assert_eq!(a.holder(KEY).expect("read after the resume"), None, "nothing was taken");
+}
+
+fn tls_config(etcd: &Etcd, cert: &std::path::Path, key: &std::path::Path) -> CoordinationConfig {
+    let files = etcd.tls.as_ref().expect("a TLS etcd");
+    CoordinationConfig {
+        ca_file: Some(files.ca.clone()),
+        cert_file: Some(cert.to_path_buf()),
+        key_file: Some(key.to_path_buf()),
+        ..config(etcd, 10)
+    }
+}
+
+#[test]
+fn locks_work_over_tls_with_a_client_certificate_and_a_stranger_is_refused() {
+    let etcd = Etcd::start_tls();
+    let files = etcd.tls.clone().expect("tls files");
+    let config = tls_config(&etcd, &files.client_cert, &files.client_key);
+    assert!(config.validate().is_err(), "the test config lacks records_key; the store itself does not need it");
+    let store = EtcdLockStore::connect(&config, std::path::Path::new("/")).expect("connect over TLS");
+    store.acquire(KEY, &holder("control-a", "run-a")).expect("take over TLS");
+    assert_eq!(store.holder(KEY).expect("read").map(|h| h.run_id), Some("run-a".into()));
+    store.release(KEY, "run-a").expect("release");
+    // A client certificate from another CA: etcd refuses the handshake, and
+    // the error names the endpoint; nothing is taken.
+    let stranger = tls_config(&etcd, &files.stranger_cert, &files.stranger_key);
+    let refused = EtcdLockStore::connect(&stranger, std::path::Path::new("/"))
+        .and_then(|s| s.acquire(KEY, &holder("control-b", "run-b")).map(|_| ()));
+    let err = refused.expect_err("a certificate of another CA is refused").to_string();
+    assert!(err.contains(&etcd.url), "{err}");
+    // Relative TLS paths are read relative to cradle.toml's directory.
+    let dir = files.ca.parent().expect("dir");
+    let relative = CoordinationConfig {
+        ca_file: Some("etcd-ca.pem".into()),
+        cert_file: Some("client.pem".into()),
+        key_file: Some("client.key".into()),
+        ..config.clone()
+    };
+    EtcdLockStore::connect(&relative, dir).expect("relative paths").holder(KEY).expect("read");
+    let missing = CoordinationConfig { ca_file: Some("nope.pem".into()), ..relative };
+    let err = EtcdLockStore::connect(&missing, dir).expect_err("missing CA file").to_string();
+    assert!(err.contains("nope.pem"), "{err}");
 }

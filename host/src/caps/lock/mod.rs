@@ -142,11 +142,12 @@ pub trait LockStore: Send + Sync + std::fmt::Debug {
 /// only then), or etcd, connected now.
 pub fn open_store(
     config: &CoordinationConfig,
+    base: &std::path::Path,
     locks_dir: impl FnOnce() -> Result<PathBuf, StateError>,
 ) -> Result<std::sync::Arc<dyn LockStore>, LockError> {
     Ok(match config.backend {
         CoordinationBackend::File => std::sync::Arc::new(FsLockStore::new(locks_dir()?)),
-        CoordinationBackend::Etcd => std::sync::Arc::new(EtcdLockStore::connect(config)?),
+        CoordinationBackend::Etcd => std::sync::Arc::new(EtcdLockStore::connect(config, base)?),
     })
 }
 
