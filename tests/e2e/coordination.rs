@@ -372,3 +372,42 @@ fn unlock_on_another_node_shows_the_holder_from_etcd_and_refuses_a_live_lease() 
     let (doc, text) = report(&first.wait_with_output().expect("node a"));
     assert_eq!(result(&doc), "created", "the holder goes on: {text}");
 }
+
+#[test]
+fn the_file_backend_provisions_with_no_etcd_anywhere_on_the_path() {
+    let root = tempfile::tempdir().expect("tmp");
+    // A PATH with the programs cradle runs, and no etcd.
+    let bin = root.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    for program in ["ssh", "ssh-keygen", "sh", "true", "id", "kill", "cloud-init"] {
+        let Some(found) = std::env::var("PATH")
+            .unwrap_or_default()
+            .split(':')
+            .map(|d| Path::new(d).join(program))
+            .find(|p| p.is_file())
+        else {
+            continue;
+        };
+        std::os::unix::fs::symlink(found, bin.join(program)).expect("symlink");
+    }
+    assert!(!bin.join("etcd").exists() && !bin.join("etcdctl").exists());
+    let project = root.path().join("project");
+    let init = Command::new(cradle_bin()).arg("init").arg(&project).env("PATH", &bin).output().expect("init");
+    assert!(init.status.success(), "{}", report(&init).1);
+    for file in ["inventory/hosts.ini", "inventory/group_vars/all.yml"] {
+        let path = project.join(file);
+        let body = std::fs::read_to_string(&path).expect("read inventory");
+        std::fs::write(&path, body.replace("127.20.0", "127.37.9")).expect("write inventory");
+    }
+    let out = Command::new(cradle_bin())
+        .arg("--config")
+        .arg(project.join("cradle.toml"))
+        .args(["--output", "json", "provision", "-i"])
+        .arg(project.join("inventory"))
+        .env("PATH", &bin)
+        .output()
+        .expect("provision");
+    let (doc, text) = report(&out);
+    assert!(ok(&doc), "{text}");
+    assert!(doc["hosts"].as_array().expect("hosts").iter().all(|h| h["result"] == "created"), "{text}");
+}

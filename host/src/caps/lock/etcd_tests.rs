@@ -190,3 +190,39 @@ fn locks_work_over_tls_with_a_client_certificate_and_a_stranger_is_refused() {
     let err = EtcdLockStore::connect(&missing, dir).expect_err("missing CA file").to_string();
     assert!(err.contains("nope.pem"), "{err}");
 }
+
+#[test]
+fn an_etcd_with_authentication_takes_the_user_and_its_secret_and_a_wrong_password_is_refused_unshown() {
+    const PASSWORD: &str = "CANARY-etcd-password-7c1e";
+    let etcd = Etcd::start();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+    rt.block_on(async {
+        let mut admin = etcd_client::Client::connect([etcd.url.as_str()], None).await.expect("connect");
+        admin.user_add("root", PASSWORD, None).await.expect("user");
+        admin.role_add("root").await.expect("role");
+        admin.user_grant_role("root", "root").await.expect("grant");
+        admin.auth_enable().await.expect("auth on");
+    });
+    let dir = tempfile::tempdir().expect("tmp");
+    let secret = dir.path().join("etcd.password");
+    std::fs::write(&secret, PASSWORD).expect("secret");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let with = |password: &std::path::Path| CoordinationConfig {
+        user: Some("root".into()),
+        password: Some(crate::secrets::SecretRef::File(password.to_path_buf())),
+        ..config(&etcd, 10)
+    };
+    let store = EtcdLockStore::connect(&with(&secret), std::path::Path::new("/")).expect("authenticated");
+    store.acquire(KEY, &holder("control-a", "run-a")).expect("take as root");
+    store.release(KEY, "run-a").expect("release");
+
+    let wrong = dir.path().join("wrong.password");
+    std::fs::write(&wrong, "CANARY-wrong-password-0b9a").expect("secret");
+    std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let err = EtcdLockStore::connect(&with(&wrong), std::path::Path::new("/")).expect_err("wrong password").to_string();
+    assert!(err.contains(&etcd.url) && !err.contains("CANARY"), "names etcd, never the secret: {err}");
+    // Without a user, etcd refuses the request: an error, never a lock.
+    let anonymous = node(&etcd, 10);
+    let err = anonymous.acquire(KEY, &holder("control-b", "run-b")).expect_err("no user").to_string();
+    assert!(err.contains("etcd"), "{err}");
+}
