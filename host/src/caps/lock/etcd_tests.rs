@@ -226,3 +226,74 @@ fn an_etcd_with_authentication_takes_the_user_and_its_secret_and_a_wrong_passwor
     let err = anonymous.acquire(KEY, &holder("control-b", "run-b")).expect_err("no user").to_string();
     assert!(err.contains("etcd"), "{err}");
 }
+
+#[test]
+fn a_write_under_a_lapsed_lock_is_refused_by_the_fencing_check_and_overwrites_nothing() {
+    use crate::caps::checkpoint::{CheckpointStore, Finalization};
+    use crate::caps::coordination::etcd::{EtcdConn, EtcdFailure};
+    use crate::caps::coordination::records::{Sealer, SharedRecords};
+    use crate::caps::creation::{Creation, CreationError, CreationStore};
+
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let node_a = Arc::new(EtcdConn::connect(&config(&etcd, 2), std::path::Path::new("/")).expect("a"));
+    let node_b = Arc::new(EtcdConn::connect(&config(&etcd, 2), std::path::Path::new("/")).expect("b"));
+    let sealer = Arc::new(Sealer::from_secret(&crate::secrets::Secret::new("k".repeat(40))).expect("sealer"));
+    let (locks_a, locks_b) = (EtcdLockStore::new(node_a.clone()), EtcdLockStore::new(node_b.clone()));
+    let records = |conn: &Arc<EtcdConn>| {
+        CheckpointStore::new(dir.path().join("unused"))
+            .shared(Some(SharedRecords { conn: conn.clone(), sealer: sealer.clone() }))
+    };
+    let cp = |stage: &str| Finalization {
+        vm_name: "web-0".into(),
+        vmid: 150,
+        node: "pve1".into(),
+        stage: stage.into(),
+        written: String::new(),
+        fence: None,
+        host_key: None,
+    };
+    locks_a.acquire(KEY, &holder("control-a", "run-a")).expect("a takes it");
+    let fence_a = locks_a.fence(KEY, "run-a").expect("a's token");
+    let store_a = records(&node_a).under(Some(fence_a.clone()));
+    store_a.write(&cp("drive-removal")).expect("a writes under its token");
+    assert_eq!(
+        store_a.read("web-0").expect("read").and_then(|c| c.fence),
+        Some(fence_a.revision),
+        "the token is stored"
+    );
+    // a is stopped: its lease lapses and b takes the VM.
+    locks_a.stop_keep_alive(KEY);
+    assert!(eventually(Duration::from_secs(10), || locks_b.acquire(KEY, &holder("control-b", "run-b")).is_ok()));
+    let fence_b = locks_b.fence(KEY, "run-b").expect("b's token");
+    assert!(fence_b.revision > fence_a.revision);
+    let store_b = records(&node_b).under(Some(fence_b));
+    store_b.write(&cp("reboot")).expect("b writes");
+    // a resumes and writes: refused in the same transaction, nothing overwritten.
+    let err = store_a.write(&cp("drive-removal")).expect_err("fenced");
+    assert!(
+        matches!(&err, crate::caps::checkpoint::CheckpointError::Shared { source: EtcdFailure::Fenced { .. }, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("taken over by another run"), "{err}");
+    assert!(store_a.clear("web-0", 150).is_err(), "nor can a clear it");
+    assert_eq!(store_b.read("web-0").expect("read").map(|c| c.stage), Some("reboot".into()), "b's checkpoint stands");
+    // The same for creation records, and their key is sealed.
+    let rec = Creation {
+        vm_name: "web-0".into(),
+        vmid: 150,
+        node: "pve1".into(),
+        host_key_public: "ssh-ed25519 AAAA".into(),
+        host_key_private: "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY\n".into(),
+        written: String::new(),
+    };
+    let err = CreationStore::for_checkpoints(&store_a).begin(rec.clone()).expect_err("fenced");
+    assert!(matches!(err, CreationError::Shared { source: EtcdFailure::Fenced { .. }, .. }), "{err}");
+    let b_records = CreationStore::for_checkpoints(&store_b);
+    b_records.begin(rec).expect("b begins");
+    let raw = node_b.get("cradle/creation/web-0", "read").expect("get").expect("stored");
+    assert!(!String::from_utf8_lossy(&raw).contains("CANARY"), "the private key is sealed in etcd");
+    assert!(b_records.read("web-0").expect("read").expect("record").host_key_private.contains("CANARY"));
+    assert_eq!(b_records.reserved_vmids().expect("reservations"), vec![150]);
+    locks_b.release(KEY, "run-b").expect("release");
+}
