@@ -21,6 +21,28 @@ use serde_json::Value;
 /// The records key, a canary: it must never show up in output or journals.
 const RECORDS_KEY: &str = "CANARY-records-key-5f1d0c9a7b3e4d2f8a6c1b0e9d8c7b6a";
 
+/// An etcd, a simulated cluster and two control nodes with one VM (`vm-0`,
+/// VMID 500) on `127.37.<subnet>.10`, locks leased for `ttl_s`.
+struct TwoNodes {
+    etcd: Etcd,
+    sim: RemoteSim,
+    a: ControlNode,
+    b: ControlNode,
+    /// Dropped last: the processes above stop before their files go.
+    _root: tempfile::TempDir,
+}
+
+impl TwoNodes {
+    fn start(ttl_s: u64, subnet: u8) -> TwoNodes {
+        let etcd = Etcd::start();
+        let root = tempfile::tempdir().expect("tmp");
+        let sim = RemoteSim::start(root.path(), "0");
+        let a = ControlNode::new(root.path(), "node-a", &sim, &etcd, ttl_s, subnet);
+        let b = ControlNode::new(root.path(), "node-b", &sim, &etcd, ttl_s, subnet);
+        TwoNodes { etcd, sim, a, b, _root: root }
+    }
+}
+
 /// One control node: its own project directory and state, the shared cluster and etcd.
 struct ControlNode {
     dir: PathBuf,
@@ -79,6 +101,20 @@ impl ControlNode {
         self.command().output().expect("run cradle")
     }
 
+    /// Provision again and again while another node's lock (its lease not
+    /// yet expired in etcd) refuses it, up to a minute; the first other answer.
+    fn provision_once_the_lease_ends(&self) -> (Value, String) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (doc, text) = report(&self.provision());
+            let held = doc["hosts"][0]["error"].as_str().is_some_and(|e| e.contains("is held by run"));
+            if !held || Instant::now() > deadline {
+                return (doc, text);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     /// Provision with `CRADLE_CRASH_AT=at`: killed with SIGKILL there.
     fn provision_killed_at(&self, at: &str) -> Output {
         self.command().env("CRADLE_CRASH_AT", at).output().expect("run cradle")
@@ -106,6 +142,19 @@ impl ControlNode {
         }
         panic!("the run never took its lock; journal:\n{}", self.journal());
     }
+}
+
+/// Wait until `child` is stopped (state `T` in /proc/PID/stat).
+fn wait_stopped(child: &Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("node a never stopped at its crash point");
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -139,13 +188,8 @@ fn vms_named(sim: &RemoteSim, name: &str) -> usize {
 
 #[test]
 fn two_control_nodes_on_one_vm_exactly_one_proceeds_and_the_other_names_the_holder() {
-    let etcd = Etcd::start();
-    let root = tempfile::tempdir().expect("tmp");
-    let sim = RemoteSim::start(root.path(), "0");
-    let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 30, 1),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 30, 1),
-    );
+    let nodes = TwoNodes::start(30, 1);
+    let (sim, a, b) = (&nodes.sim, &nodes.a, &nodes.b);
     let first = a.spawn_provision();
     a.wait_for_lock();
     signal(&first, "STOP");
@@ -163,19 +207,19 @@ fn two_control_nodes_on_one_vm_exactly_one_proceeds_and_the_other_names_the_hold
 
 #[test]
 fn a_holder_stopped_past_its_lease_is_refused_before_its_next_side_effect_and_the_vm_is_made_once() {
-    let etcd = Etcd::start();
-    let root = tempfile::tempdir().expect("tmp");
-    let sim = RemoteSim::start(root.path(), "0");
-    let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 2, 2),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 2, 2),
-    );
-    let first = a.spawn_provision();
-    a.wait_for_lock();
-    signal(&first, "STOP");
+    let nodes = TwoNodes::start(5, 2);
+    let (sim, a, b) = (&nodes.sim, &nodes.a, &nodes.b);
+    // Node a freezes itself between two calls, right after it took the lock
+    // and wrote the VM's creation record.
+    let first = a
+        .command()
+        .env("CRADLE_CRASH_AT", "before:snippets@vm-0")
+        .env("CRADLE_CRASH_SIGNAL", "STOP")
+        .spawn()
+        .expect("a");
+    wait_stopped(&first);
     // Past the lease: etcd drops node a's lock, node b takes the VM and makes it.
-    std::thread::sleep(Duration::from_millis(3500));
-    let (doc, text) = report(&b.provision());
+    let (doc, text) = b.provision_once_the_lease_ends();
     assert_eq!(result(&doc), "created", "node b takes over: {text}");
     signal(&first, "CONT");
     let (doc, text) = report(&first.wait_with_output().expect("node a"));
@@ -206,13 +250,8 @@ fn etcd_dump(etcd: &Etcd) -> String {
 /// takes over and ends with `want`: one VM, nothing left in etcd, the key
 /// never in clear and the records key nowhere.
 fn killed_holder_then_other_node(at: &str, want: &str, seen_in_etcd: &str, subnet: u8) {
-    let etcd = Etcd::start();
-    let root = tempfile::tempdir().expect("tmp");
-    let sim = RemoteSim::start(root.path(), "0");
-    let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 3, subnet),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 3, subnet),
-    );
+    let nodes = TwoNodes::start(5, subnet);
+    let (etcd, sim, a, b) = (&nodes.etcd, &nodes.sim, &nodes.a, &nodes.b);
     let killed = a.provision_killed_at(at);
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(9), "{}", report(&killed).1);
     let shared = etcd_dump(&etcd);
@@ -220,8 +259,7 @@ fn killed_holder_then_other_node(at: &str, want: &str, seen_in_etcd: &str, subne
     assert!(!shared.contains("PRIVATE KEY") && !shared.contains(RECORDS_KEY), "nothing secret in clear:\n{shared}");
     let (doc, text) = report(&b.provision());
     assert!(!ok(&doc), "the dead holder's lease still lives: {text}");
-    std::thread::sleep(Duration::from_millis(3500));
-    let (doc, text) = report(&b.provision());
+    let (doc, text) = b.provision_once_the_lease_ends();
     assert_eq!(
         result(&doc),
         want,
@@ -321,8 +359,8 @@ fn losing_the_etcd_quorum_mid_run_stops_the_run_with_a_clear_error_and_never_mak
     let root = tempfile::tempdir().expect("tmp");
     let sim = RemoteSim::start(root.path(), "0.2");
     let (a, b) = (
-        ControlNode::with_vms(root.path(), "node-a", &sim, &cluster.urls, 3, 7, 1, Some(500)),
-        ControlNode::with_vms(root.path(), "node-b", &sim, &cluster.urls, 3, 7, 1, Some(500)),
+        ControlNode::with_vms(root.path(), "node-a", &sim, &cluster.urls, 5, 7, 1, Some(500)),
+        ControlNode::with_vms(root.path(), "node-b", &sim, &cluster.urls, 5, 7, 1, Some(500)),
     );
     let first = a.spawn_provision();
     a.wait_for_lock();
@@ -349,13 +387,8 @@ fn losing_the_etcd_quorum_mid_run_stops_the_run_with_a_clear_error_and_never_mak
 
 #[test]
 fn unlock_on_another_node_shows_the_holder_from_etcd_and_refuses_a_live_lease() {
-    let etcd = Etcd::start();
-    let root = tempfile::tempdir().expect("tmp");
-    let sim = RemoteSim::start(root.path(), "0");
-    let (a, b) = (
-        ControlNode::new(root.path(), "node-a", &sim, &etcd, 30, 8),
-        ControlNode::new(root.path(), "node-b", &sim, &etcd, 30, 8),
-    );
+    let nodes = TwoNodes::start(30, 8);
+    let (a, b) = (&nodes.a, &nodes.b);
     let first = a.spawn_provision();
     a.wait_for_lock();
     signal(&first, "STOP");

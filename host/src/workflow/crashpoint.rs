@@ -11,7 +11,8 @@
 //! control node's own state) leaves behind, so a test can prove that a rerun
 //! recovers from it. A value that does not parse is reported once on stderr
 //! and ignored. Unset, it costs one `OnceLock` read per step boundary and per successful
-//! host call.
+//! host call. `CRADLE_CRASH_SIGNAL=STOP` stops the process there instead (SIGSTOP),
+//! between two calls, for the tests of a holder that lost its lease while frozen.
 
 use std::sync::OnceLock;
 
@@ -69,20 +70,27 @@ fn configured() -> Option<&'static CrashAt> {
         .as_ref()
 }
 
-/// Kill the process if `CRADLE_CRASH_AT` names this boundary.
+/// Kill the process if `CRADLE_CRASH_AT` names this boundary (or stop it,
+/// with `CRADLE_CRASH_SIGNAL=STOP`: a holder frozen between two calls, as a
+/// paused VM or a stalled laptop leaves it, until someone sends SIGCONT).
 pub(crate) fn at(edge: Edge, vm: Option<&str>, step: &str) {
     let Some(c) = configured() else { return };
     if c.edge == edge && c.step == step && (c.vm.is_none() || c.vm.as_deref() == vm) {
-        eprintln!("cradle: CRADLE_CRASH_AT: killing this process at {edge:?} {step}");
-        kill_self();
+        let stop = std::env::var("CRADLE_CRASH_SIGNAL").is_ok_and(|s| s == "STOP");
+        eprintln!(
+            "cradle: CRADLE_CRASH_AT: {} this process at {edge:?} {step}",
+            if stop { "stopping" } else { "killing" }
+        );
+        signal_self(if stop { libc::SIGSTOP } else { libc::SIGKILL });
     }
 }
 
 #[allow(unsafe_code, reason = "kill(2) on our own pid: no memory is touched")]
-fn kill_self() {
-    // SAFETY: getpid and kill have no preconditions; SIGKILL does not return.
+fn signal_self(signal: libc::c_int) {
+    // SAFETY: getpid and kill have no preconditions; SIGKILL does not return,
+    // SIGSTOP returns once the process is continued.
     unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
+        libc::kill(libc::getpid(), signal);
     }
 }
 

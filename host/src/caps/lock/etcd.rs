@@ -21,7 +21,7 @@
 //!   and removes a key whose lease is gone (never the normal case: etcd
 //!   deletes those itself).
 //!
-//! Every etcd request has a deadline (a third of the TTL, at least 2 s); etcd
+//! Every etcd request has a deadline (a third of the TTL, at least 5 s); etcd
 //! unreachable, or a quorum lost, is [`LockError::Etcd`] naming the endpoints,
 //! never a lock taken by guess.
 //!
