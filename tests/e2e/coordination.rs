@@ -200,7 +200,7 @@ fn two_control_nodes_on_one_vm_exactly_one_proceeds_and_the_other_names_the_hold
     assert!(error.contains("is held by run") && error.contains("cradle unlock"), "node b names the holder: {text}");
     let (doc, text) = report(&first.wait_with_output().expect("node a"));
     assert_eq!(result(&doc), "created", "node a finishes: {text}");
-    assert_eq!(vms_named(&sim, "vm-0"), 1, "exactly one VM");
+    assert_eq!(vms_named(sim, "vm-0"), 1, "exactly one VM");
     let (doc, text) = report(&b.provision());
     assert_eq!(result(&doc), "skipped", "node b then finds it complete: {text}");
 }
@@ -226,7 +226,7 @@ fn a_holder_stopped_past_its_lease_is_refused_before_its_next_side_effect_and_th
     assert!(!ok(&doc), "node a must not go on: {text}");
     let error = doc["hosts"][0]["error"].as_str().unwrap_or_default();
     assert!(error.contains("was lost") && error.contains("stops before its next side effect"), "{text}");
-    assert_eq!(vms_named(&sim, "vm-0"), 1, "exactly one VM");
+    assert_eq!(vms_named(sim, "vm-0"), 1, "exactly one VM");
     assert!(a.journal().contains("was lost"), "node a's journal records the refused call");
 }
 
@@ -254,7 +254,7 @@ fn killed_holder_then_other_node(at: &str, want: &str, seen_in_etcd: &str, subne
     let (etcd, sim, a, b) = (&nodes.etcd, &nodes.sim, &nodes.a, &nodes.b);
     let killed = a.provision_killed_at(at);
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(9), "{}", report(&killed).1);
-    let shared = etcd_dump(&etcd);
+    let shared = etcd_dump(etcd);
     assert!(shared.contains(seen_in_etcd), "node a left {seen_in_etcd} in etcd:\n{shared}");
     assert!(!shared.contains("PRIVATE KEY") && !shared.contains(RECORDS_KEY), "nothing secret in clear:\n{shared}");
     let (doc, text) = report(&b.provision());
@@ -268,10 +268,10 @@ fn killed_holder_then_other_node(at: &str, want: &str, seen_in_etcd: &str, subne
         std::fs::read_to_string(b.dir.join("state/known_hosts")).unwrap_or_default(),
         b.journal()
     );
-    assert_eq!(vms_named(&sim, "vm-0"), 1, "exactly one VM");
+    assert_eq!(vms_named(sim, "vm-0"), 1, "exactly one VM");
     let vm = sim.vms().into_iter().find(|v| v["config"]["name"] == "vm-0").expect("vm-0");
     assert!(vm["config"].get("ide2").is_none_or(|d| !d.to_string().contains("cloudinit")), "finalized: {vm}");
-    let left = etcd_dump(&etcd);
+    let left = etcd_dump(etcd);
     assert!(!left.contains("checkpoints/") && !left.contains("creation/") && !left.contains("locks/"), "{left}");
     let (doc, text) = report(&a.provision());
     assert_eq!(result(&doc), "skipped", "node a's rerun finds it complete: {text}");
