@@ -3,7 +3,10 @@
 //!
 //! A capability never trusts its caller: plugins and workflows reach the same
 //! functions, and every call is checked by [`policy::check`] (through
-//! [`context::CapCtx::guard`]) and journaled before it does anything.
+//! [`context::CapCtx::guard`]) and journaled before it does anything. The
+//! exception is `log`, which nothing can refuse: its events go straight to
+//! [`context::CapCtx::log_event`], charged to the call's budget and written to
+//! the journal as log lines, not as capability calls.
 //!
 //! Each folder has one shape: the provider (the real work, typed Rust, in
 //! `mod.rs`, for `proxmox` and `ssh` in `client.rs`: [`proxmox::client`],

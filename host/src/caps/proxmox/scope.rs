@@ -455,6 +455,17 @@ mod tests {
     }
 
     #[test]
+    fn set_config_with_a_snippet_for_a_vm_whose_name_cannot_name_snippets_is_denied() {
+        // A VM of the call whose name is not a DNS label (`vms_name` with an
+        // underscore) has no snippets of its own: any snippet is refused.
+        let mut odd = scope();
+        odd.vms[0].name = "test_0".into();
+        let c = set_config(&[("cicustom", "user=local-lvm:snippets/test_0-user.yaml")], &[], &[]);
+        let m = check(&grants(), "plugins.direct.grants", &odd, &config_call(&c)).expect_err("denied").to_string();
+        assert!(m.contains("is not a VM name snippets can be named after"), "{m}");
+    }
+
+    #[test]
     fn set_config_with_a_snippet_on_an_ungranted_storage_is_denied() {
         let c = set_config(&[("cicustom", "user=local:snippets/test-0-user.yaml")], &[], &[]);
         assert!(denied(config_call(&c)).contains("(user) names storage `local`"));
