@@ -190,6 +190,10 @@ const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
     ("already used in another node affinity rule", ErrorKind::Conflict),
     // The resource must be made HA-managed first: a state problem, not a passing one.
     ("cannot use unmanaged resource", ErrorKind::Conflict),
+    // PVE::Tools::assert_if_modified: the `digest` of a config write no longer
+    // matches (someone changed the VM since it was read). Re-read, then decide;
+    // a blind retry would overwrite the other change.
+    ("detected modified configuration", ErrorKind::Conflict),
     // 500s that no retry can fix: the arguments do not fit the VM.
     ("can't migrate running VM without --online", ErrorKind::Invalid),
     ("(VM uses local storage)", ErrorKind::Invalid),
@@ -280,6 +284,7 @@ mod tests {
             "HA rule 'web' already defined",
             "resource 'vm:100' is already used in another node affinity rule",
             "cannot use unmanaged resource(s) 'vm:100'",
+            "detected modified configuration - file changed by other user? Try again.",
         ] {
             assert_eq!(classify(500, msg), ErrorKind::Conflict, "{msg}");
         }
