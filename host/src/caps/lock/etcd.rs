@@ -231,13 +231,10 @@ impl LockStore for EtcdLockStore {
         let ekey = self.etcd_key(key);
         let Some(h) = mine else {
             // Not ours in this process: free is fine, anyone else's is refused.
+            // (The same run id from another process cannot release it either:
+            // its keep-alive and fencing token are that process's.)
             return match self.holder(key)? {
                 None => Ok(()),
-                Some(other) if other.run_id == run_id => Err(LockError::NotHolder {
-                    key: key.to_string(),
-                    run_id: format!("{run_id} (in this process)"),
-                    holder: Box::new(other),
-                }),
                 Some(other) => Err(LockError::NotHolder {
                     key: key.to_string(),
                     run_id: run_id.to_string(),
