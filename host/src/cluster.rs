@@ -130,6 +130,10 @@ impl SimClusters {
                 .map(|t| TemplateSpec { vmid: t.vmid, name: t.name.clone(), node: t.node.clone() })
                 .collect();
         }
+        if let Some(q) = &sim.qemu {
+            let settings = q.settings().map_err(|source| ClusterError::SimStart { name: name.to_string(), source })?;
+            config.guest_mode = cradle_sim::GuestMode::Qemu(settings);
+        }
         if let Some(spec) = &sim.faults {
             config.faults =
                 FaultSpec::parse(spec).map_err(|source| ClusterError::Faults { name: name.to_string(), source })?;

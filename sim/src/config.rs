@@ -152,6 +152,98 @@ pub struct SimConfig {
     pub templates: Vec<TemplateSpec>,
     /// Base durations.
     pub timings: Timings,
+    /// What a started VM is: a simulated guest (default) or a real qemu VM.
+    pub guest_mode: GuestMode,
+}
+
+/// What a started VM runs.
+#[derive(Debug, Clone, Default)]
+pub enum GuestMode {
+    /// The in-process simulated guest (russh, cloud-init modelled): milliseconds per boot.
+    #[default]
+    Simulated,
+    /// A real qemu VM booting the Debian 12 image of `scripts/guest-image` with real
+    /// cloud-init and OpenSSH (docs/SIMULATOR.md, "Guest mode qemu").
+    Qemu(QemuSettings),
+}
+
+/// Settings of the qemu guest mode.
+#[derive(Debug, Clone)]
+pub struct QemuSettings {
+    /// The image directory `scripts/guest-image` prints: `vmlinuz`, `initrd.img`,
+    /// `rootfs.qcow2`.
+    pub image_dir: PathBuf,
+    /// KVM, TCG, or KVM when `/dev/kvm` can be opened.
+    pub accel: Accel,
+    /// Only these VMIDs boot qemu (the others are simulated guests); `None` = all.
+    pub vmids: Option<std::collections::BTreeSet<u32>>,
+    /// The qemu binary (default `qemu-system-x86_64` on `PATH`).
+    pub binary: PathBuf,
+    /// How long a graceful shutdown (ACPI power button) may take before a shutdown
+    /// task fails with `got timeout` (PVE's default is 180 s; TCG boots are slow).
+    pub shutdown_timeout: Duration,
+}
+
+impl QemuSettings {
+    /// Settings for an image directory, everything else default.
+    pub fn new(image_dir: impl Into<PathBuf>) -> Self {
+        QemuSettings {
+            image_dir: image_dir.into(),
+            accel: Accel::Auto,
+            vmids: None,
+            binary: PathBuf::from("qemu-system-x86_64"),
+            shutdown_timeout: Duration::from_secs(180),
+        }
+    }
+
+    /// The image files a guest boots from, checked to exist.
+    pub fn image_files(&self) -> Result<[PathBuf; 3], SimError> {
+        let files = ["vmlinuz", "initrd.img", "rootfs.qcow2"].map(|f| self.image_dir.join(f));
+        for f in &files {
+            if !f.is_file() {
+                return Err(SimError::Config(format!(
+                    "qemu guest mode: {} is missing; build the guest image with scripts/guest-image \
+                     and give the directory it prints",
+                    f.display()
+                )));
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// How qemu runs guest code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// KVM when `/dev/kvm` opens read-write, else TCG.
+    Auto,
+    /// Hardware virtualisation (fails to start without `/dev/kvm`).
+    Kvm,
+    /// Software emulation (minutes per boot).
+    Tcg,
+}
+
+impl Accel {
+    /// Parse `auto`, `kvm` or `tcg`.
+    pub fn parse(s: &str) -> Result<Self, SimError> {
+        match s {
+            "auto" => Ok(Accel::Auto),
+            "kvm" => Ok(Accel::Kvm),
+            "tcg" => Ok(Accel::Tcg),
+            other => Err(SimError::Config(format!("qemu accel '{other}' is not one of auto, kvm, tcg"))),
+        }
+    }
+
+    /// What `Auto` means on this machine.
+    pub fn resolve(self) -> Accel {
+        match self {
+            Accel::Auto => {
+                let usable = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+                if usable { Accel::Kvm } else { Accel::Tcg }
+            }
+            other => other,
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -171,6 +263,7 @@ impl Default for SimConfig {
             storages: default_storages(),
             templates: vec![TemplateSpec { vmid: 9000, name: "debian-12-cloud".into(), node: "pve1".into() }],
             timings: Timings::default(),
+            guest_mode: GuestMode::Simulated,
         }
     }
 }
@@ -231,6 +324,9 @@ impl SimConfig {
                 "node SSH base address {} must be in 127.0.0.0/8",
                 self.node_ssh_base
             )));
+        }
+        if let GuestMode::Qemu(q) = &self.guest_mode {
+            q.image_files()?;
         }
         for t in &self.templates {
             if !self.nodes.contains(&t.node) {

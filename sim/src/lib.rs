@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use config::{GuestSubnet, SimConfig, StorageSpec, TemplateSpec, Timings};
+pub use config::{Accel, GuestMode, GuestSubnet, QemuSettings, SimConfig, StorageSpec, TemplateSpec, Timings};
 pub use error::SimError;
 pub use faults::{FaultKind, FaultSpec};
 
@@ -107,6 +107,7 @@ impl Cluster {
         }
 
         tokio::spawn(api::serve(sim.clone(), listener, server_cfg));
+        guest::qemu::reap_stale(sim.root());
         resume_guests(&sim);
         Ok(RunningCluster { sim, api_addr, tls, key_path })
     }
@@ -122,15 +123,16 @@ fn resume_guests(sim: &Arc<Sim>) {
             let st = lock(&sim.state);
             st.vms.get(&vmid).map(|vm| guest::read_seed(sim, vm))
         };
-        match seed {
-            Some(Ok(seed)) => guest::power_on(sim, vmid, seed, true),
-            _ => {
-                let mut st = lock(&sim.state);
-                if let Some(vm) = st.vms.get_mut(&vmid) {
-                    vm.power = model::Power::Stopped;
-                }
-                sim.changed();
+        let booted = match seed {
+            Some(Ok(seed)) => guest::power_on(sim, vmid, seed).inspect_err(|e| tracing::warn!(vmid, "{e}")).is_ok(),
+            _ => false,
+        };
+        if !booted {
+            let mut st = lock(&sim.state);
+            if let Some(vm) = st.vms.get_mut(&vmid) {
+                vm.power = model::Power::Stopped;
             }
+            sim.changed();
         }
     }
 }
@@ -252,6 +254,7 @@ impl RunningCluster {
 impl Drop for RunningCluster {
     fn drop(&mut self) {
         let _ = self.sim.shutdown.send(true);
+        guest::qemu::kill_all(&self.sim);
         lock(&self.sim.guests).clear();
         if self.sim.root_is_temp {
             let _ = std::fs::remove_dir_all(self.sim.root());

@@ -42,6 +42,8 @@ pub struct Sim {
     token_secret: String,
     /// Running guests by VMID.
     pub guests: Mutex<HashMap<u32, GuestRuntime>>,
+    /// The qemu processes of guest mode `qemu`.
+    pub qemu: crate::guest::qemu::QemuGuests,
     /// VMs whose next boot hangs (an API reboot hit by fault `reboot-hang`).
     pub hang_next_boot: Mutex<HashSet<u32>>,
     /// Node SSH addresses as bound.
@@ -119,6 +121,7 @@ impl Sim {
             root_is_temp,
             token_secret,
             guests: Mutex::new(HashMap::new()),
+            qemu: Default::default(),
             hang_next_boot: Mutex::new(HashSet::new()),
             node_ssh: Mutex::new(Vec::new()),
             shutdown: tx,

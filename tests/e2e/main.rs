@@ -16,6 +16,7 @@ mod progress_pty;
 mod provision;
 mod provision_dns;
 mod proxmox_client;
+mod qemu_guest;
 mod reload;
 mod sandbox;
 mod scale;

@@ -27,6 +27,15 @@ impl std::fmt::Debug for RemoteSim {
 
 impl Drop for RemoteSim {
     fn drop(&mut self) {
+        // Ctrl-C first: the simulator stops its guests (qemu ones too) and
+        // writes its state; SIGKILL if it has not ended within 10 s.
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -35,10 +44,17 @@ impl Drop for RemoteSim {
 impl RemoteSim {
     /// Start it under `dir` (`dir/pve`, `dir/cluster.toml`) at time scale `scale`.
     pub fn start(dir: &Path, scale: &str) -> RemoteSim {
+        RemoteSim::start_with(dir, scale, &["--nodes", "pve1,pve2,pve3"])
+    }
+
+    /// Start it with these `cradle sim serve` arguments besides the listen
+    /// address, time scale, node SSH port, written config and state dir.
+    pub fn start_with(dir: &Path, scale: &str, args: &[&str]) -> RemoteSim {
         let state = dir.join("pve");
         let written = dir.join("cluster.toml");
         let mut child = Command::new(cradle_bin())
-            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale, "--nodes", "pve1,pve2,pve3"])
+            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale])
+            .args(args)
             .args(["--node-ssh-port", "0", "--write-config"])
             .arg(&written)
             .arg("--state-dir")

@@ -48,6 +48,16 @@ pub struct ServeArgs {
     /// The cluster name used in the written config.
     #[arg(long, default_value = "sim")]
     pub cluster_name: String,
+    /// Port the guests' SSH servers listen on (a qemu guest's forward).
+    #[arg(long, default_value_t = 22)]
+    pub guest_ssh_port: u16,
+    /// Boot started VMs as real qemu guests from this image directory (what
+    /// `scripts/guest-image` prints; see docs/SIMULATOR.md, "Guest mode qemu").
+    #[arg(long, value_name = "DIR")]
+    pub qemu_image: Option<PathBuf>,
+    /// How qemu runs guests: tcg, kvm, or auto (KVM when /dev/kvm opens).
+    #[arg(long, default_value = "tcg", requires = "qemu_image")]
+    pub qemu_accel: String,
 }
 
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
@@ -64,10 +74,16 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
         seed: args.seed,
         listen: args.listen,
         node_ssh_port: args.node_ssh_port,
+        guest_ssh_port: args.guest_ssh_port,
         ..cradle_sim::SimConfig::default()
     };
     if let Some(spec) = &args.faults {
         config.faults = cradle_sim::FaultSpec::parse(spec)?;
+    }
+    if let Some(image) = &args.qemu_image {
+        let mut q = cradle_sim::QemuSettings::new(image);
+        q.accel = cradle_sim::Accel::parse(&args.qemu_accel)?;
+        config.guest_mode = cradle_sim::GuestMode::Qemu(q);
     }
     let cluster = cradle_sim::Cluster::start(config).await?;
     print!("{}", cluster.banner());

@@ -194,6 +194,61 @@ pub struct SimSettings {
     /// `debian-12-cloud` on the first node).
     #[serde(default)]
     pub templates: Vec<SimTemplate>,
+    /// `[clusters.NAME.sim.qemu]`: started VMs are real qemu guests.
+    #[serde(default)]
+    pub qemu: Option<SimQemu>,
+}
+
+/// `[clusters.NAME.sim.qemu]`: guest mode `qemu` (docs/SIMULATOR.md): a started VM
+/// boots the Debian 12 image `scripts/guest-image` builds, with real cloud-init and
+/// OpenSSH, reached at `127.B.C.D:guest_ssh_port` for a guest address `A.B.C.D`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimQemu {
+    /// The image directory (`vmlinuz`, `initrd.img`, `rootfs.qcow2`); relative to
+    /// cradle.toml. Default: where `scripts/guest-image` puts it,
+    /// `~/.cache/cradle/guest-image/current`.
+    #[serde(default)]
+    pub image: Option<PathBuf>,
+    /// `tcg` (default: software emulation, works everywhere), `kvm`, or `auto` (KVM
+    /// when `/dev/kvm` opens read-write).
+    #[serde(default = "default_qemu_accel")]
+    pub accel: String,
+    /// Only these VMIDs boot qemu; the others stay simulated guests. Empty = all.
+    #[serde(default)]
+    pub vmids: Vec<u32>,
+    /// Seconds a graceful shutdown (shutdown task, API reboot) may take.
+    #[serde(default = "default_qemu_shutdown_timeout")]
+    pub shutdown_timeout_s: u64,
+}
+
+fn default_qemu_accel() -> String {
+    "tcg".into()
+}
+fn default_qemu_shutdown_timeout() -> u64 {
+    180
+}
+
+impl SimQemu {
+    /// The simulator's settings; the image path is already absolute (see
+    /// `Config::parse`).
+    pub fn settings(&self) -> Result<cradle_sim::QemuSettings, cradle_sim::SimError> {
+        let image = match &self.image {
+            Some(p) => p.clone(),
+            None => default_guest_image(),
+        };
+        let mut q = cradle_sim::QemuSettings::new(image);
+        q.accel = cradle_sim::Accel::parse(&self.accel)?;
+        q.vmids = (!self.vmids.is_empty()).then(|| self.vmids.iter().copied().collect());
+        q.shutdown_timeout = std::time::Duration::from_secs(self.shutdown_timeout_s);
+        Ok(q)
+    }
+}
+
+/// Where `scripts/guest-image` puts the image by default.
+pub fn default_guest_image() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+    home.join(".cache/cradle/guest-image/current")
 }
 
 /// `[[clusters.NAME.sim.templates]]`: a template of a new simulated cluster.
@@ -224,6 +279,7 @@ impl Default for SimSettings {
             faults: None,
             guest_ssh_port: 22,
             templates: Vec::new(),
+            qemu: None,
         }
     }
 }
@@ -409,6 +465,7 @@ impl Config {
         config.base_dir = base.to_path_buf();
         config.add_implied_builtins();
         config.resolve_module_roots();
+        config.resolve_guest_images();
         config
             .validate()
             .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
@@ -438,6 +495,18 @@ impl Config {
     /// The workflow directory: `[workflow] dir`, or `workflows/` next to cradle.toml.
     pub fn workflow_dir(&self) -> PathBuf {
         self.resolve(self.workflow.dir.as_deref().unwrap_or(Path::new(DEFAULT_WORKFLOW_DIR)))
+    }
+
+    /// `[clusters.NAME.sim.qemu] image` is relative to cradle.toml.
+    fn resolve_guest_images(&mut self) {
+        let base = self.base_dir.clone();
+        for c in self.clusters.values_mut() {
+            if let Some(image) = c.sim.qemu.as_mut().and_then(|q| q.image.as_mut())
+                && image.is_relative()
+            {
+                *image = base.join(&*image);
+            }
+        }
     }
 
     /// `[plugins.NAME.grants.terraform] module_root` is relative to cradle.toml

@@ -176,8 +176,7 @@ pub fn cold_start(sim: &Arc<Sim>, vmid: u32, skiplock: bool) -> Result<(), Strin
     }
     sim.changed();
     drop(st);
-    crate::guest::power_on(sim, vmid, seed, true);
-    Ok(())
+    crate::guest::power_on(sim, vmid, seed).inspect_err(|_| halt(sim, vmid))
 }
 
 pub fn halt(sim: &Arc<Sim>, vmid: u32) {
@@ -220,19 +219,45 @@ pub fn stop_task(sim: &Arc<Sim>, node: &str, vmid: u32, kind: &'static str, skip
             if !skiplock {
                 check_lock(vm)?;
             }
-            if vm.power == Power::Stopped {
-                return Ok(());
-            }
-            drop(st);
-            if kind == "qmshutdown" && !force && crate::guest::is_hung(sim, vmid) {
-                return Err("VM quit/powerdown failed - got timeout".to_string());
-            }
-            halt(sim, vmid);
-            Ok(())
+            Ok(vm.power == Power::Running)
         })();
-        sim.finish_task(&u, r);
+        match r {
+            Ok(true) => power_down(sim, vmid, kind == "qmshutdown", force, move |sim, r| sim.finish_task(&u, r)),
+            Ok(false) => sim.finish_task(&u, Ok(())),
+            Err(e) => sim.finish_task(&u, Err(e)),
+        }
     });
     upid
+}
+
+/// Stop a running VM, gracefully (the ACPI power button) or not, then `then`. A
+/// simulated guest goes down at once (a hung one refuses a graceful shutdown); a qemu
+/// guest's power button is pressed and its exit awaited, so `then` runs later.
+fn power_down(
+    sim: &Arc<Sim>,
+    vmid: u32,
+    graceful: bool,
+    force: bool,
+    then: impl FnOnce(&Arc<Sim>, Result<(), String>) + Send + 'static,
+) {
+    if graceful && crate::guest::qemu::is_running(sim, vmid) {
+        let timeout = crate::guest::qemu::settings(sim, vmid).map(|q| q.shutdown_timeout).unwrap_or_default();
+        let sim = sim.clone();
+        tokio::spawn(async move {
+            let r = crate::guest::qemu::powerdown(&sim, vmid, timeout).await;
+            let r = if force { Ok(()) } else { r };
+            if r.is_ok() {
+                halt(&sim, vmid);
+            }
+            then(&sim, r);
+        });
+        return;
+    }
+    if graceful && !force && crate::guest::is_hung(sim, vmid) {
+        return then(sim, Err("VM quit/powerdown failed - got timeout".to_string()));
+    }
+    halt(sim, vmid);
+    then(sim, Ok(()));
 }
 
 pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) -> ApiResult {
@@ -292,16 +317,21 @@ pub fn power(sim: &Arc<Sim>, node: &str, vmid: u32, action: &str, p: &Params) ->
                     sim.finish_task(&u, Err(format!("VM is locked ({l})")));
                     return;
                 }
-                halt(sim, vmid);
-                sim.finish_task(&u, Ok(()));
-                let node = lock(&sim.state).vms.get(&vmid).map(|v| v.node.clone());
-                if let Some(node) = node {
-                    if hang {
-                        lock(&sim.hang_next_boot).insert(vmid);
+                // A simulated guest's reboot never waits on the guest; a qemu guest's
+                // waits for its ACPI shutdown as qmreboot does.
+                let force = !crate::guest::qemu::is_running(sim, vmid);
+                power_down(sim, vmid, true, force, move |sim, r| {
+                    let ok = r.is_ok();
+                    sim.finish_task(&u, r);
+                    let node = lock(&sim.state).vms.get(&vmid).map(|v| v.node.clone());
+                    if let (true, Some(node)) = (ok, node) {
+                        if hang {
+                            lock(&sim.hang_next_boot).insert(vmid);
+                        }
+                        // qmeventd brings it back; PVE logs this as a start task.
+                        start_task(sim, &node, vmid, false);
                     }
-                    // qmeventd brings it back; PVE logs this as a start task.
-                    start_task(sim, &node, vmid, false);
-                }
+                });
             });
             upid_reply(upid)
         }
@@ -344,6 +374,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     drop(st);
     let u = upid.clone();
     sim.after(sim.scaled(sim.cfg.timings.destroy), move |sim| {
+        crate::guest::qemu::destroy(sim, vmid);
         let mut st = lock(&sim.state);
         st.vms.remove(&vmid);
         let sid = format!("vm:{vmid}");

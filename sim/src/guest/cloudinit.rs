@@ -34,6 +34,8 @@ pub struct CiSeed {
     pub network: String,
     /// meta-data text.
     pub meta: String,
+    /// vendor-data text (empty when none).
+    pub vendor: String,
     /// instance-id (hash of user + network data).
     pub instance_id: String,
 }

@@ -14,6 +14,7 @@ mod commands;
 pub mod keys;
 mod net_cmd;
 mod node_cmd;
+pub mod qemu;
 mod ssh;
 
 use std::collections::BTreeMap;
@@ -155,7 +156,7 @@ pub fn read_seed(sim: &Sim, vm: &Vm) -> Result<Option<CiSeed>, String> {
     };
     let user = part("user", &|| generated_user_data(vm))?;
     let network = part("network", &|| generated_network(vm))?;
-    let _vendor = part("vendor", &String::new)?;
+    let vendor = part("vendor", &String::new)?;
     let meta_custom = part("meta", &String::new)?;
     if total as u64 >= 3 * SNIPPET_LIMIT {
         return Err("cloudinit snippets exceed the 3 MiB total limit".into());
@@ -172,14 +173,15 @@ pub fn read_seed(sim: &Sim, vm: &Vm) -> Result<Option<CiSeed>, String> {
     } else {
         meta_custom
     };
-    Ok(Some(CiSeed { user, network, meta, instance_id }))
+    Ok(Some(CiSeed { user, network, meta, vendor, instance_id }))
 }
 
-/// Power the guest on (cold start): apply the seed, pick the outcome, start sshd.
-pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
+/// Power the guest on (cold start): apply the seed, pick the outcome, start sshd — or,
+/// in guest mode `qemu`, boot the VM's qemu. `Err` = the start fails with that text.
+pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), String> {
     let prepared = {
         let mut st = lock(&sim.state);
-        let Some(vm) = st.vms.get_mut(&vmid) else { return };
+        let Some(vm) = st.vms.get_mut(&vmid) else { return Ok(()) };
         let mut first_boot = false;
         if let Some(seed) = &seed {
             let mut id = cloudinit::parse_identity(seed);
@@ -215,16 +217,23 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>, _cold: bool) {
             vm.disk.host_key = keys::generate_ed25519_openssh().ok();
         }
         let disk = vm.disk.clone();
+        let qemu_vm = qemu::settings(sim, vmid).map(|_| vm.clone());
         sim.changed();
-        (disk, first_boot, fallback)
+        (disk, first_boot, fallback, qemu_vm)
     };
-    let (disk, first_boot, fallback) = prepared;
+    let (disk, first_boot, fallback, qemu_vm) = prepared;
+    if let Some(vm) = qemu_vm {
+        // The real guest keeps its own disk; the model above only remembers what
+        // its cloud-init was given (the network the forward is planned from).
+        return qemu::power_on(sim, &vm, &disk, seed.as_ref());
+    }
     let Some(ident) = build_ident(&disk, seed.is_some() || fallback) else {
         tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
-        return;
+        return Ok(());
     };
     let hostname = disk.hostname.clone().unwrap_or_else(|| format!("vm{vmid}"));
     boot(sim, vmid, Arc::new(ident), hostname, disk.address, first_boot, Duration::ZERO);
+    Ok(())
 }
 
 fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<GuestIdent> {
@@ -310,8 +319,10 @@ fn boot(
     );
 }
 
-/// Power the guest off (stop, shutdown, destroy): its sshd and sessions end.
+/// Power the guest off (stop, shutdown, destroy): its sshd and sessions end (its
+/// qemu is killed).
 pub fn power_off(sim: &Sim, vmid: u32) {
+    qemu::kill(sim, vmid);
     if let Some(g) = lock(&sim.guests).remove(&vmid) {
         let _ = g.cancel.send(true);
     }
@@ -320,6 +331,15 @@ pub fn power_off(sim: &Sim, vmid: u32) {
 /// An in-guest reboot (or reset): down for `downtime`, then a new boot without reading
 /// snippets or applying pending changes. May hang for good (fault `reboot-hang`).
 pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
+    if qemu::is_running(sim, vmid) {
+        let sim = sim.clone();
+        tokio::spawn(async move {
+            if let Err(e) = qemu::reset(&sim, vmid).await {
+                tracing::warn!(vmid, "qemu reset: {e}");
+            }
+        });
+        return;
+    }
     let hang = sim.faults.fire(FaultKind::RebootHang);
     let (ident, hostname, address, generation) = {
         let mut guests = lock(&sim.guests);
@@ -356,12 +376,14 @@ pub fn agent_view(sim: &Sim, vmid: u32) -> Option<(String, Option<Ipv4Addr>)> {
     Some((g.hostname.clone(), g.address))
 }
 
-/// The address a guest's sshd is bound to, once up.
+/// The address a guest's sshd is bound to, once up (a qemu guest's forward, from
+/// the start on).
 pub fn ssh_addr(sim: &Sim, vmid: u32) -> Option<SocketAddr> {
-    lock(&sim.guests).get(&vmid).and_then(|g| g.ssh_addr)
+    qemu::ssh_addr(sim, vmid).or_else(|| lock(&sim.guests).get(&vmid).and_then(|g| g.ssh_addr))
 }
 
-/// Boot ID of the current boot (for tests and the library API).
+/// Boot ID of the current boot (for tests and the library API); `None` for a qemu
+/// guest (read it over SSH).
 pub fn boot_id(sim: &Sim, vmid: u32) -> Option<String> {
     lock(&sim.guests).get(&vmid).filter(|g| !g.down).map(|g| g.boot_id.clone())
 }

@@ -1,0 +1,232 @@
+//! Guest mode `qemu`: the real `cradle` binary provisions a VM of the simulated
+//! cluster that is a real qemu VM booting Debian 12 with real cloud-init 22.4 and
+//! OpenSSH (docs/SIMULATOR.md, "Guest mode qemu"). A green run proves that cradle's
+//! rendered user-data, network-data and meta-data work on the real tool, and that
+//! its verification, reboot and finalization work on a real Linux guest.
+//!
+//! Needs root (the image is built by `scripts/guest-image` with debootstrap; cached,
+//! so only the first run pays), `qemu-system-x86_64`, `genisoimage` and `ssh`
+//! (scripts/test installs them). Minutes per test under TCG: scripts/test runs this
+//! module after the rest of the suite; the tests marked `ignore` are the longer
+//! suite, `scripts/test-qemu`. Each test has its own guest subnet 10.8N.0.0/24,
+//! reached at 127.8N.0.10:2322.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cradle_tests::fixture::{Cluster, ProjectConfig};
+use cradle_tests::remote_sim::RemoteSim;
+use cradle_tests::{Out, cradle_bin, workspace};
+use serde_json::Value;
+
+/// The guest image directory, built (or found cached) by the project's script.
+fn guest_image() -> PathBuf {
+    let out = Command::new(workspace().join("scripts/guest-image")).output().expect("run scripts/guest-image");
+    assert!(
+        out.status.success(),
+        "scripts/guest-image failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(stdout.lines().last().expect("the image directory").trim())
+}
+
+/// `tcg` unless `CRADLE_QEMU_ACCEL` says otherwise (KVM where it works).
+fn accel() -> String {
+    std::env::var("CRADLE_QEMU_ACCEL").unwrap_or_else(|_| "tcg".into())
+}
+
+/// One project: a one-node simulator in qemu mode in its own process (the guests
+/// outlive each `cradle` command, as VMs outlive a run on PVE) and a one-VM
+/// inventory on 10.`n`.0.0/24.
+struct QemuLab {
+    dir: tempfile::TempDir,
+    sim: RemoteSim,
+    config: PathBuf,
+    inventory: PathBuf,
+    n: u8,
+}
+
+impl QemuLab {
+    fn new(n: u8, vmid: u32) -> QemuLab {
+        let dir = tempfile::tempdir().expect("tmp");
+        let image = guest_image();
+        let accel = accel();
+        let sim = RemoteSim::start_with(
+            dir.path(),
+            "0",
+            &["--nodes", "pve1", "--guest-ssh-port", "2322", "--qemu-image", s(&image), "--qemu-accel", &accel],
+        );
+        let config = ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).write(dir.path());
+        let inv = dir.path().join("inventory");
+        std::fs::create_dir_all(inv.join("group_vars")).expect("mkdir");
+        std::fs::write(
+            inv.join("hosts.ini"),
+            format!(
+                "[lab]\nqemu-0 ansible_host=127.{n}.0.10 ansible_port=2322\n\n[lab:vars]\nvms_vmid_base={vmid}\n\
+                 target_node=pve1\nansible_user=cradle\n"
+            ),
+        )
+        .expect("hosts.ini");
+        // Waits sized for TCG: a first boot with cloud-init takes about a minute on
+        // two cores, a reboot about as long.
+        std::fs::write(
+            inv.join("group_vars/all.yml"),
+            format!(
+                r#"---
+global_os:
+  debian12:
+    template: debian-12-cloud
+    interface: ens18
+    storage: local-lvm
+    cores: 2
+    memory: 1024
+vms_os: debian12
+vms_config:
+  disk: 3
+  network:
+    nic0:
+      bridge: vmbr0
+      ip: "10.{n}.0.10/24"
+      gateway: 10.{n}.0.1
+      nameservers: [10.{n}.0.2]
+vms_wait:
+  task_ms: 900000
+  ssh_ms: 600000
+  command_ms: 60000
+  cloudinit_attempts: 300
+  cloudinit_interval_ms: 2000
+  reboot_attempts: 200
+  reboot_interval_s: 3.0
+"#
+            ),
+        )
+        .expect("all.yml");
+        QemuLab { dir, sim, config, inventory: inv, n }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    fn cradle(&self, args: &[&str]) -> Out {
+        let mut all = vec!["--config", s(&self.config), "--output", "json"];
+        let state = self.state();
+        all.extend(["--state-dir", s(&state)]);
+        all.extend_from_slice(args);
+        let out = Command::new(cradle_bin())
+            .args(&all)
+            .env_remove("CRADLE_CONFIG")
+            .env_remove("CRADLE_STATE_DIR")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run cradle");
+        Out::from(out)
+    }
+
+    fn provision(&self) -> Vec<String> {
+        let out = self.cradle(&["provision", "-i", s(&self.inventory)]);
+        let doc = out.json();
+        doc["hosts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no hosts in {out:#?}"))
+            .iter()
+            .map(|h| h["result"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Run `command` on the guest as `cradle` with cradle's key, trusting only the
+    /// host key cradle pinned in its known_hosts.
+    fn ssh(&self, command: &str) -> Out {
+        let state = self.state();
+        let out = Command::new("ssh")
+            .args(["-F", "/dev/null", "-p", "2322", "-i"])
+            .arg(self.sim.state.join("node_id_ed25519"))
+            .args(["-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"])
+            .arg("-o")
+            .arg(format!("UserKnownHostsFile={}", state.join("known_hosts").display()))
+            .args(["-o", "ConnectTimeout=30", "-o", "LogLevel=ERROR"])
+            .arg(format!("cradle@127.{}.0.10", self.n))
+            .arg(command)
+            .output()
+            .expect("run ssh");
+        Out::from(out)
+    }
+
+    /// The console log of VM `vmid` (for a failure's message).
+    fn console(&self, vmid: u32) -> String {
+        let path = self.sim.state.join(format!("qemu/{vmid}/console.log"));
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(40).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 path")
+}
+
+fn json(out: &Out) -> Value {
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {out:#?}"))
+}
+
+#[test]
+fn a_vm_provisions_finalizes_reruns_and_is_removed_on_a_real_debian_guest() {
+    let lab = QemuLab::new(81, 481);
+    let first = lab.provision();
+    assert_eq!(first, ["created"], "console:\n{}", lab.console(481));
+
+    // The guest presents exactly the host key cradle pre-seeded and pinned:
+    // StrictHostKeyChecking against cradle's own known_hosts and nothing else.
+    let id = lab.ssh("id -un");
+    assert_eq!(id.code, 0, "the pinned key is the guest's: {id:#?}");
+    assert_eq!(id.stdout.trim(), "cradle");
+
+    // Real cloud-init finished cleanly, without recoverable errors or warnings.
+    let status = lab.ssh("cloud-init status --format=json");
+    let doc = json(&status);
+    assert_eq!((status.code, doc["status"].as_str()), (0, Some("disabled")), "after finalization: {status:#?}");
+    let log = lab.ssh("grep -E 'WARNING|Traceback' /var/log/cloud-init.log || true");
+    assert_eq!(log.stdout.trim(), "", "cloud-init.log has warnings: {log:#?}");
+    let result = lab.ssh("cat /var/lib/cloud/data/result.json");
+    let r = json(&result);
+    assert_eq!(r["v1"]["errors"], serde_json::json!([]), "{result:#?}");
+
+    // sudo resolves the host name (manage_etc_hosts) and asks for no password.
+    let sudo = lab.ssh("sudo -n true");
+    assert_eq!((sudo.code, sudo.stderr.trim()), (0, ""), "{sudo:#?}");
+
+    // network-data's address and default route are on ens18.
+    let addr = json(&lab.ssh("ip -j -4 addr show dev ens18"));
+    let local: Vec<String> = addr[0]["addr_info"]
+        .as_array()
+        .expect("addr_info")
+        .iter()
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+        .collect();
+    assert_eq!(local, ["10.81.0.10/24"], "{addr}");
+    let routes = json(&lab.ssh("ip -j -4 route show default"));
+    assert_eq!((routes[0]["gateway"].as_str(), routes[0]["dev"].as_str()), (Some("10.81.0.1"), Some("ens18")));
+
+    // Finalization rebooted the guest after cloud-init's first boot (this boot began
+    // after cloud-init finished), and the cloud-init CD is gone.
+    let boots = lab.ssh(
+        "stat -c %Y /var/lib/cloud/instance/boot-finished; awk '/^btime/ {print $2}' /proc/stat; ls /dev/disk/by-label/",
+    );
+    let lines: Vec<&str> = boots.stdout.lines().collect();
+    let (finished, booted): (u64, u64) = match lines.as_slice() {
+        [f, b, ..] => (f.trim().parse().expect("mtime"), b.trim().parse().expect("btime")),
+        _ => panic!("{boots:#?}"),
+    };
+    assert!(booted >= finished, "the guest rebooted after cloud-init finished: {boots:#?}");
+    assert!(!boots.stdout.contains("cidata"), "the cloud-init drive is gone: {boots:#?}");
+
+    assert_eq!(lab.provision(), ["skipped"], "a rerun skips the finished guest");
+
+    let removed = lab.cradle(&["remove", "-i", s(&lab.inventory), "--limit", "qemu-0", "--yes"]);
+    assert_eq!(removed.code, 0, "{removed:#?}");
+    assert!(!lab.sim.state.join("qemu/481").exists(), "destroy removed the VM's disk and files");
+    let gone = lab.ssh("true");
+    assert_ne!(gone.code, 0, "the guest is gone after remove");
+}
