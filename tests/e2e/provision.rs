@@ -357,7 +357,7 @@ fn cloud_init_error_fails_without_reboot_or_finalization() {
 
 #[test]
 fn cloud_init_degraded_fails_without_reboot_or_finalization() {
-    cloud_init_failure_is_not_finalized(6, "cloud-init-degraded", "exit 2");
+    cloud_init_failure_is_not_finalized(6, "cloud-init-degraded", "util.py[WARNING]: Invalid cloud-config");
 }
 
 #[test]

@@ -6,6 +6,13 @@
 //!
 //! The real tool may print warnings before the JSON (e.g. when systemd is not
 //! PID 1); the document is read from the first `{`.
+//!
+//! cloud-init before 23.4 (Debian 12 has 22.4.2) has no `recoverable_errors`
+//! in its status: a run that logged warnings says `done`, exit 0. For such a
+//! guest [`reports_warnings`] is false and the caller reads the log itself
+//! ([`LOG_CHECK`], judged by [`log_verdict`]): a `[WARNING]`, `[CRITICAL]` or
+//! `Traceback` line in `/var/log/cloud-init.log` is a failure, as exit 2 is on
+//! a newer cloud-init.
 
 use serde::Deserialize;
 
@@ -81,6 +88,43 @@ pub fn verdict(exit_code: Option<i32>, stdout: &str) -> Verdict {
     }
 }
 
+/// Whether this status answer carries `recoverable_errors` (cloud-init ≥ 23.4);
+/// without it, warnings show only in the log (see [`LOG_CHECK`]).
+pub fn reports_warnings(stdout: &str) -> bool {
+    let Some(start) = stdout.find('{') else { return true };
+    serde_json::from_str::<serde_json::Value>(&stdout[start..])
+        .map(|v| v.get("recoverable_errors").is_some())
+        .unwrap_or(true)
+}
+
+/// The command that lists what cloud-init logged as warnings or crashes
+/// (fixed strings: what every version writes as `util.py[WARNING]: ...`).
+pub const LOG_CHECK: &str = "grep -F -e '[WARNING]' -e '[CRITICAL]' -e 'Traceback' /var/log/cloud-init.log";
+
+/// Judge [`LOG_CHECK`]'s answer: no line found (exit 1) is clean; lines found
+/// (exit 0) are a failure naming the first few; anything else (no log, no
+/// permission) is a failure too, never "probably fine".
+pub fn log_verdict(exit_code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
+    match exit_code {
+        Some(1) => Verdict::Done,
+        Some(0) => {
+            let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+            let shown: Vec<&str> = lines.iter().take(3).copied().collect();
+            let more = if lines.len() > 3 { format!(" (and {} more)", lines.len() - 3) } else { String::new() };
+            Verdict::Failed(format!(
+                "cloud-init reported `done` but logged {} warning line(s) in /var/log/cloud-init.log: {}{more}",
+                lines.len(),
+                shown.join(" | ")
+            ))
+        }
+        other => Verdict::Failed(format!(
+            "cannot read /var/log/cloud-init.log to check for warnings (exit {}): {}",
+            show(other),
+            stderr.trim()
+        )),
+    }
+}
+
 fn show(code: Option<i32>) -> String {
     code.map(|c| c.to_string()).unwrap_or_else(|| "none (killed)".into())
 }
@@ -116,6 +160,26 @@ mod tests {
                 "{version} degraded"
             );
         }
+    }
+
+    #[test]
+    fn cloud_init_22_4_is_read_and_its_warnings_are_looked_for_in_the_log() {
+        let (c, out) = fixture("22.4.2-done");
+        assert_eq!(verdict(c, &out), Verdict::Done);
+        assert!(!reports_warnings(&out), "22.4 has no recoverable_errors: the log must be read");
+        let (c, out) = fixture("22.4.2-running");
+        assert_eq!(verdict(c, &out), Verdict::Running);
+        let (c, out) = fixture("24.4.1-done");
+        assert!(reports_warnings(&out), "24.4 reports warnings itself");
+        assert_eq!(log_verdict(Some(1), "", ""), Verdict::Done);
+        let warned = "2026-12-03 13:22:55,120 - util.py[WARNING]: Failed to set the hostname\n";
+        assert!(
+            matches!(log_verdict(Some(0), warned, ""), Verdict::Failed(m) if m.contains("Failed to set the hostname"))
+        );
+        assert!(matches!(
+            log_verdict(Some(2), "", "grep: /var/log/cloud-init.log: Permission denied"),
+            Verdict::Failed(m) if m.contains("Permission denied")
+        ));
     }
 
     #[test]

@@ -167,6 +167,31 @@ pub fn cloud_init_status(sim: &Arc<Sim>, vmid: u32, generation: u64, json: bool,
     Outcome { stdout: out, stderr: String::new(), code, action: Action::None }
 }
 
+/// `grep [-F] [-e PATTERN]... [PATTERN] FILE` over `text`: fixed strings only
+/// (what cradle sends); exit 0 with the matching lines, 1 when none match.
+fn grep_fixed(args: &[&str], text: &str) -> Outcome {
+    let mut patterns = Vec::new();
+    let mut bare = Vec::new();
+    let mut it = args[..args.len().saturating_sub(1)].iter();
+    while let Some(a) = it.next() {
+        match *a {
+            "-e" => patterns.extend(it.next().copied()),
+            "-F" => {}
+            flag if flag.starts_with('-') => return Outcome::fail(2, format!("grep: unsupported option {flag}\n")),
+            p => bare.push(p),
+        }
+    }
+    if patterns.is_empty() {
+        patterns.extend(bare.first().copied());
+    }
+    let hits: Vec<&str> = text.lines().filter(|l| patterns.iter().any(|p| l.contains(p))).collect();
+    if hits.is_empty() {
+        Outcome::fail(1, "")
+    } else {
+        Outcome::ok(hits.iter().map(|l| format!("{l}\n")).collect::<String>())
+    }
+}
+
 /// Run a command line on a guest as `user`.
 pub fn run_guest(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, line: &str) -> Outcome {
     run_line(line, |words| guest_one(sim, vmid, generation, user, words))
@@ -177,12 +202,12 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
     let root = sudo || user == "root";
     let Some(cmd) = w.first().map(String::as_str) else { return Outcome::ok("") };
     let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-    let (boot_id, hostname, ci_done, ci) = {
+    let (boot_id, hostname, ci_done, ci, boot_unix) = {
         let guests = lock(&sim.guests);
         let Some(g) = guests.get(&vmid).filter(|g| g.generation == generation) else {
             return Outcome::fail(255, "Connection closed by remote host\n");
         };
-        (g.boot_id.clone(), g.hostname.clone(), Instant::now() >= g.ci_done_at, g.ci)
+        (g.boot_id.clone(), g.hostname.clone(), Instant::now() >= g.ci_done_at, g.ci, g.boot_unix)
     };
     // What cloud-init installed stays on the disk (the state lock is taken apart
     // from the guests lock, never both at once).
@@ -203,6 +228,7 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             for a in &args {
                 match *a {
                     "/proc/sys/kernel/random/boot_id" => out.push_str(&format!("{boot_id}\n")),
+                    "/var/log/cloud-init.log" => out.push_str(&super::cloudinit::log(ci, boot_unix)),
                     "/etc/hostname" => out.push_str(&format!("{hostname}\n")),
                     path if net().files.contains_key(path) => {
                         out.push_str(net().files.get(path).map(String::as_str).unwrap_or_default())
@@ -250,7 +276,12 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             if ok { Outcome::ok("") } else { Outcome::fail(1, "") }
         }
         "ip" | "/usr/sbin/ip" | "/sbin/ip" => super::net_cmd::ip(&net(), &args),
-        "cloud-init" if args.first() == Some(&"--version") => Outcome::ok("/usr/bin/cloud-init 24.4.1\n"),
+        "cloud-init" if args.first() == Some(&"--version") => {
+            Outcome::ok(format!("/usr/bin/cloud-init {}\n", super::cloudinit::VERSION))
+        }
+        "grep" if args.last() == Some(&"/var/log/cloud-init.log") => {
+            grep_fixed(&args, &super::cloudinit::log(ci, boot_unix))
+        }
         "cloud-init" if args.first() == Some(&"status") => {
             let json = args.windows(2).any(|p| p == ["--format", "json"]) || args.contains(&"--format=json");
             let long = args.contains(&"--long") || args.contains(&"-l");

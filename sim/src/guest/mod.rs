@@ -161,18 +161,15 @@ pub fn read_seed(sim: &Sim, vm: &Vm) -> Result<Option<CiSeed>, String> {
     if total as u64 >= 3 * SNIPPET_LIMIT {
         return Err("cloudinit snippets exceed the 3 MiB total limit".into());
     }
+    // PVE's `nocloud_gen_metadata`: the instance-id is the SHA-1 of user-data and
+    // network-data, and that line is the whole generated meta-data.
     let instance_id = {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
-        h.update(user.as_bytes());
-        h.update(network.as_bytes());
-        hex::encode(h.finalize())[..40].to_string()
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+        ctx.update(user.as_bytes());
+        ctx.update(network.as_bytes());
+        hex::encode(ctx.finish().as_ref())
     };
-    let meta = if meta_custom.is_empty() {
-        format!("instance-id: {instance_id}\nlocal-hostname: {}\n", vm.name())
-    } else {
-        meta_custom
-    };
+    let meta = if meta_custom.is_empty() { format!("instance-id: {instance_id}\n") } else { meta_custom };
     Ok(Some(CiSeed { user, network, meta, vendor, instance_id }))
 }
 
@@ -359,6 +356,15 @@ pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
             boot(sim, vmid, ident, hostname, address, false, Duration::ZERO);
         }
     });
+}
+
+/// The guest is going down (an in-guest `reboot` just answered): it takes no new
+/// SSH session and reports no address, while the answering session closes.
+pub fn going_down(sim: &Sim, vmid: u32) {
+    if let Some(g) = lock(&sim.guests).get_mut(&vmid) {
+        g.down = true;
+        g.ssh_addr = None;
+    }
 }
 
 /// Whether the guest is down for good (a hung reboot).

@@ -100,7 +100,8 @@ fn addresses(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> O
                         json!({"family": fam, "local": ip.to_string(), "prefixlen": p, "scope": scope, "valid_life_time": 4_294_967_295u64, "preferred_life_time": 4_294_967_295u64})
                     })
                     .collect();
-                json!({"ifindex": i + 1, "ifname": name, "flags": ["UP", "LOWER_UP"], "mtu": if *name == "lo" { 65536 } else { 1500 }, "operstate": if *name == "lo" { "UNKNOWN" } else { "UP" }, "addr_info": info})
+                let flags = if *name == "lo" { json!(["LOOPBACK", "UP", "LOWER_UP"]) } else { json!(["BROADCAST", "MULTICAST", "UP", "LOWER_UP"]) };
+                json!({"ifindex": i + 1, "ifname": name, "flags": flags, "mtu": if *name == "lo" { 65536 } else { 1500 }, "operstate": if *name == "lo" { "UNKNOWN" } else { "UP" }, "addr_info": info})
             })
             .collect();
         return Outcome::ok(format!("{}\n", Value::Array(out)));
@@ -114,6 +115,10 @@ fn addresses(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> O
         }
     }
     Outcome::ok(text)
+}
+
+fn onlink(gateway: std::net::IpAddr) -> Value {
+    if gateway.is_ipv4() { json!(["onlink"]) } else { json!([]) }
 }
 
 fn routes(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> Outcome {
@@ -137,7 +142,8 @@ fn routes(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> Outc
     if json_out {
         let mut out: Vec<Value> = defaults
             .iter()
-            .map(|r| json!({"dst": "default", "gateway": r.gateway.to_string(), "dev": r.dev, "flags": []}))
+            // ifupdown installs an IPv4 gateway with `onlink` (seen on the real guest).
+            .map(|r| json!({"dst": "default", "gateway": r.gateway.to_string(), "dev": r.dev, "flags": onlink(r.gateway)}))
             .collect();
         out.extend(connected.iter().map(|(dst, dev, src)| {
             json!({"dst": dst, "dev": dev, "protocol": "kernel", "scope": "link", "prefsrc": src.to_string(), "flags": []})
@@ -146,7 +152,8 @@ fn routes(net: &GuestNet, family: Family, json_out: bool, tail: &[&str]) -> Outc
     }
     let mut text = String::new();
     for r in defaults {
-        text.push_str(&format!("default via {} dev {}\n", r.gateway, r.dev));
+        let flag = if r.gateway.is_ipv4() { " onlink" } else { "" };
+        text.push_str(&format!("default via {} dev {}{flag}\n", r.gateway, r.dev));
     }
     for (dst, dev, src) in connected {
         text.push_str(&format!("{dst} dev {dev} proto kernel scope link src {src}\n"));
@@ -193,7 +200,7 @@ mod tests {
         assert_eq!(v[1]["addr_info"][0]["prefixlen"], 24);
         let out = ip(&net(true), &["-j", "route", "show", "default"]);
         let v: Value = serde_json::from_str(&out.stdout).unwrap();
-        assert_eq!(v, json!([{"dst": "default", "gateway": "127.0.10.1", "dev": "ens18", "flags": []}]));
+        assert_eq!(v, json!([{"dst": "default", "gateway": "127.0.10.1", "dev": "ens18", "flags": ["onlink"]}]));
         let out = ip(&net(false), &["-j", "route", "show", "default"]);
         assert_eq!(out.stdout.trim(), "[]");
         assert_eq!(ip(&net(true), &["-j", "-6", "route", "show", "default"]).stdout.trim(), "[]");

@@ -83,6 +83,10 @@ impl Handler {
                 return;
             }
             let action = out.action;
+            if let (Action::Reboot, Role::Guest { vmid, .. }) = (action, &role) {
+                // From the answer on, the guest takes no new session (its boot ends).
+                super::going_down(&sim, *vmid);
+            }
             send(&sim, &handle, channel, out).await;
             if let (Action::Reboot | Action::PowerOff, Role::Guest { vmid, .. }) = (action, role) {
                 // Give the client the channel close first, as a real reboot races it.
@@ -107,10 +111,12 @@ async fn send(sim: &Sim, handle: &russh::server::Handle, channel: ChannelId, out
     if !out.stderr.is_empty() {
         let _ = handle.extended_data(channel, 1, out.stderr.into_bytes()).await;
     }
-    if matches!(out.action, Action::Reboot | Action::PowerOff) {
-        // The connection drops with the guest: no exit status, like a real reboot.
+    if out.action == Action::PowerOff {
+        // The connection drops with the guest: no exit status.
         return;
     }
+    // `reboot` returns at once with exit 0 (systemd queues the job), then the
+    // connection drops: what the real guest does.
     let _ = handle.exit_status_request(channel, out.code).await;
     let _ = handle.eof(channel).await;
     let _ = handle.close(channel).await;
@@ -269,6 +275,10 @@ pub fn spawn_guest_sshd(
                 _ = fired(&mut down) => return,
             };
             let Ok((stream, _)) = accepted else { continue };
+            // Going down (a `reboot` answered a moment ago): no new sessions.
+            if lock(&sim.guests).get(&vmid).is_none_or(|g| g.generation != generation || g.down) {
+                continue;
+            }
             let c = cancel.clone();
             if silent {
                 // Hold the socket open without a banner until the boot ends.

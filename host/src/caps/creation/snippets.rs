@@ -17,7 +17,10 @@
 //!   then the record, which only then may go (its key was in those files).
 //! - [`wait_done`] polls `cloud-init status --format=json` (`ssh::exec`) with
 //!   a per-command timeout, at most `attempts` times, and succeeds only on
-//!   `done`; only transport trouble (`transient`) is retried.
+//!   `done` — from a cloud-init older than 23.4, whose status has no
+//!   `recoverable_errors`, only once its log shows no warning either
+//!   ([`crate::cloudinit::status::LOG_CHECK`]); only transport trouble
+//!   (`transient`) is retried.
 //! - Every remote step goes through the `proxmox` and `ssh` WIT adapters on
 //!   [`CapCtx`] (checked against the caller's grants and journaled), every
 //!   record access through [`super::service`]'s guard. The user-data a VM
@@ -39,7 +42,7 @@ use serde::Serialize;
 
 use super::service::{begin, with_record};
 use crate::caps::context::CapCtx;
-use crate::cloudinit::status::{Verdict, verdict};
+use crate::cloudinit::status::{LOG_CHECK, Verdict, log_verdict, reports_warnings, verdict};
 use crate::cloudinit::{HostKey, Interface, ManagementUser, NetworkData, UserData, render_all, snippet_names};
 use crate::contract::bindings::cradle::host::{proxmox, ssh};
 use crate::contract::{CapError, ErrorKind};
@@ -226,7 +229,21 @@ pub fn wait_done(c: &mut CapCtx, target: &ssh::Target, bounds: WaitBounds) -> Re
         let command = "cloud-init status --format=json".to_string();
         match ssh::Host::exec(c, target.clone(), command, None, bounds.timeout_ms) {
             Ok(out) => match verdict(out.exit_code, &out.stdout) {
-                Verdict::Done => return Ok(Done { status: "done", attempts: attempt }),
+                Verdict::Done if reports_warnings(&out.stdout) => {
+                    return Ok(Done { status: "done", attempts: attempt });
+                }
+                Verdict::Done => {
+                    // cloud-init < 23.4: warnings are only in the log.
+                    let log = ssh::Host::exec(c, target.clone(), LOG_CHECK.into(), None, bounds.timeout_ms)
+                        .map_err(CapError::from_wit)?;
+                    if let Verdict::Failed(why) = log_verdict(log.exit_code, &log.stdout, &log.stderr) {
+                        return Err(CapError::failed(format!(
+                            "{why}; the guest was NOT rebooted or marked complete: inspect /var/log/cloud-init.log on {}",
+                            target.host
+                        )));
+                    }
+                    return Ok(Done { status: "done", attempts: attempt });
+                }
                 Verdict::Running => last = "still running".into(),
                 Verdict::Failed(why) => {
                     return Err(CapError::failed(format!(
