@@ -169,7 +169,7 @@ mod tests {
         assert!(!reports_warnings(&out), "22.4 has no recoverable_errors: the log must be read");
         let (c, out) = fixture("22.4.2-running");
         assert_eq!(verdict(c, &out), Verdict::Running);
-        let (c, out) = fixture("24.4.1-done");
+        let (_, out) = fixture("24.4.1-done");
         assert!(reports_warnings(&out), "24.4 reports warnings itself");
         assert_eq!(log_verdict(Some(1), "", ""), Verdict::Done);
         let warned = "2026-12-03 13:22:55,120 - util.py[WARNING]: Failed to set the hostname\n";
