@@ -321,10 +321,7 @@ pub const DEGRADED_WARNING: &str = "util.py[WARNING]: Invalid cloud-config provi
 /// `/var/log/cloud-init.log` of a boot: a few of the real lines, plus the
 /// warning of a degraded one and the traceback of a failed one.
 pub fn log(outcome: CiOutcome, boot_unix: u64) -> String {
-    let at = |o: u64| {
-        let t = crate::model::ids::rfc2822(boot_unix + o);
-        format!("{t},000")
-    };
+    let at = |o: u64| crate::model::ids::log_stamp(boot_unix + o);
     let mut out = format!(
         "{} - util.py[DEBUG]: Cloud-init v. {VERSION} running 'init-local' at {}. Up 3.1 seconds.\n",
         at(0),

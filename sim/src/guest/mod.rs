@@ -121,13 +121,28 @@ fn generated_user_data(vm: &Vm) -> String {
     s
 }
 
+/// PVE's `nocloud_network` (version 1): one `physical` entry per NIC with an
+/// `ipconfigN`, named `ethN` and matched by its MAC (cloud-init renames the NIC).
 fn generated_network(vm: &Vm) -> String {
     let mut s = String::from("version: 1\nconfig:\n");
     for (k, v) in vm.config.iter().filter(|(k, _)| k.starts_with("ipconfig")) {
         let idx = &k["ipconfig".len()..];
-        s.push_str(&format!("    - type: physical\n      name: eth{idx}\n      subnets:\n"));
+        let mac = vm
+            .config
+            .get(&format!("net{idx}"))
+            .and_then(|n| props::split_props(n).into_iter().find(|(m, _)| props::NIC_MODELS.contains(&m.as_str())))
+            .map(|(_, mac)| mac.to_lowercase())
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "    - type: physical\n      name: eth{idx}\n      mac_address: '{mac}'\n      subnets:\n"
+        ));
         match props::prop(v, "ip") {
-            Some(ip) if ip != "dhcp" => s.push_str(&format!("      - type: static\n        address: '{ip}'\n")),
+            Some(ip) if ip != "dhcp" => {
+                s.push_str(&format!("      - type: static\n        address: '{ip}'\n"));
+                if let Some(gw) = props::prop(v, "gw") {
+                    s.push_str(&format!("        gateway: '{gw}'\n"));
+                }
+            }
             _ => s.push_str("      - type: dhcp4\n"),
         }
     }

@@ -94,6 +94,20 @@ pub fn format_size(bytes: u64) -> String {
 
 /// Format an RFC 2822 date as cloud-init's `last_update` (`Sat, 30 Nov 2024 09:46:47 +0000`).
 pub fn rfc2822(unix: u64) -> String {
+    let (wd, d, mon, y, secs) = civil(unix);
+    format!("{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} +0000", secs / 3600, (secs / 60) % 60, secs % 60)
+}
+
+/// The time stamp of a cloud-init log line (`2024-11-30 09:46:47,000`).
+pub fn log_stamp(unix: u64) -> String {
+    let (_, d, mon, y, secs) = civil(unix);
+    let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let m = months.iter().position(|x| *x == mon).unwrap_or(0) + 1;
+    format!("{y}-{m:02}-{d:02} {:02}:{:02}:{:02},000", secs / 3600, (secs / 60) % 60, secs % 60)
+}
+
+/// (weekday, day, month, year, seconds of the day), UTC.
+fn civil(unix: u64) -> (&'static str, i64, &'static str, i64, u64) {
     let days = (unix / 86400) as i64;
     let secs = unix % 86400;
     // Howard Hinnant's civil_from_days.
@@ -109,7 +123,7 @@ pub fn rfc2822(unix: u64) -> String {
     let y = if m <= 2 { y + 1 } else { y };
     let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days.rem_euclid(7)) as usize];
     let mon = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(m - 1) as usize];
-    format!("{wd}, {d:02} {mon} {y} {:02}:{:02}:{:02} +0000", secs / 3600, (secs / 60) % 60, secs % 60)
+    (wd, d, mon, y, secs)
 }
 
 #[cfg(test)]
@@ -119,6 +133,7 @@ mod tests {
     #[test]
     fn dates_sizes_and_macs_have_pve_shapes() {
         assert_eq!(rfc2822(1_732_960_007), "Sat, 30 Nov 2024 09:46:47 +0000");
+        assert_eq!(log_stamp(1_732_960_007), "2024-11-30 09:46:47,000");
         assert_eq!(parse_size("32G"), Some(32 << 30));
         assert_eq!(format_size(42 << 30), "42G");
         let m = mac(1, 2);

@@ -52,14 +52,18 @@ pub fn forward_address(guest: Ipv4Addr) -> Ipv4Addr {
     Ipv4Addr::new(127, b, c, d)
 }
 
-/// Plan the user-mode network for the interface `iface` (ens18) of what cloud-init
-/// installed from network-data.
+/// Plan the user-mode network for the interface `iface` (ens18, the NIC in net0's
+/// slot) of what cloud-init installed from network-data; network-data that renames
+/// the NIC (PVE's generated `eth0` with its MAC) names it otherwise, so without
+/// `iface` the first configured interface is net0's.
 pub fn plan(net: &GuestNet, iface: &str) -> Result<SlirpNet, String> {
     let link = net
         .links
         .iter()
         .find(|l| l.name == iface)
-        .ok_or_else(|| format!("network-data configures no interface {iface} (the NIC in net0's slot)"))?;
+        .or_else(|| net.links.first())
+        .ok_or_else(|| format!("network-data configures no interface ({iface} is net0's)"))?;
+    let iface = link.name.as_str();
     let (guest, prefix) = link
         .addresses
         .iter()
@@ -134,8 +138,8 @@ mod tests {
     fn a_loopback_address_or_a_missing_interface_is_refused_with_the_fix() {
         let e = plan(&net("127.40.0.5/8", None), "ens18").expect_err("loopback");
         assert!(e.contains("10.40.0.5") && e.contains("127.40.0.5"), "{e}");
-        let e = plan(&net("10.0.0.5/24", None), "ens19").expect_err("no iface");
-        assert!(e.contains("ens19"), "{e}");
+        let e = plan(&GuestNet::default(), "ens18").expect_err("no iface");
+        assert!(e.contains("ens18"), "{e}");
         let e = plan(&net("10.0.0.5/31", None), "ens18").expect_err("prefix");
         assert!(e.contains("/31"), "{e}");
     }
