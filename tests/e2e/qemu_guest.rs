@@ -243,9 +243,9 @@ fn assert_finalized_guest(lab: &QemuLab, i: u8) {
 
     // Finalization rebooted the guest after cloud-init's first boot (this boot began
     // after cloud-init finished), and the cloud-init CD is gone.
-    let boots = lab.ssh_to(i, 
-        "stat -c %Y /var/lib/cloud/instance/boot-finished; awk '/^btime/ {print $2}' /proc/stat; ls /dev/disk/by-label/",
-    );
+    let probe = "stat -c %Y /var/lib/cloud/instance/boot-finished; awk '/^btime/ {print $2}' /proc/stat; \
+                 ls /dev/disk/by-label/";
+    let boots = lab.ssh_to(i, probe);
     let lines: Vec<&str> = boots.stdout.lines().collect();
     let (finished, booted): (u64, u64) = match lines.as_slice() {
         [f, b, ..] => (f.trim().parse().expect("mtime"), b.trim().parse().expect("btime")),
