@@ -49,6 +49,10 @@ pub struct Timings {
     pub boot_ssh: Duration,
     /// From sshd up until cloud-init reports its final status (first boot).
     pub cloud_init: Duration,
+    /// From sshd up until cloud-init reports `done` on a later boot with the drive
+    /// still there (it runs every boot, skipping its once-per-instance modules; the
+    /// real guest says `running` for a while after an in-guest reboot).
+    pub cloud_init_later: Duration,
     /// A stop task.
     pub stop: Duration,
     /// A shutdown task (ACPI / agent).
@@ -72,6 +76,7 @@ impl Default for Timings {
             start: Duration::from_secs(2),
             boot_ssh: Duration::from_secs(8),
             cloud_init: Duration::from_secs(20),
+            cloud_init_later: Duration::from_secs(2),
             stop: Duration::from_secs(1),
             shutdown: Duration::from_secs(5),
             guest_reboot: Duration::from_secs(10),

@@ -275,7 +275,14 @@ fn boot(
 ) {
     let now = Instant::now();
     let ssh_up_at = now + extra_delay + sim.scaled(sim.cfg.timings.boot_ssh);
-    let ci_done_at = ssh_up_at + if first_boot { sim.scaled(sim.cfg.timings.cloud_init) } else { Duration::ZERO };
+    let ci_time = match (first_boot, ident.has_datasource) {
+        (true, _) => sim.cfg.timings.cloud_init,
+        // Later boots: cloud-init runs again (quickly); without a datasource the
+        // generator disables it before sshd is up.
+        (false, true) => sim.cfg.timings.cloud_init_later,
+        (false, false) => Duration::ZERO,
+    };
+    let ci_done_at = ssh_up_at + sim.scaled(ci_time);
     let ci = if !ident.has_datasource {
         CiOutcome::Disabled
     } else if first_boot && sim.faults.fire(FaultKind::CloudInitError) {
