@@ -183,9 +183,7 @@ pub fn halt(sim: &Arc<Sim>, vmid: u32) {
     crate::guest::power_off(sim, vmid);
     let mut st = lock(&sim.state);
     if let Some(vm) = st.vms.get_mut(&vmid) {
-        vm.power = Power::Stopped;
-        vm.started_at = None;
-        vm.pid = None;
+        vm.set_stopped();
     }
     sim.changed();
 }

@@ -102,6 +102,13 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// The VM is off: no start time, no qemu pid.
+    pub fn set_stopped(&mut self) {
+        self.power = Power::Stopped;
+        self.started_at = None;
+        self.pid = None;
+    }
+
     /// A stopped VM on `node` with `config`: no pending changes, a blank disk.
     pub fn stopped(vmid: u32, node: String, config: BTreeMap<String, String>) -> Vm {
         Vm {

@@ -39,7 +39,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::config::{GuestMode, QemuSettings};
 use crate::guest::CiSeed;
-use crate::model::{GuestDisk, Power, Vm, props};
+use crate::model::{GuestDisk, Vm, props};
 use crate::sim::{Sim, lock};
 
 /// The interface network-data must configure: net0 in PCI slot 18.
@@ -254,9 +254,7 @@ fn stopped(sim: &Sim, vmid: u32, generation: u64) {
     }
     let mut st = lock(&sim.state);
     if let Some(vm) = st.vms.get_mut(&vmid) {
-        vm.power = Power::Stopped;
-        vm.started_at = None;
-        vm.pid = None;
+        vm.set_stopped();
     }
     sim.changed();
 }
