@@ -49,6 +49,12 @@ pub const GUEST_IFACE: &str = "ens18";
 #[derive(Default)]
 pub struct QemuGuests {
     vms: std::sync::Mutex<HashMap<u32, QemuVm>>,
+    /// Processes told to die and not yet reaped: the next boot of the VM waits for
+    /// them (qemu holds a lock on the disk until it is gone).
+    dying: std::sync::Mutex<HashMap<u32, watch::Receiver<bool>>>,
+    /// Boot generations, never reused, so a late exit of an old process cannot
+    /// stop a newer boot.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 struct QemuVm {
@@ -121,28 +127,19 @@ pub fn power_on(sim: &Arc<Sim>, vm: &Vm, disk: &GuestDisk, seed: Option<&CiSeed>
     let binary = q.binary.clone();
     let (kill_tx, kill_rx) = oneshot::channel();
     let (exited_tx, exited_rx) = watch::channel(false);
-    let (generation, previous) = {
-        let mut vms = lock(&sim.qemu.vms);
-        let old = vms.remove(&vmid);
-        let generation = old.as_ref().map_or(1, |o| o.generation + 1);
-        vms.insert(
-            vmid,
-            QemuVm {
-                generation,
-                dir: dir.clone(),
-                forward: SocketAddr::from((net.forward, port)),
-                kill: Some(kill_tx),
-                exited: exited_rx,
-            },
-        );
-        let previous = old.map(|mut o| {
-            if let Some(k) = o.kill.take() {
-                let _ = k.send(());
-            }
-            o.exited
-        });
-        (generation, previous)
-    };
+    let generation = sim.qemu.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    kill(sim, vmid);
+    let previous = lock(&sim.qemu.dying).remove(&vmid);
+    lock(&sim.qemu.vms).insert(
+        vmid,
+        QemuVm {
+            generation,
+            dir: dir.clone(),
+            forward: SocketAddr::from((net.forward, port)),
+            kill: Some(kill_tx),
+            exited: exited_rx,
+        },
+    );
     let sim = sim.clone();
     tokio::spawn(async move {
         // The disk is locked by qemu until the previous process is gone.
@@ -264,13 +261,14 @@ pub fn is_running(sim: &Sim, vmid: u32) -> bool {
     lock(&sim.qemu.vms).contains_key(&vmid)
 }
 
-/// Kill the VM's qemu (stop, or a forced shutdown); returns at once.
+/// Kill the VM's qemu (stop, or a forced shutdown); returns at once (the next
+/// boot of the VM waits until the process is gone).
 pub fn kill(sim: &Sim, vmid: u32) {
-    if let Some(mut v) = lock(&sim.qemu.vms).remove(&vmid)
-        && let Some(k) = v.kill.take()
-    {
+    let Some(mut v) = lock(&sim.qemu.vms).remove(&vmid) else { return };
+    if let Some(k) = v.kill.take() {
         let _ = k.send(());
     }
+    lock(&sim.qemu.dying).insert(vmid, v.exited);
 }
 
 /// Press the power button and wait until qemu is gone.
