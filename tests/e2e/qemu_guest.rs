@@ -118,15 +118,19 @@ vms_wait:
     }
 
     fn cradle(&self, args: &[&str]) -> Out {
-        let mut all = vec!["--config", s(&self.config), "--output", "json"];
+        self.cradle_env(args, &[])
+    }
+
+    /// Run cradle on this project (JSON output) with extra environment variables.
+    fn cradle_env(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         let state = self.state();
-        all.extend(["--state-dir", s(&state)]);
-        all.extend_from_slice(args);
         let out = Command::new(cradle_bin())
-            .args(&all)
+            .args(["--config", s(&self.config), "--output", "json", "--state-dir", s(&state)])
+            .args(args)
             .env_remove("CRADLE_CONFIG")
             .env_remove("CRADLE_STATE_DIR")
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .output()
             .expect("run cradle");
         Out::from(out)
@@ -138,17 +142,7 @@ vms_wait:
 
     /// Provision with these extra environment variables (a crash point).
     fn provision_env(&self, env: &[(&str, &str)]) -> Vec<String> {
-        let state = self.state();
-        let mut cmd = Command::new(cradle_bin());
-        cmd.args(["--config", s(&self.config), "--output", "json", "--state-dir", s(&state)])
-            .args(["provision", "-i", s(&self.inventory), "--forks", "8"])
-            .env_remove("CRADLE_CONFIG")
-            .env_remove("CRADLE_STATE_DIR")
-            .env("NO_COLOR", "1");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let out = Out::from(cmd.output().expect("run cradle"));
+        let out = self.cradle_env(&["provision", "-i", s(&self.inventory), "--forks", "8"], env);
         if !env.is_empty() && out.stdout.trim().is_empty() {
             return Vec::new();
         }
