@@ -25,6 +25,28 @@ pub struct StorageSpec {
     pub path: Option<String>,
     /// Whether the storage is shared between nodes.
     pub shared: bool,
+    /// Capacity of a non-`dir` storage (an lvmthin pool) in bytes; `None` = 100 GiB.
+    /// `dir` storages live on the node's root filesystem (`SimConfig::node_disk`).
+    pub size_bytes: Option<u64>,
+}
+
+/// Default capacity of a storage without `size_bytes` (and of a node's root fs).
+pub const DEFAULT_STORAGE_BYTES: u64 = 100 << 30;
+
+/// The filesystems of every node: the root filesystem (`/`, holding `/var/tmp` and the
+/// `dir` storages' paths such as `/var/lib/vz`) and `/tmp`, a tmpfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeDisk {
+    /// Size of the root filesystem (`/dev/mapper/pve-root`, ext4), default 100 GiB.
+    pub root_bytes: u64,
+    /// Size of `/tmp` (a tmpfs), default 1 GiB.
+    pub tmp_bytes: u64,
+}
+
+impl Default for NodeDisk {
+    fn default() -> Self {
+        NodeDisk { root_bytes: DEFAULT_STORAGE_BYTES, tmp_bytes: 1 << 30 }
+    }
 }
 
 /// A cloud-init template VM seeded at first start.
@@ -65,6 +87,12 @@ pub struct Timings {
     pub resize: Duration,
     /// A destroy task.
     pub destroy: Duration,
+    /// A create task (`qmcreate`) without imports.
+    pub create: Duration,
+    /// What a create task adds per GiB of imported image data (`qemu-img convert`).
+    pub import_per_gib: Duration,
+    /// What an upload task (`imgcopy`) takes per GiB (checksum and copy).
+    pub upload_per_gib: Duration,
     /// Delay before the HA manager acts on a requested state.
     pub ha_reaction: Duration,
 }
@@ -83,6 +111,9 @@ impl Default for Timings {
             migrate: Duration::from_secs(8),
             resize: Duration::from_secs(1),
             destroy: Duration::from_secs(1),
+            create: Duration::from_secs(1),
+            import_per_gib: Duration::from_secs(2),
+            upload_per_gib: Duration::from_secs(1),
             ha_reaction: Duration::from_secs(10),
         }
     }
@@ -159,6 +190,11 @@ pub struct SimConfig {
     pub timings: Timings,
     /// What a started VM is: a simulated guest (default) or a real qemu VM.
     pub guest_mode: GuestMode,
+    /// Sizes of the nodes' filesystems (root and `/tmp`).
+    pub node_disk: NodeDisk,
+    /// The PVE version `GET /version` reports (`MAJOR.MINOR.PATCH`, default `9.0.3`);
+    /// versions before 8.3 refuse the `import` content type.
+    pub pve_version: String,
 }
 
 /// What a started VM runs.
@@ -269,19 +305,24 @@ impl Default for SimConfig {
             templates: vec![TemplateSpec { vmid: 9000, name: "debian-12-cloud".into(), node: "pve1".into() }],
             timings: Timings::default(),
             guest_mode: GuestMode::Simulated,
+            node_disk: NodeDisk::default(),
+            pve_version: "9.0.3".into(),
         }
     }
 }
 
-/// `local` (dir, snippets) and `local-lvm` (lvmthin, images), as a fresh PVE install has.
+/// `local` (dir) and `local-lvm` (lvmthin, images), as a fresh PVE 9 install on LVM has
+/// them (pve-installer `Proxmox/Install/StorageConfig.pm`, `get_lvm_thin_config`:
+/// `content iso,vztmpl,backup,import`), plus `snippets` on `local`, which cradle needs.
 pub fn default_storages() -> Vec<StorageSpec> {
     vec![
         StorageSpec {
             id: "local".into(),
             kind: "dir".into(),
-            content: "iso,vztmpl,backup,snippets".into(),
+            content: "iso,vztmpl,backup,snippets,import".into(),
             path: Some("/var/lib/vz".into()),
             shared: false,
+            size_bytes: None,
         },
         StorageSpec {
             id: "local-lvm".into(),
@@ -289,6 +330,7 @@ pub fn default_storages() -> Vec<StorageSpec> {
             content: "images,rootdir".into(),
             path: None,
             shared: false,
+            size_bytes: None,
         },
     ]
 }
@@ -330,6 +372,12 @@ impl SimConfig {
                 self.node_ssh_base
             )));
         }
+        if self.pve_version_parts().is_none() {
+            return Err(SimError::Config(format!("pve_version '{}' is not MAJOR.MINOR[.PATCH]", self.pve_version)));
+        }
+        if self.node_disk.root_bytes == 0 || self.node_disk.tmp_bytes == 0 {
+            return Err(SimError::Config("node_disk sizes must be > 0".into()));
+        }
         if let GuestMode::Qemu(q) = &self.guest_mode {
             q.image_files()?;
         }
@@ -339,6 +387,20 @@ impl SimConfig {
             }
         }
         Ok(())
+    }
+
+    /// `(major, minor)` of `pve_version`.
+    pub fn pve_version_parts(&self) -> Option<(u32, u32)> {
+        let mut it = self.pve_version.split('.');
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        Some((major, minor))
+    }
+
+    /// Whether the configured PVE version knows the `import` content type (pve-storage
+    /// 8.2.8, shipped with PVE 8.3: "directory backed storage: implement import content type").
+    pub fn has_import_content(&self) -> bool {
+        self.pve_version_parts().is_some_and(|v| v >= (8, 3))
     }
 
     /// The SSH address of node number `index` (0-based).

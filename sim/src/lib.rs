@@ -18,6 +18,7 @@ mod fsutil;
 mod guest;
 mod ha_manager;
 mod model;
+mod nodefs;
 mod persist;
 mod seed;
 mod sim;
@@ -28,7 +29,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use config::{Accel, GuestMode, GuestSubnet, QemuSettings, SimConfig, StorageSpec, TemplateSpec, Timings};
+pub use config::{
+    Accel, GuestMode, GuestSubnet, NodeDisk, QemuSettings, SimConfig, StorageSpec, TemplateSpec, Timings,
+};
 pub use error::SimError;
 pub use faults::{FaultKind, FaultSpec};
 

@@ -54,6 +54,8 @@ pub struct Sim {
     pub fingerprint: std::sync::OnceLock<String>,
     /// What of `state` has reached `state.json` (see `persist`).
     pub persist: crate::persist::Persist,
+    /// Used space of the nodes' filesystems (see `nodefs`).
+    pub disk_usage: crate::nodefs::Usage,
 }
 
 impl std::fmt::Debug for Sim {
@@ -127,12 +129,16 @@ impl Sim {
             shutdown: tx,
             fingerprint: std::sync::OnceLock::new(),
             persist: crate::persist::Persist::default(),
+            disk_usage: crate::nodefs::Usage::default(),
             cfg,
         });
         for node in &sim.cfg.nodes {
+            for d in ["/var/tmp", "/tmp"] {
+                fsutil::ensure_dir(&sim.node_path(node, d))?;
+            }
             for s in &sim.cfg.storages {
                 if let Some(dir) = sim.storage_dir(node, &s.id) {
-                    for sub in ["snippets", "template/iso", "template/cache", "dump"] {
+                    for sub in ["snippets", "template/iso", "template/cache", "dump", "import"] {
                         fsutil::ensure_dir(&dir.join(sub))?;
                     }
                 }

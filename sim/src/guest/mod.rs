@@ -14,8 +14,11 @@ mod commands;
 pub mod keys;
 mod net_cmd;
 mod node_cmd;
+mod node_fs_cmd;
 pub mod qemu;
+mod scp;
 mod ssh;
+mod upload;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -1,21 +1,23 @@
-//! Commands a PVE node answers over SSH: snippet upload (`tee PATH`, `cat > PATH`,
-//! `install -m MODE /dev/stdin PATH`, with or without `sudo -n`), `mv [-f] [-T]`,
-//! `mkdir -p`, `rm`, `test`, `realpath [-e] [--] PATH...`, `pvesm apiinfo`.
+//! Commands a PVE node answers over SSH: uploads (`tee PATH`, `cat > PATH`, `install -m
+//! MODE /dev/stdin PATH`, `scp -t PATH`; streamed, see [`super::upload`]), `mv [-f]
+//! [-T]`, `mkdir -p`, `rm [-f]`, `test`, `realpath [-e] [--] PATH...`, `df`, `findmnt`,
+//! `stat -c %s`, `sha256sum` (see [`super::node_fs_cmd`]), `pvesm apiinfo`.
 //!
 //! Contract: every path must be absolute, free of `.`/`..` components and under one of
-//! the `dir` storages' paths (e.g. `/var/lib/vz/`); anything else is "Permission
-//! denied". Files are written atomically with mode 0600.
+//! the `dir` storages' paths (e.g. `/var/lib/vz/`), `/var/tmp/` or `/tmp/`; anything
+//! else is "Permission denied". Files are created with mode 0600.
 //!
 //! Symlinks in the node's directory tree behave as on a real node, inside the node:
 //! directories are followed (an absolute link target means the node's path, never the
 //! simulator host's), `install` and `mv` replace a symlink at the final name, `tee`
-//! and `cat >` write through it. A path that resolves outside the storage paths is
+//! and `cat >` write through it. A path that resolves outside the allowed trees is
 //! "Permission denied" like any other, so nothing ever reaches the host's files
 //! outside the node's root. `realpath` prints the node's view.
 
 use std::sync::Arc;
 
-use super::commands::{Outcome, not_found, run_line, split_line, strip_sudo};
+use super::commands::{Action, Outcome, not_found, run_line, split_line, strip_sudo};
+use super::upload::Sink;
 use crate::sim::Sim;
 
 /// Whether a node command consumes stdin (an upload).
@@ -25,10 +27,14 @@ pub fn node_reads_stdin(line: &str) -> bool {
         matches!(w.first().map(String::as_str), Some("tee"))
             || (w.first().is_some_and(|c| c == "install") && w.iter().any(|x| x == "/dev/stdin"))
             || (w.first().is_some_and(|c| c == "cat") && w.iter().any(|x| x.starts_with('>')))
+            || (w.first().is_some_and(|c| c == "scp") && w.iter().any(|x| x == "-t"))
     })
 }
 
-fn node_path_ok(sim: &Sim, path: &str) -> bool {
+/// Node trees besides the `dir` storages' paths that commands may touch.
+const SCRATCH: [&str; 2] = ["/var/tmp", "/tmp"];
+
+pub(super) fn node_path_ok(sim: &Sim, path: &str) -> bool {
     if !path.starts_with('/') || path.split('/').any(|c| c == ".." || c == ".") {
         return false;
     }
@@ -36,7 +42,18 @@ fn node_path_ok(sim: &Sim, path: &str) -> bool {
         .storages
         .iter()
         .filter_map(|s| s.path.as_deref())
+        .chain(SCRATCH)
         .any(|base| path.starts_with(&format!("{}/", base.trim_end_matches('/'))))
+}
+
+/// Whether `path` or anything below it may be touched (`/var/tmp` itself included).
+pub(super) fn node_path_ok_dir(sim: &Sim, path: &str) -> bool {
+    node_path_ok(sim, &format!("{}/", path.trim_end_matches('/')))
+}
+
+/// The "Permission denied" of a path outside the allowed trees.
+pub(super) fn deny(cmd: &str, p: &str) -> Outcome {
+    Outcome::fail(1, format!("{cmd}: {p}: Permission denied (outside the node's storage paths)\n"))
 }
 
 /// Resolve `path` on `node` as the node's kernel would: every symlink among its
@@ -84,11 +101,11 @@ pub fn resolve(sim: &Sim, node: &str, path: &str, must_exist: bool) -> Result<St
     Ok(format!("/{}", out.join("/")))
 }
 
-/// The simulator-host path `path` names on `node` once its directories are resolved
-/// (and its final component too when `follow_final`), if that stays under the
-/// storage paths; `None` is "Permission denied".
-fn place(sim: &Sim, node: &str, path: &str, follow_final: bool) -> Option<std::path::PathBuf> {
-    if !node_path_ok(sim, path) {
+/// The node path `path` resolves to on `node` (its directories resolved, and its final
+/// component too when `follow_final`) with the simulator-host path behind it, if that
+/// stays inside the allowed trees; `None` is "Permission denied".
+pub(super) fn place(sim: &Sim, node: &str, path: &str, follow_final: bool) -> Option<(String, std::path::PathBuf)> {
+    if !node_path_ok_dir(sim, path) {
         return None;
     }
     let resolved = if follow_final {
@@ -98,95 +115,116 @@ fn place(sim: &Sim, node: &str, path: &str, follow_final: bool) -> Option<std::p
         let dir = resolve(sim, node, if dir.is_empty() { "/" } else { dir }, false).ok()?;
         format!("{}/{name}", dir.trim_end_matches('/'))
     };
-    node_path_ok(sim, &resolved).then(|| sim.node_path(node, &resolved))
+    node_path_ok_dir(sim, &resolved).then(|| (resolved.clone(), sim.node_path(node, &resolved)))
 }
 
-/// Run a command line on a node (as root) with the channel's stdin.
-pub fn run_node(sim: &Arc<Sim>, node: &str, line: &str, stdin: &[u8]) -> Outcome {
-    run_line(line, |words| node_one(sim, node, words, stdin))
+/// How a command line starts: answered at once, or streaming stdin into a sink.
+pub enum Start {
+    /// The whole line ran (it read no stdin).
+    Done(Outcome),
+    /// An upload is under way; the line continues when it ends.
+    Stream(Box<Streaming>),
 }
 
-fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outcome {
+/// A command line whose upload is streaming.
+pub struct Streaming {
+    /// The sink taking stdin.
+    pub sink: Sink,
+    node: String,
+    stdout: String,
+    stderr: String,
+    rest: Vec<(String, Vec<String>)>,
+}
+
+impl Streaming {
+    /// The client closed stdin: end the upload and run the rest of the line.
+    pub fn end(self, sim: &Arc<Sim>) -> Outcome {
+        let Streaming { sink, node, stdout, stderr, rest } = self;
+        let out = sink.eof(sim);
+        Streaming { sink: Sink::Done, node, stdout, stderr, rest }.finish(sim, out)
+    }
+
+    /// The upload ended with `out` (at EOF or on an error): run the rest of the line.
+    pub fn finish(self, sim: &Arc<Sim>, out: Outcome) -> Outcome {
+        let (mut stdout, mut stderr) = (self.stdout, self.stderr);
+        stdout.push_str(&out.stdout);
+        stderr.push_str(&out.stderr);
+        crate::nodefs::invalidate(sim, &self.node);
+        let mut last = out;
+        for (conn, words) in self.rest {
+            if (conn == "&&" && last.code != 0) || (conn == "||" && last.code == 0) {
+                continue;
+            }
+            last = node_one(sim, &self.node, &words);
+            stdout.push_str(&last.stdout);
+            stderr.push_str(&last.stderr);
+        }
+        Outcome { stdout, stderr, code: last.code, action: Action::None }
+    }
+}
+
+/// Start a command line on a node: run it up to its upload, if any, and open that.
+pub fn start_node(sim: &Arc<Sim>, node: &str, line: &str) -> Start {
+    let segs = split_line(line);
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let mut last = Outcome::ok("");
+    for (i, (conn, words)) in segs.iter().enumerate() {
+        if (conn == "&&" && last.code != 0) || (conn == "||" && last.code == 0) {
+            continue;
+        }
+        let (w, _) = strip_sudo(words);
+        let planned = match super::scp::plan(sim, node, &w) {
+            Some(r) => Some(r.map(Sink::Scp)),
+            None => super::upload::plan(&w).map(|r| r.and_then(|t| super::upload::open(sim, node, t))),
+        };
+        last = match planned {
+            Some(Ok(sink)) => {
+                let rest = segs[i + 1..].to_vec();
+                return Start::Stream(Box::new(Streaming { sink, node: node.to_string(), stdout, stderr, rest }));
+            }
+            Some(Err(out)) => out,
+            None => node_one(sim, node, words),
+        };
+        stdout.push_str(&last.stdout);
+        stderr.push_str(&last.stderr);
+    }
+    Start::Done(Outcome { stdout, stderr, code: last.code, action: Action::None })
+}
+
+/// Run a command line that reads no stdin on a node (as root).
+pub fn run_node(sim: &Arc<Sim>, node: &str, line: &str) -> Outcome {
+    run_line(line, |words| node_one(sim, node, words))
+}
+
+fn node_one(sim: &Arc<Sim>, node: &str, words: &[String]) -> Outcome {
     let (w, _) = strip_sudo(words);
     let Some(cmd) = w.first().map(String::as_str) else { return Outcome::ok("") };
     let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-    let deny =
-        |p: &str| Outcome::fail(1, format!("{cmd}: {p}: Permission denied (outside the node's storage paths)\n"));
+    let deny = |p: &str| deny(cmd, p);
+    if let Some(out) = super::node_fs_cmd::run(sim, node, cmd, &args) {
+        return out;
+    }
     match cmd {
         "true" => Outcome::ok(""),
         "hostname" => Outcome::ok(format!("{node}\n")),
         "echo" => Outcome::ok(format!("{}\n", args.join(" "))),
         "pvesm" if args == ["apiinfo"] => Outcome::ok("APIVER 11\nAPIAGE 2\n"),
-        "tee" | "cat" => {
-            let (target, quiet) = if cmd == "tee" {
-                let files: Vec<&str> = args
-                    .iter()
-                    .copied()
-                    .filter(|a| !a.starts_with('-') && !a.starts_with('>') && *a != "/dev/null")
-                    .collect();
-                (files.first().copied(), args.iter().any(|a| a.starts_with('>')))
-            } else {
-                let pos = args.iter().position(|a| a.starts_with('>'));
-                let target = pos.and_then(|i| {
-                    let a = args[i].trim_start_matches('>');
-                    if a.is_empty() { args.get(i + 1).copied() } else { Some(a) }
-                });
-                (target, true)
-            };
-            let Some(path) = target else {
-                return if cmd == "cat" && args.is_empty() {
-                    Outcome::ok(String::from_utf8_lossy(stdin))
-                } else {
-                    let p = args.first().copied().unwrap_or("");
-                    let Some(real) = place(sim, node, p, true) else { return deny(p) };
-                    match std::fs::read_to_string(real) {
-                        Ok(s) => Outcome::ok(s),
-                        Err(_) => Outcome::fail(1, format!("cat: {p}: No such file or directory\n")),
-                    }
-                };
-            };
-            let Some(real) = place(sim, node, path, true) else { return deny(path) };
-            if !real.parent().is_some_and(|p| p.is_dir()) {
-                return Outcome::fail(1, format!("{cmd}: {path}: No such file or directory\n"));
-            }
-            if let Err(e) = crate::fsutil::write_private(&real, stdin) {
-                return Outcome::fail(1, format!("{cmd}: {path}: {e}\n"));
-            }
-            if quiet { Outcome::ok("") } else { Outcome::ok(String::from_utf8_lossy(stdin)) }
-        }
-        "install" => {
-            // install [-m MODE] /dev/stdin DEST: only the stdin form uploads.
-            let files: Vec<&str> = {
-                let mut out = Vec::new();
-                let mut skip = false;
-                for a in &args {
-                    if skip {
-                        skip = false;
-                    } else if *a == "-m" {
-                        skip = true;
-                    } else if !a.starts_with('-') {
-                        out.push(*a);
+        "cat" if args.is_empty() => Outcome::ok(""),
+        "cat" => {
+            let mut out = String::new();
+            for p in &args {
+                let Some((_, real)) = place(sim, node, p, true) else { return deny(p) };
+                match std::fs::read_to_string(real) {
+                    Ok(s) => out.push_str(&s),
+                    Err(_) => {
+                        return Outcome {
+                            stdout: out,
+                            ..Outcome::fail(1, format!("cat: {p}: No such file or directory\n"))
+                        };
                     }
                 }
-                out
-            };
-            let [src, dest] = files.as_slice() else {
-                return Outcome::fail(1, "install: missing destination file operand\n".to_string());
-            };
-            if *src != "/dev/stdin" {
-                return Outcome::fail(1, format!("install: cannot stat '{src}': not supported on this node\n"));
             }
-            let Some(real) = place(sim, node, dest, false) else { return deny(dest) };
-            if !real.parent().is_some_and(|p| p.is_dir()) {
-                return Outcome::fail(
-                    1,
-                    format!("install: cannot create regular file '{dest}': No such file or directory\n"),
-                );
-            }
-            match crate::fsutil::write_private(&real, stdin) {
-                Ok(()) => Outcome::ok(""),
-                Err(e) => Outcome::fail(1, format!("install: {dest}: {e}\n")),
-            }
+            Outcome::ok(out)
         }
         "mv" => {
             let files: Vec<&str> = args.iter().copied().filter(|a| !a.starts_with('-')).collect();
@@ -194,9 +232,11 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
             let [src, dest] = files.as_slice() else {
                 return Outcome::fail(1, "mv: missing destination file operand\n".to_string());
             };
-            let (Some(from), Some(mut to)) = (place(sim, node, src, false), place(sim, node, dest, false)) else {
+            let (Some((_, from)), Some((_, mut to))) = (place(sim, node, src, false), place(sim, node, dest, false))
+            else {
                 return deny(if place(sim, node, src, false).is_none() { src } else { dest });
             };
+            crate::nodefs::invalidate(sim, node);
             if to.is_dir() {
                 if no_target_dir {
                     return Outcome::fail(1, format!("mv: cannot overwrite directory '{dest}' with non-directory\n"));
@@ -210,7 +250,7 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
         }
         "mkdir" => {
             for p in args.iter().filter(|a| !a.starts_with('-')) {
-                let Some(real) = place(sim, node, p, true) else { return deny(p) };
+                let Some((_, real)) = place(sim, node, p, true) else { return deny(p) };
                 if let Err(e) = crate::fsutil::ensure_dir(&real) {
                     return Outcome::fail(1, format!("mkdir: {p}: {e}\n"));
                 }
@@ -219,9 +259,10 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
         }
         "rm" => {
             for p in args.iter().filter(|a| !a.starts_with('-')) {
-                let Some(real) = place(sim, node, p, false) else { return deny(p) };
+                let Some((_, real)) = place(sim, node, p, false) else { return deny(p) };
                 let _ = std::fs::remove_file(real);
             }
+            crate::nodefs::invalidate(sim, node);
             Outcome::ok("")
         }
         "test" | "[" => {
@@ -229,11 +270,12 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
             let ok = match args.as_slice() {
                 [flag @ ("-e" | "-f" | "-d" | "-w" | "-r" | "-s"), p] => {
                     // The node's view: symlinks followed inside the node.
-                    let as_dir = |q: &str| node_path_ok(sim, &format!("{}/", q.trim_end_matches('/')));
+                    let as_dir = |q: &str| node_path_ok_dir(sim, q);
                     let resolved = resolve(sim, node, p, false).ok().filter(|r| as_dir(p) && as_dir(r));
                     resolved.map(|r| sim.node_path(node, &r)).is_some_and(|real| match *flag {
                         "-d" => real.is_dir(),
-                        "-f" | "-s" => real.is_file(),
+                        "-f" => real.is_file(),
+                        "-s" => std::fs::metadata(&real).is_ok_and(|m| m.len() > 0),
                         _ => real.exists(),
                     })
                 }
@@ -245,7 +287,7 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String], stdin: &[u8]) -> Outco
             let must_exist = args.contains(&"-e");
             let mut out = String::new();
             for p in args.iter().filter(|a| !a.starts_with('-')) {
-                if !node_path_ok(sim, &format!("{}/", p.trim_end_matches('/'))) {
+                if !node_path_ok_dir(sim, p) {
                     return deny(p);
                 }
                 match resolve(sim, node, p, must_exist) {

@@ -2,7 +2,9 @@
 //!
 //! Contract: a guest accepts exactly the keys its user-data authorised for each user; a
 //! node accepts `root` with the operator key and the configured keys. Exec requests run
-//! through [`super::commands`]; a command that reads stdin (node uploads) runs at EOF.
+//! through [`super::commands`]; a node command that reads stdin (an upload) streams it
+//! into its file as it arrives ([`super::upload`]) and the line ends at EOF; other node
+//! commands run on a blocking thread (`sha256sum` of a large file takes seconds).
 //! When a boot ends (reboot, stop) the listener closes and open sessions are
 //! disconnected, as a real guest drops them. A "silent" guest accepts TCP and never
 //! sends a banner. No threads: one accept task per server, one task per connection.
@@ -30,7 +32,8 @@ pub fn server_config(key: russh::keys::PrivateKey) -> russh::server::Config {
         auth_rejection_time: Duration::from_millis(200),
         auth_rejection_time_initial: Some(Duration::ZERO),
         inactivity_timeout: Some(Duration::from_secs(900)),
-        window_size: 256 * 1024,
+        // Large enough that an upload is not throttled by flow control on loopback.
+        window_size: 16 << 20,
         channel_buffer_size: 16,
         methods: russh::MethodSet::from(&[russh::MethodKind::PublicKey][..]),
         ..Default::default()
@@ -47,7 +50,7 @@ struct Handler {
     sim: Arc<Sim>,
     role: Role,
     user: String,
-    pending: HashMap<ChannelId, (String, Vec<u8>)>,
+    pending: HashMap<ChannelId, Box<super::node_cmd::Streaming>>,
 }
 
 fn key_allowed(list: &[russh::keys::PublicKey], key: &russh::keys::PublicKey) -> bool {
@@ -59,13 +62,6 @@ impl Handler {
         match &self.role {
             Role::Guest { ident, .. } => ident.authorized.get(user).is_some_and(|l| key_allowed(l, key)),
             Role::Node { authorized, .. } => user == "root" && key_allowed(authorized, key),
-        }
-    }
-
-    fn run(&self, cmd: &str, stdin: &[u8]) -> Outcome {
-        match &self.role {
-            Role::Guest { vmid, generation, .. } => commands::run_guest(&self.sim, *vmid, *generation, &self.user, cmd),
-            Role::Node { node, .. } => super::node_cmd::run_node(&self.sim, node, cmd, stdin),
         }
     }
 
@@ -164,13 +160,35 @@ impl russh::server::Handler for Handler {
     ) -> Result<(), Self::Error> {
         let cmd = String::from_utf8_lossy(data).into_owned();
         session.channel_success(channel)?;
-        let reads_stdin = matches!(self.role, Role::Node { .. }) && super::node_cmd::node_reads_stdin(&cmd);
-        if reads_stdin {
-            self.pending.insert(channel, (cmd, Vec::new()));
-            return Ok(());
+        let node = match &self.role {
+            Role::Guest { vmid, generation, .. } => {
+                let out = commands::run_guest(&self.sim, *vmid, *generation, &self.user, &cmd);
+                return self.finish(channel, out, session);
+            }
+            Role::Node { node, .. } => node.clone(),
+        };
+        if super::node_cmd::node_reads_stdin(&cmd) {
+            match super::node_cmd::start_node(&self.sim, &node, &cmd) {
+                super::node_cmd::Start::Done(out) => return self.finish(channel, out, session),
+                super::node_cmd::Start::Stream(up) => {
+                    let hello = up.sink.greeting();
+                    if !hello.is_empty() {
+                        session.data(channel, hello)?;
+                    }
+                    self.pending.insert(channel, up);
+                    return Ok(());
+                }
+            }
         }
-        let out = self.run(&cmd, &[]);
-        self.finish(channel, out, session)
+        let (sim, handle) = (self.sim.clone(), session.handle());
+        tokio::spawn(async move {
+            let s = sim.clone();
+            let out = tokio::task::spawn_blocking(move || super::node_cmd::run_node(&s, &node, &cmd))
+                .await
+                .unwrap_or_else(|_| Outcome::fail(1, "command failed\n"));
+            send(&sim, &handle, channel, out).await;
+        });
+        Ok(())
     }
 
     async fn shell_request(&mut self, channel: ChannelId, session: &mut Session) -> Result<(), Self::Error> {
@@ -178,20 +196,35 @@ impl russh::server::Handler for Handler {
         Ok(())
     }
 
-    async fn data(&mut self, channel: ChannelId, data: &[u8], _session: &mut Session) -> Result<(), Self::Error> {
-        if let Some((_, buf)) = self.pending.get_mut(&channel) {
-            if buf.len() + data.len() > 16 << 20 {
-                return Err(russh::Error::Disconnect);
-            }
-            buf.extend_from_slice(data);
+    async fn data(&mut self, channel: ChannelId, data: &[u8], session: &mut Session) -> Result<(), Self::Error> {
+        let Some(up) = self.pending.get_mut(&channel) else { return Ok(()) };
+        let step = up.sink.data(&self.sim, data);
+        if !step.reply.is_empty() {
+            session.data(channel, step.reply)?;
+        }
+        if let Some(out) = step.done
+            && let Some(up) = self.pending.remove(&channel)
+        {
+            // The command ended (a full disk): what follows the upload runs now.
+            let out = up.finish(&self.sim, out);
+            self.finish(channel, out, session)?;
         }
         Ok(())
     }
 
     async fn channel_eof(&mut self, channel: ChannelId, session: &mut Session) -> Result<(), Self::Error> {
-        if let Some((cmd, stdin)) = self.pending.remove(&channel) {
-            let out = self.run(&cmd, &stdin);
-            self.finish(channel, out, session)?;
+        if let Some(up) = self.pending.remove(&channel) {
+            let up = *up;
+            let sim = self.sim.clone();
+            let handle = session.handle();
+            // Flushing and what follows the upload (an `mv`) off the session's task.
+            tokio::spawn(async move {
+                let s = sim.clone();
+                let out = tokio::task::spawn_blocking(move || up.end(&s))
+                    .await
+                    .unwrap_or_else(|_| Outcome::fail(1, "command failed\n"));
+                send(&sim, &handle, channel, out).await;
+            });
         }
         Ok(())
     }

@@ -113,7 +113,7 @@ fn rand_byte() -> u8 {
     (t as u8) ^ C.fetch_add(17, Ordering::Relaxed)
 }
 
-struct Client {
+pub struct Client {
     seen: Arc<std::sync::Mutex<Option<russh::keys::PublicKey>>>,
 }
 
@@ -137,15 +137,15 @@ pub struct Exec {
     pub host_key: Option<russh::keys::PublicKey>,
 }
 
-/// Connect, authenticate with `key` as `user`, run `cmd` with `stdin`.
-/// Err = connection or authentication failure (the text says which).
-pub async fn ssh_exec(
+/// An authenticated SSH session (russh client).
+pub type Session = russh::client::Handle<Client>;
+
+/// Connect and authenticate with `key` as `user`; returns the session and the seen host key.
+pub async fn ssh_connect(
     addr: SocketAddr,
     user: &str,
     key: &russh::keys::PrivateKey,
-    cmd: &str,
-    stdin: &[u8],
-) -> Result<Exec, String> {
+) -> Result<(Session, Arc<std::sync::Mutex<Option<russh::keys::PublicKey>>>), String> {
     let config =
         Arc::new(russh::client::Config { inactivity_timeout: Some(Duration::from_secs(30)), ..Default::default() });
     let seen = Arc::new(std::sync::Mutex::new(None));
@@ -163,6 +163,19 @@ pub async fn ssh_exec(
     if !auth.success() {
         return Err("authentication rejected".into());
     }
+    Ok((session, seen))
+}
+
+/// Connect, authenticate with `key` as `user`, run `cmd` with `stdin`.
+/// Err = connection or authentication failure (the text says which).
+pub async fn ssh_exec(
+    addr: SocketAddr,
+    user: &str,
+    key: &russh::keys::PrivateKey,
+    cmd: &str,
+    stdin: &[u8],
+) -> Result<Exec, String> {
+    let (session, seen) = ssh_connect(addr, user, key).await?;
     let mut ch = session.channel_open_session().await.map_err(|e| format!("open: {e}"))?;
     ch.exec(true, cmd).await.map_err(|e| format!("exec: {e}"))?;
     if !stdin.is_empty() {

@@ -6,6 +6,7 @@ mod common;
 
 mod api;
 mod faults;
+mod node_disk;
 mod openssh;
 mod proxmoxer;
 mod ssh;

@@ -149,11 +149,13 @@ async fn node_symlinks_resolve_inside_the_node_and_never_reach_the_host() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read(root.join("var/lib/vz/images/x")).unwrap(), b"data");
     // ...and a symlink to the simulator host's files resolves inside the node, where
-    // that path is outside the storage paths: denied, nothing written on the host.
+    // that path is outside the allowed trees (denied) or, for a host temp dir under
+    // /tmp, the node's own /tmp where it does not exist: nothing written on the host.
     let host_path = host_dir.path().display().to_string();
     let out = run("tee /var/lib/vz/snippets/host/y > /dev/null", b"data").await;
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Permission denied") || err.contains("No such file or directory"), "{err}");
     assert_eq!(std::fs::read_dir(host_dir.path()).unwrap().count(), 0, "nothing reached {host_path}");
     // A symlink at the final name is replaced by install + mv -T, not written through.
     std::fs::write(root.join("var/lib/vz/images/victim"), b"original").unwrap();
@@ -162,4 +164,63 @@ async fn node_symlinks_resolve_inside_the_node_and_never_reach_the_host() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read(root.join("var/lib/vz/images/victim")).unwrap(), b"original");
     assert!(!std::fs::symlink_metadata(snippets.join("vm-user.yaml")).unwrap().file_type().is_symlink());
+}
+
+/// `scp -O` (the legacy protocol: `scp -t` on the node) uploads a file into /var/tmp,
+/// with `-p` keeping its modification time; a path outside the allowed trees fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_scp_client_uploads_through_the_legacy_scp_sink() {
+    if std::process::Command::new("scp").arg("-h").output().is_err() {
+        println!("SKIPPED: no system scp client installed");
+        return;
+    }
+    let c = start(0.0, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let node = c.node_ssh_addr("pve1").unwrap();
+    let node_host_pub = std::fs::read_to_string(c.root().join("nodes/pve1/etc/ssh/ssh_host_ed25519_key.pub")).unwrap();
+    std::fs::write(dir.path().join("known_hosts"), format!("[{}]:{} {}", node.ip(), node.port(), node_host_pub))
+        .unwrap();
+    let src = dir.path().join("haos.qcow2");
+    let data: Vec<u8> = (0..(5 << 20) + 17).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let f = std::fs::File::options().write(true).open(&src).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)).unwrap();
+    let scp = |dest: String| {
+        let args = vec![
+            "-O".to_string(),
+            "-p".into(),
+            "-F".into(),
+            "/dev/null".into(),
+            "-i".into(),
+            c.node_ssh_key_path().display().to_string(),
+            "-o".into(),
+            format!("UserKnownHostsFile={}", dir.path().join("known_hosts").display()),
+            "-o".into(),
+            "StrictHostKeyChecking=yes".into(),
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-P".into(),
+            node.port().to_string(),
+            src.display().to_string(),
+            format!("root@{}:{dest}", node.ip()),
+        ];
+        async move { tokio::process::Command::new("scp").args(args).output().await.expect("scp runs") }
+    };
+    let out = scp("/var/tmp/x.qcow2".into()).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written = c.root().join("nodes/pve1/var/tmp/x.qcow2");
+    assert_eq!(std::fs::read(&written).unwrap(), data);
+    let mtime = std::fs::metadata(&written).unwrap().modified().unwrap();
+    assert_eq!(mtime, std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000), "-p keeps the mtime");
+    // Into a directory: the file keeps its name.
+    let out = scp("/var/lib/vz/import/".into()).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read(c.root().join("nodes/pve1/var/lib/vz/import/haos.qcow2")).unwrap(), data);
+    let out = scp("/etc/x".into()).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
