@@ -74,8 +74,14 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Sim {
     /// Build the core: load or create state, token and node directories.
-    pub fn new(cfg: SimConfig) -> Result<Arc<Sim>, SimError> {
+    pub fn new(mut cfg: SimConfig) -> Result<Arc<Sim>, SimError> {
         cfg.validate()?;
+        if !cfg.has_import_content() {
+            // Before PVE 8.3 no dir storage knows the `import` content type.
+            for s in &mut cfg.storages {
+                s.content = s.content.split(',').filter(|c| *c != "import").collect::<Vec<_>>().join(",");
+            }
+        }
         let (root, root_is_temp) = match &cfg.state_dir {
             Some(d) => (d.clone(), false),
             None => {

@@ -11,11 +11,14 @@ use super::{ApiError, ApiResult, Params, Reply};
 use crate::model::{ClusterState, Power, Vm};
 use crate::sim::{Sim, lock};
 
-pub fn version(p: &Params) -> ApiResult {
+/// `GET /version` (pve-manager `PVE/API2.pm`): `version` is the configured
+/// `pve_version`, `release` its `MAJOR.MINOR`.
+pub fn version(sim: &Sim, p: &Params) -> ApiResult {
     p.only(&[])?;
+    let release = sim.cfg.pve_version_parts().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default();
     Ok(Reply::data(json!({
-        "version": "9.0.3",
-        "release": "9.0",
+        "version": sim.cfg.pve_version,
+        "release": release,
         "repoid": "025864202ebb6109",
     })))
 }
@@ -92,13 +95,15 @@ pub fn resources(sim: &Arc<Sim>, p: &Params) -> ApiResult {
         }
     }
     if ty.is_none() || ty == Some("storage") {
+        drop(st);
         for n in &sim.cfg.nodes {
             for s in &sim.cfg.storages {
+                let (total, used, _) = super::storage::usage(sim, n, s);
                 out.push(json!({
                     "id": format!("storage/{n}/{}", s.id), "type": "storage", "node": n,
                     "storage": s.id, "status": "available", "plugintype": s.kind,
                     "content": s.content, "shared": u8::from(s.shared),
-                    "maxdisk": 100_000_000_000u64, "disk": 10_000_000_000u64,
+                    "maxdisk": total, "disk": used,
                 }));
             }
         }

@@ -10,6 +10,7 @@
 //! returns the request counters.
 
 mod cluster;
+mod create;
 mod ha;
 mod lifecycle;
 mod migrate;
@@ -17,6 +18,7 @@ mod nodes;
 pub mod params;
 mod qemu;
 mod route;
+mod storage;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

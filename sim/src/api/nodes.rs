@@ -36,12 +36,11 @@ pub fn index(_node: &str) -> ApiResult {
 }
 
 pub fn status(sim: &Arc<Sim>, node: &str) -> ApiResult {
-    let _ = sim;
     Ok(Reply::data(json!({
         "uptime": 86_400, "cpu": 0.02, "loadavg": ["0.10", "0.08", "0.05"],
         "memory": {"total": 68_719_476_736u64, "used": 4_294_967_296u64, "free": 64_424_509_440u64},
         "cpuinfo": {"cpus": 16, "sockets": 1, "cores": 8, "model": "Simulated CPU"},
-        "pveversion": "pve-manager/9.0.3/025864202ebb6109",
+        "pveversion": format!("pve-manager/{}/025864202ebb6109", sim.cfg.pve_version),
         "kversion": "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC",
         "node": node,
     })))
@@ -71,94 +70,12 @@ pub fn storage_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
-fn find_storage<'a>(sim: &'a Sim, id: &str) -> Result<&'a crate::config::StorageSpec, ApiError> {
+pub fn find_storage<'a>(sim: &'a Sim, id: &str) -> Result<&'a crate::config::StorageSpec, ApiError> {
     sim.cfg.storages.iter().find(|s| s.id == id).ok_or_else(|| ApiError::die(format!("storage '{id}' does not exist")))
 }
 
 pub fn storage_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
     Ok(Reply::data(storage_json(find_storage(sim, id)?)))
-}
-
-fn node_storage_json(s: &crate::config::StorageSpec) -> Value {
-    json!({
-        "storage": s.id, "type": s.kind, "content": s.content, "shared": u8::from(s.shared),
-        "active": 1, "enabled": 1, "total": 100_000_000_000u64, "used": 10_000_000_000u64,
-        "avail": 90_000_000_000u64, "used_fraction": 0.1,
-    })
-}
-
-pub fn node_storage_list(sim: &Arc<Sim>, _node: &str, p: &Params) -> ApiResult {
-    p.only(&["content", "enabled", "format", "storage", "target"])?;
-    let out: Vec<Value> = sim
-        .cfg
-        .storages
-        .iter()
-        .filter(|s| p.get("content").is_none_or(|c| s.content.split(',').any(|x| x == c)))
-        .filter(|s| p.get("storage").is_none_or(|id| id == s.id))
-        .map(node_storage_json)
-        .collect();
-    Ok(Reply::data(Value::Array(out)))
-}
-
-pub fn node_storage_status(sim: &Arc<Sim>, _node: &str, id: &str) -> ApiResult {
-    Ok(Reply::data(node_storage_json(find_storage(sim, id)?)))
-}
-
-pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiResult {
-    p.only(&["content", "vmid"])?;
-    let s = find_storage(sim, id)?;
-    let mut out = Vec::new();
-    let want = p.get("content");
-    if let Some(dir) = sim.storage_dir(node, id) {
-        let kinds = [("snippets", "snippets", "snippet"), ("iso", "template/iso", "iso")];
-        for (content, sub, format) in kinds {
-            if want.is_some_and(|w| w != content) || !s.content.split(',').any(|c| c == content) {
-                continue;
-            }
-            let Ok(rd) = std::fs::read_dir(dir.join(sub)) else { continue };
-            let mut files: Vec<_> = rd.flatten().collect();
-            files.sort_by_key(|e| e.file_name());
-            for e in files {
-                let Ok(md) = e.metadata() else { continue };
-                if !md.is_file() {
-                    continue;
-                }
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') {
-                    // In-flight uploads (atomic-write temporaries) are not volumes yet.
-                    continue;
-                }
-                let ctime = md
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
-                out.push(json!({
-                    "volid": format!("{id}:{}/{name}", if content == "snippets" { "snippets" } else { "iso" }),
-                    "content": content, "format": format, "size": md.len(), "ctime": ctime,
-                }));
-            }
-        }
-    } else if want.is_none_or(|w| w == "images") {
-        let st = lock(&sim.state);
-        for vm in st.vms.values().filter(|v| v.node == node) {
-            for (k, v) in &vm.config {
-                if !crate::model::props::is_drive_key(k) {
-                    continue;
-                }
-                let volid = v.split(',').next().unwrap_or("");
-                if volid.starts_with(&format!("{id}:")) && !volid.contains("cloudinit") {
-                    let size = crate::model::props::prop(v, "size")
-                        .and_then(|s| crate::model::ids::parse_size(&s))
-                        .unwrap_or(0);
-                    out.push(json!({"volid": volid, "content": "images", "format": "raw",
-                        "size": size, "vmid": vm.vmid}));
-                }
-            }
-        }
-    }
-    Ok(Reply::data(Value::Array(out)))
 }
 
 pub fn tasks_list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {

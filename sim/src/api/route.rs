@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{ApiError, ApiResult, Params, cluster, ha, lifecycle, migrate, nodes, qemu};
+use super::{ApiError, ApiResult, Params, cluster, create, ha, lifecycle, migrate, nodes, qemu, storage};
 use crate::sim::Sim;
 
 /// What a request does, for fault injection.
@@ -77,7 +77,7 @@ fn not_implemented(method: &str, segs: &[String]) -> ApiError {
 pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> ApiResult {
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     match (method, s.as_slice()) {
-        ("GET", ["version"]) => cluster::version(p),
+        ("GET", ["version"]) => cluster::version(sim, p),
         ("GET", ["cluster", "resources"]) => cluster::resources(sim, p),
         ("GET", ["cluster", "nextid"]) => cluster::nextid(sim, p),
         ("GET", ["cluster", "status"]) => cluster::status(sim),
@@ -100,16 +100,17 @@ pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> Ap
         (_, ["nodes", node, _, ..]) if !sim.has_node(node) => Err(unknown_node(node)),
         ("GET", ["nodes", node]) => nodes::index(node),
         ("GET", ["nodes", node, "status"]) => nodes::status(sim, node),
-        ("GET", ["nodes", node, "storage"]) => nodes::node_storage_list(sim, node, p),
+        ("GET", ["nodes", node, "storage"]) => storage::node_storage_list(sim, node, p),
         ("GET", ["nodes", node, "storage", id]) | ("GET", ["nodes", node, "storage", id, "status"]) => {
-            nodes::node_storage_status(sim, node, id)
+            storage::node_storage_status(sim, node, id)
         }
-        ("GET", ["nodes", node, "storage", id, "content"]) => nodes::storage_content(sim, node, id, p),
+        ("GET", ["nodes", node, "storage", id, "content"]) => storage::storage_content(sim, node, id, p),
         ("GET", ["nodes", node, "tasks"]) => nodes::tasks_list(sim, node, p),
         ("GET", ["nodes", node, "tasks", upid]) => nodes::task_index(sim, node, upid),
         ("GET", ["nodes", node, "tasks", upid, "status"]) => nodes::task_status(sim, node, upid),
         ("GET", ["nodes", node, "tasks", upid, "log"]) => nodes::task_log(sim, node, upid, p),
         ("GET", ["nodes", node, "qemu"]) => qemu::list(sim, node, p),
+        ("POST", ["nodes", node, "qemu"]) => create::create(sim, node, p),
         (m, ["nodes", node, "qemu", vmid, rest @ ..]) => {
             let vmid = super::params::vmid("vmid", vmid)?;
             qemu_vm(sim, m, node, vmid, rest, p).unwrap_or_else(|| Err(not_implemented(method, segs)))

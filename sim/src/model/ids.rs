@@ -92,6 +92,18 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// Format bytes as pve-common's `JSONSchema::format_size` does: the largest of
+/// `T`/`G`/`M`/`K` the value is an exact multiple of, else plain bytes.
+pub fn format_size_exact(bytes: u64) -> String {
+    let units = [(40, "T"), (30, "G"), (20, "M"), (10, "K")];
+    for (shift, unit) in units {
+        if bytes >= (1 << shift) && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 /// Format an RFC 2822 date as cloud-init's `last_update` (`Sat, 30 Nov 2024 09:46:47 +0000`).
 pub fn rfc2822(unix: u64) -> String {
     let (wd, d, mon, y, secs) = civil(unix);

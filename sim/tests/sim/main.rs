@@ -5,6 +5,7 @@
 mod common;
 
 mod api;
+mod create;
 mod faults;
 mod node_disk;
 mod openssh;
