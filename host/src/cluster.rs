@@ -123,6 +123,7 @@ impl SimClusters {
         if !sim.nodes.is_empty() {
             config.nodes = sim.nodes.clone();
         }
+        sim.apply_node_settings(&mut config);
         if !sim.templates.is_empty() {
             config.templates = sim
                 .templates

@@ -432,6 +432,7 @@ impl Project {
             cluster_id: crate::cluster::cluster_id(&environment.cluster, cluster),
             nodes: access.nodes,
             guest_keys: access.guest_keys,
+            project_dir: self.config.base_dir.clone(),
         })
     }
 

@@ -22,4 +22,5 @@ mod sandbox;
 mod scale;
 mod sim_cli;
 mod terraform;
+mod vm_types;
 mod workflows;

@@ -6,7 +6,7 @@
 //! What is fixed (the tests never vary it): the environment is `test`, on
 //! cluster `sim`, with backend `direct`; the workflow grants allow every lock,
 //! checkpoints, every node and storage with VMIDs 100-999, and SSH to guests
-//! and nodes with uploads to `/var/lib/vz/snippets`; the inventory's group is
+//! and nodes with uploads to `/var/lib/vz/snippets` and `/var/tmp/cradle-images`; the inventory's group is
 //! `lab`, its OS `debian12` (interface `ens18`, storage `local-lvm`, 2 cores,
 //! 2048 MiB, a 12 GiB disk, startup order 10) and its one NIC `nic0` on
 //! `vmbr0`, VLAN 20, `<ansible_host>/24` with the subnet's `.1` as gateway,
@@ -195,7 +195,7 @@ vmids = "100-999"
 storages = ["*"]
 [workflow.grants.ssh]
 hosts = ["guests", "nodes"]
-upload_dirs = ["/var/lib/vz/snippets"]
+upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
 "#,
         );
         if let Some(dns) = &self.dns {

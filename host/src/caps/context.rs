@@ -102,6 +102,9 @@ pub struct Services {
     pub nodes: std::collections::BTreeMap<String, crate::caps::ssh::NodeSsh>,
     /// Public keys to authorize for the guests' management user.
     pub guest_keys: Vec<String>,
+    /// The project's directory (cradle.toml's): relative control-node paths
+    /// the workflows name (a VM type's disk image) are read from here.
+    pub project_dir: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Services {
@@ -127,6 +130,7 @@ impl Services {
             cluster_id: "test".into(),
             nodes: Default::default(),
             guest_keys: Vec::new(),
+            project_dir: dir.to_path_buf(),
         }
     }
 }

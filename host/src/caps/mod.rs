@@ -36,6 +36,7 @@ pub mod coordination;
 pub mod creation;
 pub mod dns;
 pub mod http;
+pub mod image;
 pub mod lock;
 pub mod log;
 pub mod policy;

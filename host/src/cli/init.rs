@@ -106,7 +106,8 @@ vmids = "100-999"
 storages = ["*"]
 [workflow.grants.ssh]
 hosts = ["guests", "nodes"]
-upload_dirs = ["/var/lib/vz/snippets"]
+# Snippets, and the disk images of VM types built from an image (docs/VM-TYPES.md).
+upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
 
 "#;
 

@@ -58,6 +58,13 @@ pub struct ServeArgs {
     /// How qemu runs guests: tcg, kvm, or auto (KVM when /dev/kvm opens).
     #[arg(long, default_value = "tcg", requires = "qemu_image")]
     pub qemu_accel: String,
+    /// The Proxmox VE version the cluster reports and behaves as (disk-image
+    /// uploads through the API need 8.4).
+    #[arg(long, default_value = "9.0.3")]
+    pub pve_version: String,
+    /// Size in bytes of each node's root filesystem (/var/tmp, /var/lib/vz).
+    #[arg(long)]
+    pub node_root_bytes: Option<u64>,
 }
 
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
@@ -75,8 +82,12 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
         listen: args.listen,
         node_ssh_port: args.node_ssh_port,
         guest_ssh_port: args.guest_ssh_port,
+        pve_version: args.pve_version.clone(),
         ..cradle_sim::SimConfig::default()
     };
+    if let Some(b) = args.node_root_bytes {
+        config.node_disk.root_bytes = b;
+    }
     if let Some(spec) = &args.faults {
         config.faults = cradle_sim::FaultSpec::parse(spec)?;
     }

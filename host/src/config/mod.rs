@@ -197,6 +197,33 @@ pub struct SimSettings {
     /// `[clusters.NAME.sim.qemu]`: started VMs are real qemu guests.
     #[serde(default)]
     pub qemu: Option<SimQemu>,
+    /// Size in bytes of each node's root filesystem (`/var/tmp`, the `dir`
+    /// storages' paths); default 100 GiB.
+    #[serde(default)]
+    pub node_root_bytes: Option<u64>,
+    /// Size in bytes of each node's `/tmp` (a tmpfs); default 1 GiB.
+    #[serde(default)]
+    pub node_tmp_bytes: Option<u64>,
+    /// The Proxmox VE version the cluster reports (`GET /version`) and
+    /// behaves as where versions differ (disk-image uploads need 8.4);
+    /// default 9.0.3.
+    #[serde(default)]
+    pub pve_version: Option<String>,
+}
+
+impl SimSettings {
+    /// Apply the node disk sizes and the version to `config`.
+    pub fn apply_node_settings(&self, config: &mut cradle_sim::SimConfig) {
+        if let Some(b) = self.node_root_bytes {
+            config.node_disk.root_bytes = b;
+        }
+        if let Some(b) = self.node_tmp_bytes {
+            config.node_disk.tmp_bytes = b;
+        }
+        if let Some(v) = &self.pve_version {
+            config.pve_version = v.clone();
+        }
+    }
 }
 
 /// `[clusters.NAME.sim.qemu]`: guest mode `qemu` (docs/SIMULATOR.md): a started VM
@@ -280,6 +307,9 @@ impl Default for SimSettings {
             guest_ssh_port: 22,
             templates: Vec::new(),
             qemu: None,
+            node_root_bytes: None,
+            node_tmp_bytes: None,
+            pve_version: None,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct VmPlan {
     pub finalization_state_dir: Option<PathBuf>,
     /// The environment (from [`ResolveOptions`]).
     pub environment: String,
+    /// `vms_type`: the VM type whose workflow (`workflows/<type>.rhai`)
+    /// provisions, checks and removes this host; `None` for the built-in
+    /// cloud-init template type (`provision.rhai`, `remove.rhai`).
+    pub vm_type: Option<String>,
 }
 
 /// Resolve `host` of `inv` into a [`VmPlan`].
@@ -106,7 +110,32 @@ pub fn resolve(inv: &Inventory, host: &str, opts: &ResolveOptions) -> Result<VmP
         }
         None => return Err(ctx.missing("target_node", "set the Proxmox node the VM runs on, e.g. target_node: pve1")),
     };
-    let os = os_template(&ctx, &mut r)?;
+    let vm_type = match ctx.var(&mut r, "vms_type")? {
+        None => None,
+        Some(v) => {
+            let t = ctx.string("vms_type", &v)?;
+            let ok = !t.is_empty()
+                && t.len() <= 64
+                && t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+                && !["provision", "remove", "plan"].contains(&t.as_str());
+            if !ok {
+                return Err(ctx.invalid(
+                    "vms_type",
+                    &v,
+                    "a VM type: the name of its workflow file workflows/<type>.rhai (lower-case letters, digits, `_`, \
+                     `-`; not provision, remove or plan)",
+                ));
+            }
+            Some(t)
+        }
+    };
+    // A VM type that is not a template clone (a baked image, an ISO install)
+    // needs no `global_os` entry; one it names is still read.
+    let os = if vm_type.is_some() && ctx.var(&mut r, "vms_os")?.is_none() {
+        OsTemplate { key: String::new(), template: String::new(), guest_interface: None, settings: Map::new() }
+    } else {
+        os_template(&ctx, &mut r)?
+    };
     let config = match ctx.var(&mut r, "vms_config")? {
         None => Map::new(),
         Some(Value::Object(m)) => m,
@@ -183,6 +212,7 @@ pub fn resolve(inv: &Inventory, host: &str, opts: &ResolveOptions) -> Result<VmP
         terraform_lock_root: path(&mut r, "vms_terraform_lock_root")?,
         finalization_state_dir: path(&mut r, "vms_finalization_state_dir")?,
         environment: opts.environment.clone(),
+        vm_type,
     })
 }
 

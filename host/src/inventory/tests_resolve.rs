@@ -240,3 +240,42 @@ fn the_vm_spec_matches_the_wit_record() {
     );
     assert!(p.vm_spec(Some(1)).is_err(), "a probed VMID must not replace the inventory's");
 }
+
+/// The worked example of docs/VM-TYPES.md: a VM type needs no `global_os`,
+/// and its VMID base may come from the type's own variable through a template.
+const TYPED: &str = "\
+all:
+  children:
+    homeassistant:
+      vars:
+        vms_type: homeassistant
+        target_node: pve1
+        homeassistant_vm_id: 200
+        vms_vmid_base: '{{ homeassistant_vm_id }}'
+        vms_config: { cores: 2, memory: 2048, disk: 32G, storage: local-lvm, nic0: { bridge: vmbr0, ip: dhcp } }
+      hosts:
+        ha-1: {}
+        ha-2: {}
+";
+
+#[test]
+fn a_vm_type_needs_no_os_template_and_takes_its_vmid_from_its_own_variable() {
+    let typed = Inventory::from_yaml(TYPED, Path::new("hosts.yml")).expect("inventory");
+    let a = plan(&typed, "ha-1");
+    let b = plan(&typed, "ha-2");
+    assert_eq!((a.vm_type.as_deref(), a.vmid, b.vmid), (Some("homeassistant"), Some(200), Some(201)));
+    assert_eq!((a.os.template.as_str(), a.disk_gib, a.memory_mib), ("", Some(32), 2048));
+    // A host without vms_type still needs its OS.
+    let plain = inv("[lab]\nweb-0\n");
+    assert_eq!(plan(&plain, "web-0").vm_type, None);
+}
+
+#[test]
+fn a_vms_type_that_is_no_workflow_name_is_refused() {
+    for bad in ["Home Assistant", "provision", "../x"] {
+        let text = TYPED.replace("vms_type: homeassistant", &format!("vms_type: '{bad}'"));
+        let inv = Inventory::from_yaml(&text, Path::new("hosts.yml")).expect("inventory");
+        let e = resolve(&inv, "ha-1", &opts()).expect_err(bad).to_string();
+        assert!(e.contains("vms_type") && e.contains("workflows/<type>.rhai"), "{bad}: {e}");
+    }
+}

@@ -79,13 +79,45 @@ pub enum Action {
 }
 
 impl Action {
-    fn entry(self) -> (&'static str, &'static str) {
-        match self {
+    /// The script and function for a VM of the built-in type (`None`) or of
+    /// type `vm_type` (`workflows/<type>.rhai`, which defines all three).
+    fn entry(self, vm_type: Option<&str>) -> (String, &'static str) {
+        let (builtin, func) = match self {
             Action::Provision => ("provision", "provision"),
             Action::Check => ("provision", "check"),
             Action::Remove => ("remove", "remove_vm"),
+        };
+        (vm_type.unwrap_or(builtin).to_string(), func)
+    }
+}
+
+/// Every VM type the plans name must be a workflow with the function
+/// `action` calls, before any run starts.
+fn check_types(loaded: &Loaded, plans: &[VmPlan], action: Action) -> Result<(), ProjectError> {
+    for plan in plans {
+        let Some(t) = plan.vm_type.as_deref() else { continue };
+        let (script, func) = action.entry(Some(t));
+        let has =
+            loaded.workflows.functions(&script).map(|fs| fs.iter().any(|f| f.name == func && f.params.len() == 1));
+        match has {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(ProjectError::Environment(format!(
+                    "{}: vms_type `{t}`: workflows/{t}.rhai has no function `{func}(vm)`; a VM type's workflow \
+                     defines provision(vm), check(vm) and remove_vm(vm) (docs/VM-TYPES.md)",
+                    plan.name
+                )));
+            }
+            Err(_) => {
+                return Err(ProjectError::Environment(format!(
+                    "{}: vms_type `{t}` has no workflow: add workflows/{t}.rhai (docs/VM-TYPES.md) or fix vms_type in \
+                     the inventory; nothing was run",
+                    plan.name
+                )));
+            }
         }
     }
+    Ok(())
 }
 
 /// The backend a host with `vms_use_terraform` runs on.
@@ -101,7 +133,7 @@ pub async fn run_all(
     action: Action,
     forks: usize,
 ) -> Result<Vec<HostResult>, ProjectError> {
-    let (script, func) = action.entry();
+    check_types(&loaded, &plans, action)?;
     let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
     // Every VM's value first: a bad one stops the command before any run starts.
     let vms = plans.iter().map(|plan| vm_value(plan, &inv)).collect::<Result<Vec<_>, _>>()?;
@@ -115,12 +147,13 @@ pub async fn run_all(
     let mut tasks = Vec::new();
     for (plan, vm) in plans.into_iter().zip(vms) {
         let (project, loaded, permits, env) = (project.clone(), loaded.clone(), permits.clone(), env.clone());
+        let (script, func) = action.entry(plan.vm_type.as_deref());
         tasks.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
             let started = Instant::now();
             let req = RunRequest {
                 env,
-                script: script.into(),
+                script,
                 func: func.into(),
                 args: vec![vm],
                 argv: std::env::args().collect(),

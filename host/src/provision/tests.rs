@@ -28,6 +28,7 @@ all:
         nic1: { bridge: vmbr1, ip: dhcp, interface: ens19 }
       vms_packages: [vim]
       vms_fqdn: web-0.lab.example
+      ansible_become_password: canary-not-for-scripts
       vms_ssh_authorized_keys: [ssh-ed25519 AAAA ops]
       vms_dns_record: { zone: lab.example., name: web-0.lab.example., kind: a, value: 10.0.20.10 }
       vms_wait: { task_ms: 60000, reboot_interval_s: 0.5 }
@@ -73,10 +74,16 @@ fn the_vm_value_has_the_documented_keys_and_types() {
             ("spec", "map"),
             ("ssh", "map"),
             ("timezone", "()"),
+            ("vars", "map"),
+            ("vm_type", "()"),
             ("wait", "map"),
         ]
     );
     assert_eq!(vm["hostname"].to_string(), "web-0");
+    // The host's own variables, credentials left out.
+    let vars = map(&vm["vars"]);
+    assert_eq!(vars["vms_fqdn"].to_string(), "web-0.lab.example");
+    assert!(vars.keys().all(|k| !k.contains("pass")), "{:?}", keys(&vars));
     assert_eq!(types(&map(&vm["ssh"])), [("host", "string"), ("port", "i64"), ("user", "string")]);
     assert_eq!(map(&vm["ssh"])["user"].to_string(), "ops");
 

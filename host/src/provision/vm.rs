@@ -31,6 +31,13 @@ pub struct WorkflowVm {
     /// of `vm` beside the plan's keys.
     #[serde(flatten)]
     pub guest: GuestVars,
+    /// `vms_type` (`()` for the built-in template type).
+    pub vm_type: Option<String>,
+    /// Every variable of the host as the inventory merges them (values as
+    /// written: templates are not rendered), for a VM type's own settings
+    /// (`vm.vars.homeassistant_image`); credential-like names are left out
+    /// (`secret_like`).
+    pub vars: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `vm.ssh`: how the workflow reaches the guest.
@@ -44,6 +51,14 @@ pub struct WorkflowSsh {
     pub user: String,
 }
 
+/// Variables that look like credentials (`ansible_password`, `*_token`,
+/// `vault_*`) stay out of `vm.vars`: a workflow has no use for them and a
+/// script value can end up in an error message.
+fn secret_like(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["pass", "secret", "token", "vault", "private_key", "api_key"].iter().any(|w| n.contains(w))
+}
+
 impl WorkflowVm {
     /// The `vm` of `plan`, with the guest settings of its host in `inv`.
     pub fn new(plan: &VmPlan, inv: &Inventory) -> Result<WorkflowVm, InventoryError> {
@@ -52,6 +67,7 @@ impl WorkflowVm {
             None => plan.vm_spec_unallocated(),
         };
         let guest = inv.guest_vars(plan.host.as_str())?;
+        let vars = inv.host_vars(plan.host.as_str())?;
         Ok(WorkflowVm {
             name: plan.name.clone(),
             hostname: plan.name.clone(),
@@ -64,6 +80,8 @@ impl WorkflowVm {
             },
             nics: plan.nics.clone(),
             guest,
+            vm_type: plan.vm_type.clone(),
+            vars: vars.into_iter().filter(|(k, _)| !secret_like(k)).collect(),
         })
     }
 

@@ -157,8 +157,13 @@ fn snippet_dir(c: &mut CapCtx, storage: &str) -> Result<String, CapError> {
 }
 
 /// The SSH login of `node` from cradle.toml (`services.nodes`).
-fn node_target(c: &CapCtx, node: &str) -> Result<ssh::Target, CapError> {
-    let n = c.services.nodes.get(node).ok_or_else(|| {
+pub(crate) fn node_target(c: &CapCtx, node: &str) -> Result<ssh::Target, CapError> {
+    node_target_of(&c.services, node)
+}
+
+/// [`node_target`] from the services alone.
+pub(crate) fn node_target_of(services: &crate::caps::context::Services, node: &str) -> Result<ssh::Target, CapError> {
+    let n = services.nodes.get(node).ok_or_else(|| {
         CapError::invalid(format!(
             "no SSH address for node `{node}`: set it under [clusters.NAME.node_ssh] in cradle.toml"
         ))

@@ -22,6 +22,7 @@ pub mod cluster;
 mod decode;
 mod flights;
 mod request;
+mod storage;
 pub mod tasks;
 pub mod vms;
 

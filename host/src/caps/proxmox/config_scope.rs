@@ -8,7 +8,9 @@
 //!   capability's rules ([`super::scope`]) compare the list with the grant.
 //! - Every value is described, not only the first disk: each drive key
 //!   (`scsiN`, `virtioN`, `sataN`, `ideN`, `efidisk0`, `tpmstate0`, `unusedN`,
-//!   the `cdrom` alias of `ide2`), its `file=` and `import-from=` options,
+//!   the `cdrom` alias of `ide2`), its `file=` and `import-from=` options
+//!   (an import from a path on the node is an [`Touch::ImportPath`], one from
+//!   a storage's `import` content a storage touch),
 //!   `vmstate`/`vmstatestorage`, every part of `cicustom`, `hookscript`, and the
 //!   keys that run code on the node or hand the guest a host resource
 //!   ([`NODE_KEYS`]).
@@ -72,6 +74,13 @@ pub enum Touch {
         storage: String,
         /// The file name under `snippets/`.
         file: String,
+    },
+    /// A disk is imported from a file on the node (`import-from=/var/tmp/x.qcow2`).
+    ImportPath {
+        /// The config key, with the option.
+        key: String,
+        /// The path on the node.
+        path: String,
     },
     /// A key that runs code on the node or hands the guest a host resource.
     NodeKey {
@@ -164,7 +173,11 @@ fn describe_value(key: &str, value: &str, out: &mut Vec<Touch>) {
     if is_drive_key(key) {
         for (option, file) in drive_files(value) {
             let label = if option == "file" { key.to_string() } else { format!("{key} ({option})") };
-            describe_volume(&label, file, true, out);
+            if option == "import-from" {
+                describe_import(&label, file, out);
+            } else {
+                describe_volume(&label, file, true, out);
+            }
         }
     } else if is_unused_key(key) || key == "vmstate" {
         describe_volume(key, value, false, out);
@@ -225,6 +238,25 @@ fn describe_volume(key: &str, value: &str, drive: bool, out: &mut Vec<Touch>) {
             value: value.into(),
             why: "a volume whose name does not say which VM owns it (vm-N-disk-M, base-N-disk-M/vm-N-disk-M)",
         }),
+    }
+}
+
+/// The source of an `import-from`: a file on the node (a path), an image of a
+/// storage's `import` content (`local:import/haos.qcow2`, which no VM owns),
+/// or another VM's disk (described as any volume).
+fn describe_import(key: &str, value: &str, out: &mut Vec<Touch>) {
+    if value.starts_with('/') {
+        out.push(Touch::ImportPath { key: key.to_string(), path: value.to_string() });
+        return;
+    }
+    match value.split_once(':') {
+        Some((storage, file))
+            if !storage.is_empty()
+                && file.strip_prefix("import/").is_some_and(|f| !f.is_empty() && !f.contains('/')) =>
+        {
+            out.push(Touch::Storage { key: key.to_string(), storage: storage.to_string() });
+        }
+        _ => describe_volume(key, value, true, out),
     }
 }
 
@@ -390,8 +422,15 @@ mod tests {
         assert!(t.iter().any(|t| matches!(t, Touch::Volume { owner: 5000, .. })), "{t:?}");
         let t = set(&[("scsi1", "file=local-lvm:vm-5000-disk-0")]);
         assert!(t.iter().any(|t| matches!(t, Touch::Volume { owner: 5000, .. })), "{t:?}");
+        // A path on the node is an import path, checked against the grant's import_dirs.
         let t = set(&[("scsi1", "local-lvm:0,import-from=/etc/shadow")]);
-        assert!(t.iter().any(|t| matches!(t, Touch::Unattributable { value, .. } if value == "/etc/shadow")), "{t:?}");
+        assert!(t.iter().any(|t| matches!(t, Touch::ImportPath { path, .. } if path == "/etc/shadow")), "{t:?}");
+        // An image of a storage's `import` content is owned by no VM: the storage is what is checked.
+        let t = set(&[("scsi0", "local-lvm:0,import-from=local:import/haos.qcow2")]);
+        assert_eq!(t, [storage("scsi0", "local-lvm"), storage("scsi0 (import-from)", "local")]);
+        // Anything else under import/ is no import volume.
+        let t = set(&[("scsi0", "local-lvm:0,import-from=local:import/a/b.qcow2")]);
+        assert!(matches!(&t[1], Touch::Unattributable { .. }), "{t:?}");
     }
 
     #[test]

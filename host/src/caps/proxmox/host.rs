@@ -26,13 +26,35 @@ use super::scope::{HaRuleScope, ProxmoxCall};
 use crate::caps::Call;
 use crate::caps::context::CapCtx;
 use crate::contract::bindings::cradle::host::proxmox::{
-    CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, TaskStatus, TaskSummary,
-    VmResource, VmRuntime,
+    CloneRequest, HaResource, HaRule, Host, PendingEntry, PowerAction, StorageDefinition, StorageUsage, TaskStatus,
+    TaskSummary, VmResource, VmRuntime, Volume,
 };
 use crate::contract::bindings::cradle::host::types::{Entry, Error as WitError};
 use crate::contract::{CapError, ErrorKind};
 
 impl CapCtx {
+    /// Upload the control-node file `file` into `storage` on `node` through
+    /// the API (`POST .../upload`, content `content`, checked by PVE against
+    /// `sha256`); returns the `imgcopy` task's UPID. Host-only (no WIT
+    /// function: a plugin names no control-node file); checked as a call
+    /// naming the node and the storage, and journaled.
+    #[allow(clippy::too_many_arguments, reason = "one upload's facts, each used once")]
+    pub(crate) fn upload_volume(
+        &self,
+        node: &str,
+        storage: &str,
+        content: &str,
+        file: &std::path::Path,
+        filename: &str,
+        sha256: &str,
+        timeout: std::time::Duration,
+    ) -> Result<String, WitError> {
+        let call = ProxmoxCall { node: Some(node), storage: Some(storage), ..Default::default() };
+        self.pve("upload-volume", call, |c| async move {
+            c.upload_volume(node, storage, content, file, filename, sha256, timeout).await
+        })
+    }
+
     /// The environment's client, or a `failed` error saying there is none.
     fn pve_client(&self) -> Result<Arc<ProxmoxClient>, CapError> {
         self.services.proxmox.clone().ok_or_else(|| {
@@ -244,6 +266,36 @@ impl Host for CapCtx {
             held.keep_storage(storage, &def);
             Ok(def)
         })
+    }
+
+    fn storage_status(&mut self, node: String, storage: String) -> Result<StorageUsage, WitError> {
+        let (node, storage) = (node.as_str(), storage.as_str());
+        let call = ProxmoxCall { node: Some(node), storage: Some(storage), ..Default::default() };
+        self.pve("storage-status", call, |c| async move { c.storage_status(node, storage).await })
+    }
+
+    fn storage_content(
+        &mut self,
+        node: String,
+        storage: String,
+        content: Option<String>,
+    ) -> Result<Vec<Volume>, WitError> {
+        let (node, storage) = (node.as_str(), storage.as_str());
+        let call = ProxmoxCall { node: Some(node), storage: Some(storage), ..Default::default() };
+        self.pve("storage-content", call, |c| async move { c.storage_content(node, storage, content.as_deref()).await })
+    }
+
+    fn pve_version(&mut self) -> Result<String, WitError> {
+        self.pve("pve-version", ProxmoxCall::default(), |c| async move { c.pve_version().await })
+    }
+
+    fn create_vm(&mut self, node: String, vmid: u32, config: Vec<Entry>) -> Result<String, WitError> {
+        let node = node.as_str();
+        // Every value is described as a config write's are: the disks it
+        // allocates or imports, ISOs, snippets, node keys.
+        let scope = config_scope::describe(&config, &[], None);
+        let call = ProxmoxCall { config: Some(&scope), ..vm_call(node, vmid) };
+        self.pve("create-vm", call, |c| async move { c.create_vm(node, vmid, &config).await })
     }
 
     fn list_ha_resources(&mut self) -> Result<Vec<HaResource>, WitError> {

@@ -1,6 +1,7 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
 //! (`list_vms`, `next_id`, status, power, tasks and a VM's task list, config
-//! and pending changes, migration, storage, `agent_ping`).
+//! and pending changes, migration, storage (definition, free space on a node,
+//! volumes), the PVE version, `create_vm`, `agent_ping`).
 //! Each goes through the same adapter as a plugin's call, so it is checked
 //! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
 //! records converted by serde (`()` for a none), except where scripts see a
@@ -170,6 +171,40 @@ pub fn module() -> Module {
         &mut m,
         |ctx: NativeCallContext, storage: ImmutableString| -> Res<Map> {
             to_map(&Host::storage_info(&mut caps(&ctx)?, storage.to_string()).map_err(wit_throw)?)
+        },
+    );
+    // Free space of one storage on one node: `#{storage, kind, content, active, total, used, avail}`.
+    FuncRegistration::new("storage_status").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, storage: ImmutableString| -> Res<Map> {
+            to_map(&Host::storage_status(&mut caps(&ctx)?, node.to_string(), storage.to_string()).map_err(wit_throw)?)
+        },
+    );
+    // The volumes of one content type (`import`, `iso`, `vztmpl`, ...) on a node's storage.
+    FuncRegistration::new("storage_content").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         storage: ImmutableString,
+         content: ImmutableString|
+         -> Res<Array> {
+            let v =
+                Host::storage_content(&mut caps(&ctx)?, node.to_string(), storage.to_string(), Some(content.into()))
+                    .map_err(wit_throw)?;
+            array(v)
+        },
+    );
+    FuncRegistration::new("pve_version").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
+        Ok(Host::pve_version(&mut caps(&ctx)?).map_err(wit_throw)?.into())
+    });
+    // `create_vm(node, vmid, #{key: value})` → UPID of the `qmcreate` task.
+    FuncRegistration::new("create_vm").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, config: Map| -> Res<ImmutableString> {
+            let config = config.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+            let upid = Host::create_vm(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, config)
+                .map_err(wit_throw)?;
+            Ok(upid.into())
         },
     );
     FuncRegistration::new("agent_ping").set_into_module(

@@ -5,6 +5,8 @@
 //! members), and the rules that compare the two. Checked through
 //! [`crate::caps::policy::check`] like every call.
 
+use std::path::{Component, Path};
+
 use serde::Deserialize;
 
 use super::config_scope::{ConfigScope, NODE_KEYS, Touch, node_key};
@@ -35,6 +37,11 @@ pub struct ProxmoxGrant {
     /// may set them only when listed here. Empty by default.
     #[serde(default)]
     pub node_keys: Vec<String>,
+    /// Absolute directories on the nodes whose files a new disk may be
+    /// imported from (`import-from=/var/tmp/cradle-images/x.qcow2`). Empty by
+    /// default: an import from a path on the node is refused.
+    #[serde(default)]
+    pub import_dirs: Vec<std::path::PathBuf>,
 }
 
 /// Why a `vmids = "..."` grant is not a VMID range.
@@ -168,6 +175,16 @@ impl Grant for ProxmoxGrant {
                     key: "proxmox.node_keys",
                     value: key.clone(),
                     problem: format!("is not a node key (known: {})", NODE_KEYS.join(", ")),
+                });
+            }
+        }
+        for dir in &self.import_dirs {
+            let plain = dir.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+            if !dir.is_absolute() || !plain {
+                return Err(GrantError {
+                    key: "proxmox.import_dirs",
+                    value: dir.display().to_string(),
+                    problem: "must be an absolute directory on the nodes without `.`/`..`".into(),
                 });
             }
         }
@@ -327,6 +344,18 @@ fn check_config(
                     .into());
                 }
             }
+            Touch::ImportPath { key, path } => {
+                let p = Path::new(path);
+                let plain = p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+                if !plain || !g.import_dirs.iter().any(|d| p.starts_with(d) && p != d) {
+                    return Err(format!(
+                        "key `{key}` imports `{path}`, a file on the node outside {origin}.proxmox.import_dirs \
+                         (granted: {:?}); upload the image into one of them",
+                        g.import_dirs
+                    )
+                    .into());
+                }
+            }
             Touch::NodeKey { key } => {
                 let base = node_key(key).unwrap_or(key.as_str());
                 if !g.node_keys.iter().any(|k| k == base) {
@@ -440,6 +469,44 @@ mod tests {
         g.proxmox.as_mut().expect("proxmox").node_keys = vec!["args".into()];
         let c = set_config(&[("args", "-cpu host")], &[], &[]);
         check(&g, "p", &scope(), &config_call(&c)).expect("listed node key");
+    }
+
+    #[test]
+    fn create_vm_importing_a_node_file_outside_the_import_dirs_is_denied() {
+        let c = set_config(&[("scsi0", "local-lvm:0,import-from=/var/tmp/cradle-images/haos.qcow2")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("imports `/var/tmp/cradle-images/haos.qcow2`, a file on the node outside"), "{m}");
+        let mut g = grants();
+        g.proxmox.as_mut().expect("proxmox").import_dirs = vec!["/var/tmp/cradle-images".into()];
+        check(&g, "p", &scope(), &config_call(&c)).expect("inside the import dir");
+        // `..` cannot climb out of a granted directory, and the directory itself is no file.
+        for path in ["/var/tmp/cradle-images/../../etc/shadow", "/var/tmp/cradle-images", "/var/tmp/cradle-imagesX/a"] {
+            let c = set_config(&[("scsi0", &format!("local-lvm:0,import-from={path}"))], &[], &[]);
+            let m = check(&g, "p", &scope(), &config_call(&c)).expect_err(path).to_string();
+            assert!(m.contains("outside p.proxmox.import_dirs"), "{m}");
+        }
+    }
+
+    #[test]
+    fn create_vm_importing_from_an_ungranted_storage_or_another_vms_disk_is_denied() {
+        let c = set_config(&[("scsi0", "local-lvm:0,import-from=local:import/haos.qcow2")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("key `scsi0 (import-from)` names storage `local`"), "{m}");
+        let c = set_config(&[("scsi0", "local-lvm:0,import-from=local-lvm:vm-900-disk-0")], &[], &[]);
+        let m = denied(config_call(&c));
+        assert!(m.contains("a volume of VMID 900"), "{m}");
+        let c = set_config(&[("scsi0", "local-lvm:0,import-from=local-lvm:import/haos.qcow2")], &[], &[]);
+        check(&grants(), "p", &scope(), &config_call(&c)).expect("an import volume of a granted storage");
+    }
+
+    #[test]
+    fn an_import_dir_grant_must_be_an_absolute_plain_directory() {
+        let mut g = grants();
+        for bad in ["var/tmp", "/var/tmp/../etc"] {
+            g.proxmox.as_mut().expect("proxmox").import_dirs = vec![bad.into()];
+            let e = g.validate().expect_err(bad);
+            assert!(e.to_string().contains("proxmox.import_dirs"), "{e}");
+        }
     }
 
     #[test]

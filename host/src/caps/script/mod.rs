@@ -67,6 +67,16 @@ pub(crate) fn cradle_module() -> Module {
     FuncRegistration::new("nodes").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> {
         with_run(&ctx, |d| d.services.nodes.keys().map(|n| Dynamic::from(n.clone())).collect())
     });
+    // The SSH login of a node (cradle.toml's node_ssh) as an `ssh::` target,
+    // for node-side steps such as `qm disk import`.
+    FuncRegistration::new("node_login").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString| -> Res<Map> {
+            let t = with_run(&ctx, |d| crate::caps::creation::snippets::node_target_of(&d.services, &node))?
+                .map_err(throw)?;
+            to_map(&t)
+        },
+    );
     // Every inventory value a later step passes on, checked before any side
     // effect (inputs.rs).
     FuncRegistration::new("check_inputs")

@@ -218,7 +218,7 @@ impl SshClient {
             }
         }
         let limit = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
-        let run = self.run(t, command, stdin, timeout, limit, control.as_deref());
+        let run = self.run(t, command, Input::from(stdin), timeout, limit, control.as_deref());
         tokio::pin!(run);
         let ran = loop {
             // Let the waiting calls in as soon as the master listens, not when
@@ -278,6 +278,38 @@ impl SshClient {
             }
         }
         result
+    }
+
+    /// Runs `command` on `t` with the local file `input` as its standard
+    /// input, read by `ssh` itself (through the target's master when there is
+    /// one), so a file of any size streams without passing through cradle's
+    /// memory. Killed after `timeout`; errors as [`SshClient::exec`]'s.
+    pub async fn exec_with_file(
+        &self,
+        t: &Target,
+        command: &str,
+        input: std::fs::File,
+        timeout: Duration,
+    ) -> Result<ExecOutput, CapError> {
+        check_target(t)?;
+        if command.contains('\0') {
+            return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
+        }
+        let control = self.control_path(t)?;
+        if let Some(p) = &control {
+            let mut m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
+            if !m.contains_key(p) {
+                mux::register(p);
+                m.insert(p.clone(), host_entry(&t.host, t.port));
+            }
+        }
+        let out = self.run(t, command, Input::File(input), timeout, timeout, control.as_deref()).await?;
+        if out.exit_code == Some(255)
+            && let Some(e) = self.classify(t, command, &String::from_utf8_lossy(&out.stderr))
+        {
+            return Err(e);
+        }
+        Ok(out)
     }
 
     /// Runs `true` on `t` until a session authenticates, or fails with
@@ -349,14 +381,20 @@ impl SshClient {
         &self,
         t: &Target,
         command: &str,
-        stdin: Option<&[u8]>,
+        stdin: Input<'_>,
         timeout: Duration,
         limit: Duration,
         control: Option<&Path>,
     ) -> Result<ExecOutput, CapError> {
         let mut cmd = Command::new("ssh");
         cmd.args(self.args(t, command, control))
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(match &stdin {
+                Input::Closed => Stdio::null(),
+                Input::Bytes(_) => Stdio::piped(),
+                Input::File(f) => Stdio::from(f.try_clone().map_err(|e| {
+                    CapError::failed(format!("ssh {t}: cannot hand the file to `ssh` as its input: {e}"))
+                })?),
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -372,7 +410,7 @@ impl SshClient {
             child.stderr.take().map(|s| spawn_reader(s, stderr.clone())),
         ];
         let writer = match (child.stdin.take(), stdin) {
-            (Some(mut pipe), Some(data)) => {
+            (Some(mut pipe), Input::Bytes(data)) => {
                 let data = data.to_vec();
                 // A write error (the remote closed stdin early) shows in the outcome.
                 Some(tokio::spawn(async move {
@@ -543,6 +581,22 @@ const PROBE_IDENT: &[u8] = b"SSH-2.0-cradle_wait\r\n";
 /// sshguard and fail2ban count as an attack): it sends an SSH identification
 /// line and reads the server's before it closes, so the server's buffer holds
 /// nothing unread and it sees an ordinary client hanging up before key exchange.
+/// What a command reads on its standard input.
+enum Input<'a> {
+    /// Nothing: stdin is closed.
+    Closed,
+    /// These bytes, written by cradle.
+    Bytes(&'a [u8]),
+    /// A local file `ssh` reads itself.
+    File(std::fs::File),
+}
+
+impl<'a> From<Option<&'a [u8]>> for Input<'a> {
+    fn from(v: Option<&'a [u8]>) -> Self {
+        v.map_or(Input::Closed, Input::Bytes)
+    }
+}
+
 async fn tcp_probe(t: &Target, limit: Duration) -> Option<bool> {
     use tokio::io::AsyncReadExt;
     let mut stream = match tokio::time::timeout(limit, tokio::net::TcpStream::connect((t.host.as_str(), t.port))).await

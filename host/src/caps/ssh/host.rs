@@ -25,6 +25,38 @@ impl CapCtx {
     }
 }
 
+impl CapCtx {
+    /// Stream the local file `local` into `part` on `t` (`cat > PART`, through
+    /// `sudo -n` when `sudo`), checked as an upload of `dest` (the name the
+    /// caller renames `part` to, in the same directory) and journaled like
+    /// `upload`. The file is read by `ssh` itself, never held in memory. Not
+    /// atomic on its own: the caller verifies `part` and renames it.
+    pub(crate) fn upload_file(
+        &self,
+        t: &ssh::Target,
+        local: &std::path::Path,
+        part: &str,
+        dest: &str,
+        sudo: bool,
+        timeout: std::time::Duration,
+    ) -> Result<super::ExecOutput, CapError> {
+        let same_dir = std::path::Path::new(part).parent() == std::path::Path::new(dest).parent();
+        if !same_dir {
+            return Err(CapError::invalid(format!("ssh: upload of {part}: it must be in the directory of {dest}")));
+        }
+        self.guard("upload-file", login(t, SshAction::Upload(dest)), || {
+            let client = self.ssh_client()?;
+            let file = std::fs::File::open(local)
+                .map_err(|e| CapError::failed(format!("ssh: cannot open {} for the upload: {e}", local.display())))?;
+            let s = if sudo { "sudo -n " } else { "" };
+            // The directory is the caller's, made 0700: the file's own mode
+            // (the login's umask) does not expose it.
+            let command = format!("{s}tee {} >/dev/null", super::shell_quote(part));
+            self.block_on(client.exec_with_file(&target(t), &command, file, timeout))
+        })
+    }
+}
+
 fn target(t: &ssh::Target) -> Target {
     Target { host: t.host.clone(), port: t.port, user: t.user.clone() }
 }

@@ -251,3 +251,67 @@ fn error_chain(e: &reqwest::Error) -> String {
     }
     parts.join(": ")
 }
+
+/// One multipart upload (`POST .../storage/{storage}/upload`): text fields
+/// first, then the file, streamed from disk.
+pub(crate) struct Upload<'a> {
+    /// The API path.
+    pub path: String,
+    /// Fields sent before the file, in order (PVE reads `content` and the
+    /// checksum before the file part).
+    pub fields: Vec<(&'static str, String)>,
+    /// The local file.
+    pub file: &'a std::path::Path,
+    /// The file name PVE stores it under.
+    pub filename: String,
+    /// How long the whole request may take.
+    pub timeout: std::time::Duration,
+}
+
+impl ProxmoxClient {
+    /// Sends `upload` once (never retried: PVE overwrites, but a second
+    /// transfer of gigabytes is the caller's decision). Returns the `data` of
+    /// the answer (the UPID of the `imgcopy` task).
+    pub(crate) async fn send_upload(&self, upload: Upload<'_>) -> Result<Value, ProxmoxError> {
+        let call = Call::new(Method::POST, upload.path.clone(), Idempotency::NotIdempotent);
+        let url = format!("{}{}", self.inner.base, upload.path);
+        let file = tokio::fs::File::open(upload.file).await.map_err(|e| {
+            ProxmoxError::InvalidArgument(format!("cannot read {} for the upload: {e}", upload.file.display()))
+        })?;
+        let len = file.metadata().await.map(|m| m.len()).map_err(|e| {
+            ProxmoxError::InvalidArgument(format!("cannot read {} for the upload: {e}", upload.file.display()))
+        })?;
+        let body = reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+        let mut form = reqwest::multipart::Form::new();
+        for (k, v) in upload.fields {
+            form = form.text(k, v);
+        }
+        let part = reqwest::multipart::Part::stream_with_length(body, len)
+            .file_name(upload.filename)
+            .mime_str("application/octet-stream")
+            .map_err(|e| self.transport_error(&call, &url, &e))?;
+        form = form.part("filename", part);
+        let response = self
+            .inner
+            .http
+            .post(&url)
+            .header(AUTHORIZATION, self.inner.auth.clone())
+            .header(ACCEPT, "application/json")
+            .timeout(upload.timeout)
+            .multipart(form)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&call, &url, &e))?;
+        let status = response.status();
+        let body = read_body(response).await.map_err(|e| self.transport_error(&call, &url, &e))?;
+        if status.is_success() {
+            let envelope: Value = serde_json::from_slice(&body)
+                .map_err(|e| self.decode_error(&call, &format!("the body is not JSON ({e})")))?;
+            return match envelope {
+                Value::Object(mut map) => Ok(map.remove("data").unwrap_or(Value::Null)),
+                _ => Err(self.decode_error(&call, "the body is not a {\"data\": ...} object")),
+            };
+        }
+        Err(self.api_error(&call, status, &body))
+    }
+}

@@ -40,6 +40,28 @@ pub fn power_path(action: PowerAction) -> &'static str {
     }
 }
 
+/// Every key must be a config key (not a request parameter such as
+/// `skiplock`), named once.
+const CREATE_REFUSED: &[&str] = &["archive", "live-restore", "unique"];
+
+fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &'k str>) -> Result<(), ProxmoxError> {
+    let mut seen = BTreeSet::new();
+    for key in keys {
+        let well_formed = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !well_formed || RESERVED_KEYS.contains(&key) {
+            return Err(ProxmoxError::InvalidArgument(format!(
+                "config key {key:?} cannot be set on VM {vmid} on node {node}: it is not a config key or is reserved"
+            )));
+        }
+        if !seen.insert(key) {
+            return Err(ProxmoxError::InvalidArgument(format!(
+                "config key {key:?} of VM {vmid} on node {node} is set or deleted twice in one call"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
     let o = decode::object(data, "the VM config")?;
     // serde_json's map is ordered by key (no preserve_order feature); sort anyway
@@ -99,6 +121,27 @@ impl ProxmoxClient {
         self.fetch(call, upid_from).await
     }
 
+    /// `POST /nodes/{node}/qemu` with `vmid` and the config keys; returns the
+    /// UPID of the `qmcreate` task. Never retried: after an ambiguous failure
+    /// the caller discovers whether the VM exists. Keys are checked as for
+    /// [`ProxmoxClient::set_config`] (no request parameters, none twice).
+    pub async fn create_vm(&self, node: &str, vmid: u32, config: &[Entry]) -> Result<String, ProxmoxError> {
+        check_keys(node, vmid, config.iter().map(|e| e.key.as_str()))?;
+        if let Some(e) = config.iter().find(|e| CREATE_REFUSED.contains(&e.key.as_str())) {
+            return Err(ProxmoxError::InvalidArgument(format!(
+                "`{}` cannot be given when creating VM {vmid} on node {node}: it restores a backup instead of \
+                 creating a VM",
+                e.key
+            )));
+        }
+        let path = format!("/nodes/{}/qemu", segment("node", node)?);
+        let mut call = Call::new(Method::POST, path, Idempotency::NotIdempotent).param("vmid", vmid.to_string());
+        for e in config {
+            call = call.param(&e.key, e.value.clone());
+        }
+        self.fetch(call, upid_from).await
+    }
+
     /// `GET .../config`: every key (including `digest`), sorted by key.
     pub async fn get_config(&self, node: &str, vmid: u32) -> Result<Vec<Entry>, ProxmoxError> {
         let call = Call::new(Method::GET, self.vm_path(node, vmid, "/config")?, Idempotency::Idempotent);
@@ -121,21 +164,7 @@ impl ProxmoxClient {
         delete: &[String],
         digest: Option<&str>,
     ) -> Result<(), ProxmoxError> {
-        let mut seen = BTreeSet::new();
-        for key in set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)) {
-            let well_formed =
-                !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-            if !well_formed || RESERVED_KEYS.contains(&key) {
-                return Err(ProxmoxError::InvalidArgument(format!(
-                    "config key {key:?} cannot be set on VM {vmid} on node {node}: it is not a config key or is reserved"
-                )));
-            }
-            if !seen.insert(key) {
-                return Err(ProxmoxError::InvalidArgument(format!(
-                    "config key {key:?} of VM {vmid} on node {node} is set or deleted twice in one call"
-                )));
-            }
-        }
+        check_keys(node, vmid, set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)))?;
         let mut call = Call::new(Method::PUT, self.vm_path(node, vmid, "/config")?, Idempotency::NotIdempotent);
         for e in set {
             call = call.param(&e.key, e.value.clone());

@@ -1,0 +1,55 @@
+//! The image service: a VM type's baked disk image, from the control node (or
+//! a storage of the cluster) to a source a new VM's disk is imported from.
+//! No capability of its own: its remote steps are `proxmox` and `ssh` calls
+//! through their adapters (checked against the caller's grants, journaled).
+//!
+//! Contract:
+//! - [`check`] runs before any side effect. A control-node image must exist
+//!   as a regular file (a relative path is read from the project directory);
+//!   its size and SHA-256 must match the inventory's when given. A volume
+//!   already on Proxmox storage (`local:import/haos.qcow2`) must be listed by
+//!   that storage on the VM's node. Never a fallback to another image.
+//! - [`stage`] brings a control-node image to the node (`stage.rs`). Through
+//!   the API (`api.rs`) where the cluster takes disk images as `import`
+//!   content (PVE 8.4 and later, on a storage with `import` content): PVE
+//!   verifies the SHA-256 and only then moves the file into the storage, and
+//!   the result is the volume `local:import/<digest>-<name>`. Otherwise (or
+//!   with `transfer: "ssh"`) over SSH into a directory on the node's disk (default [`DEFAULT_NODE_DIR`]; any
+//!   directory under `/tmp`, or on a tmpfs, is refused), after a free-space
+//!   check, written to a hidden `.part` name, verified by size and SHA-256 on
+//!   the node, and only then renamed to its final name, which carries the
+//!   image's digest. A complete image already there (same name, same digest)
+//!   is reused; a `.part` file is never trusted (a rerun writes it again).
+//!   The result is then the final path on the node, which `qm disk import`
+//!   on the node attaches (PVE lets no API token import from a path).
+//!
+//! Failure modes: a missing image, a size or digest mismatch, a `/tmp` or
+//! tmpfs directory, too little free space on the node are refused with the
+//! path and the fix (`not-found`, `invalid`, `failed`), before anything is
+//! written; an upload that fails or is cut leaves only its `.part` file;
+//! adapter errors pass through.
+
+mod api;
+mod local;
+pub(crate) mod rhai;
+mod stage;
+
+pub use api::{IMPORT_UPLOAD_SINCE, supports_import_upload};
+pub use local::{ImageFile, check_file};
+pub use stage::{DEFAULT_NODE_DIR, StageOptions, Staged, Transfer, stage};
+
+/// Where a VM type's image comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageSource {
+    /// A file on the control node, as the inventory names it.
+    File {
+        /// The path as written (relative paths are read from the project directory).
+        path: String,
+        /// The size in bytes the inventory expects, if it says.
+        size: Option<u64>,
+        /// The SHA-256 (lower-case hex) the inventory expects, if it says.
+        sha256: Option<String>,
+    },
+    /// A volume already on Proxmox storage (`local:import/haos.qcow2`).
+    Volume(String),
+}

@@ -1,0 +1,145 @@
+//! `image::*` for workflow scripts: the script face of the image service.
+//! A source is a map: `#{path, size?, sha256?, transfer?, storage?, dir?}`
+//! (a control-node file; `transfer` `auto` (default), `api` or `ssh`;
+//! `storage` the `import` storage of an API upload, default `local`; `dir`
+//! the node directory of an SSH upload, default [`super::DEFAULT_NODE_DIR`])
+//! or `#{volume}` (already on Proxmox storage, e.g. `local:import/haos.qcow2`).
+//!
+//! - `image::check(vm, source)` → `#{kind: "file", path, size, name}` or
+//!   `#{kind: "volume", volid}`: the image exists (the volume on `vm.node`),
+//!   with the size the source gives; changes nothing.
+//! - `image::stage(vm, source)` → `#{import_from, via, uploaded, bytes,
+//!   sha256}`: the source a disk is imported from, on `vm.node` (a volume is
+//!   its own source: `via` `volume`).
+//!
+//! Failures throw `#{kind, message}` naming the VM, the path or volume and
+//! the fix.
+
+use rhai::{Dynamic, FuncRegistration, Map, Module, NativeCallContext};
+
+use super::{ImageSource, StageOptions, Transfer, check_file, stage};
+use crate::caps::creation::rhai::str_of;
+use crate::caps::script::{Res, caps, throw, to_map};
+use crate::contract::CapError;
+use crate::contract::bindings::cradle::host::proxmox::Host as _;
+
+fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
+    throw(CapError::invalid(msg))
+}
+
+fn opt_str(map: &Map, key: &str, what: &str) -> Res<Option<String>> {
+    match map.get(key) {
+        None => Ok(None),
+        Some(v) if v.is_unit() => Ok(None),
+        Some(v) => {
+            v.clone().into_string().map(Some).map_err(|t| invalid(format!("{what}: `{key}` must be a string, got {t}")))
+        }
+    }
+}
+
+/// The source map as a typed [`ImageSource`], plus how to stage it.
+fn source(map: &Map, what: &str) -> Res<(ImageSource, StageOptions)> {
+    let mut opts = StageOptions::default();
+    if let Some(dir) = opt_str(map, "dir", what)? {
+        opts.dir = dir;
+    }
+    if let Some(storage) = opt_str(map, "storage", what)? {
+        opts.storage = storage;
+    }
+    if let Some(t) = opt_str(map, "transfer", what)? {
+        opts.transfer = Transfer::parse(&t)
+            .ok_or_else(|| invalid(format!("{what}: transfer must be auto, api or ssh, not `{t}`")))?;
+    }
+    let dir = opts;
+    if let Some(volid) = opt_str(map, "volume", what)? {
+        return Ok((ImageSource::Volume(volid), dir));
+    }
+    let Some(path) = opt_str(map, "path", what)? else {
+        return Err(invalid(format!("{what}: the image source needs `path` (a file on the control node) or `volume`")));
+    };
+    let size = match map.get("size") {
+        None => None,
+        Some(v) if v.is_unit() => None,
+        Some(v) => Some(
+            v.as_int()
+                .ok()
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| invalid(format!("{what}: `size` must be a whole number of bytes")))?,
+        ),
+    };
+    Ok((ImageSource::File { path, size, sha256: opt_str(map, "sha256", what)? }, dir))
+}
+
+/// The VM's name and node from the script's `vm`.
+fn vm_of(vm: &Map) -> Res<(String, String)> {
+    Ok((str_of(vm, "name", "image")?, str_of(vm, "node", "image")?))
+}
+
+/// Whether `volid` is on its storage on `node` (listed with its content type).
+fn check_volume(ctx: &NativeCallContext, node: &str, volid: &str, what: &str) -> Res<Map> {
+    let Some((storage, rest)) = volid.split_once(':') else {
+        return Err(invalid(format!("{what}: volume `{volid}` is not STORAGE:CONTENT/FILE")));
+    };
+    let content = rest.split_once('/').map(|(c, _)| if c == "template" { "vztmpl" } else { c }).unwrap_or("images");
+    let content = if rest.starts_with("template/iso/") { "iso" } else { content };
+    let listed = caps(ctx)?
+        .storage_content(node.to_string(), storage.to_string(), Some(content.to_string()))
+        .map_err(crate::caps::script::wit_throw)?;
+    if !listed.iter().any(|v| v.volid == volid) {
+        return Err(throw(CapError::new(
+            crate::contract::ErrorKind::NotFound,
+            format!(
+                "{what}: volume {volid} is not on storage {storage} of node {node}: upload it there (pvesm, the web \
+                 UI) or name a file on the control node instead; nothing was changed"
+            ),
+        )));
+    }
+    let mut m = Map::new();
+    m.insert("kind".into(), "volume".into());
+    m.insert("volid".into(), volid.into());
+    Ok(m)
+}
+
+/// The `image` module.
+pub fn module() -> Module {
+    let mut m = Module::new();
+    FuncRegistration::new("check").set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, src: Map| -> Res<Map> {
+        let (name, node) = vm_of(&vm)?;
+        let what = format!("{name}: image");
+        match source(&src, &what)?.0 {
+            ImageSource::Volume(volid) => check_volume(&ctx, &node, &volid, &what),
+            ImageSource::File { path, size, .. } => {
+                let project = caps(&ctx)?.services.project_dir.clone();
+                let f = check_file(&project, &path, size, &what).map_err(throw)?;
+                let mut out = Map::new();
+                out.insert("kind".into(), "file".into());
+                out.insert("path".into(), f.path.display().to_string().into());
+                out.insert("size".into(), Dynamic::from_int(i64::try_from(f.size).unwrap_or(i64::MAX)));
+                out.insert("name".into(), f.name.into());
+                Ok(out)
+            }
+        }
+    });
+    FuncRegistration::new("stage").set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, src: Map| -> Res<Map> {
+        let (name, node) = vm_of(&vm)?;
+        let what = format!("{name}: image");
+        let (source, dir) = source(&src, &what)?;
+        match source {
+            ImageSource::Volume(volid) => {
+                check_volume(&ctx, &node, &volid, &what)?;
+                let mut out = Map::new();
+                out.insert("import_from".into(), volid.into());
+                out.insert("via".into(), "volume".into());
+                out.insert("uploaded".into(), false.into());
+                Ok(out)
+            }
+            ImageSource::File { path, size, sha256 } => {
+                let mut c = caps(&ctx)?;
+                let f = check_file(&c.services.project_dir.clone(), &path, size, &what).map_err(throw)?;
+                let staged = stage(&mut c, &node, &f, sha256.as_deref(), &dir, &what).map_err(throw)?;
+                to_map(&staged)
+            }
+        }
+    });
+    m
+}
