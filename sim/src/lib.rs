@@ -17,6 +17,7 @@ pub mod faults;
 mod fsutil;
 mod guest;
 mod ha_manager;
+mod image;
 mod model;
 mod nodefs;
 mod persist;

@@ -11,12 +11,12 @@
 //! imported image data, times `time_scale`. A failing task removes the config; its
 //! error is `unable to create VM N - <reason>`. `start=1` starts the VM at the task's
 //! end. Import sources: `STORAGE:import/FILE` on that node (qcow2: virtual size from
-//! the header, `QFI\xfb` magic checked, no backing file; raw: the file length; other
-//! formats are refused as not modelled). Absolute paths are refused as PVE refuses them
-//! to any API token (`Only root can pass arbitrary filesystem paths.`).
+//! the header, `QFI\xfb` magic checked, no backing file; raw: the file length; vmdk: a
+//! sparse extent; others are refused as not modelled; see `crate::image`). Absolute
+//! paths are refused as PVE refuses them to any API token (`Only root can pass
+//! arbitrary filesystem paths.`).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -147,29 +147,6 @@ fn drive_opts(value: &str, extra: &[(&str, String)]) -> String {
         opts.insert(k.to_string(), v.clone());
     }
     opts.iter().map(|(k, v)| format!(",{k}={v}")).collect()
-}
-
-/// `(virtual size, data bytes)` of an import source, or the task's error.
-fn image_size(file: &std::path::Path) -> Result<(u64, u64), String> {
-    let shown = file.to_string_lossy();
-    let md = std::fs::metadata(file).map_err(|_| format!("failed to stat '{shown}'"))?;
-    let ext = file.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-    match ext.as_str() {
-        "raw" => Ok((md.len(), md.len())),
-        "qcow2" => {
-            let mut head = [0u8; 32];
-            let read = std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut head));
-            if read.is_err() || &head[..4] != b"QFI\xfb" {
-                return Err("failed to query file information with qemu-img".into());
-            }
-            let be = |at: usize| u64::from_be_bytes(head[at..at + 8].try_into().unwrap_or_default());
-            if be(8) != 0 {
-                return Err(format!("backing file not allowed for untrusted image '{shown}'!"));
-            }
-            Ok((be(24), md.len()))
-        }
-        other => Err(format!("simulator: importing from '{other}' images is not modelled")),
-    }
 }
 
 pub fn create(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
@@ -321,7 +298,9 @@ fn allocate(
                 format!("{}{}", name(&storage), drive_opts(&value, &[("size", ids::format_size_exact(size))]))
             }
             Plan::Import { storage, source, file } => {
-                let (vsize, data) = image_size(&file)?;
+                let shown = file.to_string_lossy();
+                let info = crate::image::untrusted(&file, &shown, &crate::image::claimed_format(&file))?;
+                let (vsize, data) = (info.virtual_size, info.data);
                 let spec = sim.cfg.storages.iter().find(|s| s.id == storage);
                 let avail = spec.map(|s| super::storage::usage(sim, node, s).2).unwrap_or(0);
                 if data > avail {

@@ -35,6 +35,8 @@ use tokio::net::TcpListener;
 use crate::faults::FaultKind;
 use crate::sim::Sim;
 pub use params::Params;
+pub use qemu::check_lock;
+pub use storage::usage as storage_usage;
 
 /// An API failure as PVE reports it.
 #[derive(Debug)]

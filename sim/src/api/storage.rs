@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use super::nodes::find_storage;
 use super::{ApiResult, Params, Reply};
 use crate::config::{DEFAULT_STORAGE_BYTES, StorageSpec};
-use crate::model::{ids, props};
 use crate::nodefs::{Fs, space};
 use crate::sim::{Sim, lock};
 
@@ -34,9 +33,8 @@ pub fn usage(sim: &Sim, node: &str, s: &StorageSpec) -> (u64, u64, u64) {
         .vms
         .values()
         .filter(|vm| s.shared || vm.node == node)
-        .flat_map(|vm| vm.config.iter())
-        .filter(|(k, v)| props::is_drive_key(k) && v.starts_with(&prefix))
-        .filter_map(|(_, v)| props::prop(v, "size").and_then(|x| ids::parse_size(&x)))
+        .flat_map(|vm| vm.volids().into_iter().filter(|v| v.starts_with(&prefix)).map(move |v| vm.volume_size(&v)))
+        .map(Option::unwrap_or_default)
         .sum();
     (total, used, total.saturating_sub(used))
 }
@@ -119,13 +117,9 @@ pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiR
     } else if want.is_none_or(|w| w == "images") {
         let st = lock(&sim.state);
         for vm in st.vms.values().filter(|v| v.node == node) {
-            for (k, v) in &vm.config {
-                if !props::is_drive_key(k) {
-                    continue;
-                }
-                let volid = v.split(',').next().unwrap_or("");
+            for volid in vm.volids() {
                 if volid.starts_with(&format!("{id}:")) && !volid.contains("cloudinit") {
-                    let size = props::prop(v, "size").and_then(|s| ids::parse_size(&s)).unwrap_or(0);
+                    let size = vm.volume_size(&volid).unwrap_or(0);
                     out.push(json!({"volid": volid, "content": "images", "format": "raw",
                         "size": size, "vmid": vm.vmid}));
                 }

@@ -16,6 +16,7 @@ mod net_cmd;
 mod node_cmd;
 mod node_fs_cmd;
 pub mod qemu;
+mod qm_cmd;
 mod scp;
 mod ssh;
 mod upload;

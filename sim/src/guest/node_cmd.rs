@@ -1,7 +1,8 @@
 //! Commands a PVE node answers over SSH: uploads (`tee PATH`, `cat > PATH`, `install -m
 //! MODE /dev/stdin PATH`, `scp -t PATH`; streamed, see [`super::upload`]), `mv [-f]
 //! [-T]`, `mkdir -p`, `rm [-f]`, `test`, `realpath [-e] [--] PATH...`, `df`, `findmnt`,
-//! `stat -c %s`, `sha256sum` (see [`super::node_fs_cmd`]), `pvesm apiinfo`.
+//! `stat -c %s`, `sha256sum` (see [`super::node_fs_cmd`]), `pvesm apiinfo`, `qm disk
+//! import` / `qm importdisk` (see [`super::qm_cmd`]).
 //!
 //! Contract: every path must be absolute, free of `.`/`..` components and under one of
 //! the `dir` storages' paths (e.g. `/var/lib/vz/`), `/var/tmp/` or `/tmp/`; anything
@@ -209,6 +210,7 @@ fn node_one(sim: &Arc<Sim>, node: &str, words: &[String]) -> Outcome {
         "hostname" => Outcome::ok(format!("{node}\n")),
         "echo" => Outcome::ok(format!("{}\n", args.join(" "))),
         "pvesm" if args == ["apiinfo"] => Outcome::ok("APIVER 11\nAPIAGE 2\n"),
+        "qm" => super::qm_cmd::run(sim, node, &args),
         "cat" if args.is_empty() => Outcome::ok(""),
         "cat" => {
             let mut out = String::new();

@@ -99,6 +99,10 @@ pub struct Vm {
     /// The guest's persistent identity.
     #[serde(default)]
     pub disk: GuestDisk,
+    /// Sizes (bytes) of volumes whose config line carries no `size=` (disks `qm disk
+    /// import` added: PVE writes only the volid), by volid.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub volumes: BTreeMap<String, u64>,
 }
 
 impl Vm {
@@ -121,6 +125,7 @@ impl Vm {
             started_at: None,
             pid: None,
             disk: GuestDisk::default(),
+            volumes: BTreeMap::new(),
         }
     }
 
@@ -159,6 +164,34 @@ impl Vm {
             .filter_map(|(_, v)| props::prop(v, "size"))
             .filter_map(|s| ids::parse_size(&s))
             .sum()
+    }
+
+    /// The size of a volume of this VM: `size=` of the drive naming it, else what
+    /// [`Vm::volumes`] remembers.
+    pub fn volume_size(&self, volid: &str) -> Option<u64> {
+        let line = self.config.values().chain(self.pending.values()).find(|v| v.split(',').next() == Some(volid));
+        line.and_then(|v| props::prop(v, "size"))
+            .and_then(|s| ids::parse_size(&s))
+            .or_else(|| self.volumes.get(volid).copied())
+    }
+
+    /// Every volid this VM's config, pending changes and volume list name.
+    pub fn volids(&self) -> BTreeSet<String> {
+        let drives = self.config.iter().chain(self.pending.iter()).filter(|(k, _)| props::is_drive_key(k));
+        let mut out: BTreeSet<String> =
+            drives.filter_map(|(_, v)| v.split(',').next()).filter(|v| v.contains(':')).map(str::to_string).collect();
+        out.extend(self.volumes.keys().cloned());
+        out
+    }
+
+    /// The next free `STORAGE:vm-VMID-disk-N` (`find_free_diskname`): the lowest N
+    /// no volume of this VM uses on that storage.
+    pub fn next_disk_name(&self, storage: &str) -> String {
+        let prefix = format!("{storage}:vm-{}-disk-", self.vmid);
+        let taken: BTreeSet<u32> =
+            self.volids().iter().filter_map(|v| v.strip_prefix(&prefix)).filter_map(|n| n.parse().ok()).collect();
+        let n = (0..).find(|n| !taken.contains(n)).unwrap_or(0);
+        format!("{prefix}{n}")
     }
 
     /// The config digest (40 hex chars, over the sorted config).

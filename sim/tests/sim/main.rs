@@ -7,6 +7,7 @@ mod common;
 mod api;
 mod create;
 mod faults;
+mod import_disk;
 mod node_disk;
 mod openssh;
 mod proxmoxer;
