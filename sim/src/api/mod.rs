@@ -9,6 +9,7 @@
 //! closes the socket without answering. `/sim/requests` (outside /api2, token required)
 //! returns the request counters.
 
+mod agent;
 mod cluster;
 mod create;
 mod ha;

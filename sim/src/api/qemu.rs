@@ -1,5 +1,5 @@
-//! `/nodes/{node}/qemu[/{vmid}]`: listing, config GET/POST/PUT, pending, status/current,
-//! guest agent.
+//! `/nodes/{node}/qemu[/{vmid}]`: listing, config GET/POST/PUT, pending, status/current
+//! (the guest agent is in `agent.rs`).
 //!
 //! Contract (from qemu-server): GET config shows pending values unless `current=1` and
 //! carries a `digest`; PUT applies synchronously and fails with HTTP 500 on a lock or a
@@ -345,7 +345,7 @@ pub fn status_current(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
         },
     });
     if let Some(m) = o.as_object_mut() {
-        if agent_configured(vm) {
+        if super::agent::agent_configured(vm) {
             m.insert("agent".into(), json!(1));
         }
         if let Some(l) = vm.lock() {
@@ -363,51 +363,4 @@ pub fn status_current(sim: &Arc<Sim>, node: &str, vmid: u32) -> ApiResult {
         }
     }
     Ok(Reply::data(o))
-}
-
-fn agent_configured(vm: &Vm) -> bool {
-    vm.config.get("agent").is_some_and(|a| {
-        let first = a.split(',').next().unwrap_or("");
-        matches!(first, "1" | "enabled=1" | "yes" | "on" | "true")
-    })
-}
-
-pub fn agent_index() -> ApiResult {
-    let names = ["ping", "network-get-interfaces", "get-host-name", "info"];
-    Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "name": n })).collect())))
-}
-
-pub fn agent(sim: &Arc<Sim>, node: &str, vmid: u32, cmd: &str) -> ApiResult {
-    {
-        let st = lock(&sim.state);
-        let vm = vm_on(&st, node, vmid)?;
-        if vm.power != Power::Running {
-            return Err(ApiError::die(format!("VM {vmid} is not running")));
-        }
-        if !agent_configured(vm) {
-            return Err(ApiError::die("No QEMU guest agent configured"));
-        }
-    }
-    let Some((hostname, addr)) = crate::guest::agent_view(sim, vmid) else {
-        return Err(ApiError::die("QEMU guest agent is not running"));
-    };
-    match cmd {
-        "ping" => Ok(Reply::data(json!({ "result": {} }))),
-        "get-host-name" => Ok(Reply::data(json!({ "result": { "host-name": hostname } }))),
-        "info" => Ok(Reply::data(json!({ "result": { "version": "7.2.19", "supported_commands": [] } }))),
-        "network-get-interfaces" => {
-            let mut ifs = vec![json!({
-                "name": "lo", "hardware-address": "00:00:00:00:00:00",
-                "ip-addresses": [{"ip-address": "127.0.0.1", "ip-address-type": "ipv4", "prefix": 8}],
-            })];
-            if let Some(a) = addr {
-                ifs.push(json!({
-                    "name": "eth0",
-                    "ip-addresses": [{"ip-address": a.to_string(), "ip-address-type": "ipv4", "prefix": 8}],
-                }));
-            }
-            Ok(Reply::data(json!({ "result": ifs })))
-        }
-        other => Err(ApiError::status(501, format!("Method 'agent/{other}' not implemented"))),
-    }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{ApiError, ApiResult, Params, cluster, create, ha, lifecycle, migrate, nodes, qemu, storage};
+use super::{ApiError, ApiResult, Params, agent, cluster, create, ha, lifecycle, migrate, nodes, qemu, storage};
 use crate::sim::Sim;
 
 /// What a request does, for fault injection.
@@ -141,9 +141,9 @@ fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Pa
         ("GET", ["status"]) => qemu::status_index(),
         ("GET", ["status", "current"]) => qemu::status_current(sim, node, vmid),
         ("POST", ["status", action]) => lifecycle::power(sim, node, vmid, action, p),
-        ("GET", ["agent"]) => qemu::agent_index(),
-        ("POST", ["agent", "ping"]) => qemu::agent(sim, node, vmid, "ping"),
-        ("GET", ["agent", cmd]) | ("POST", ["agent", cmd]) => qemu::agent(sim, node, vmid, cmd),
+        ("GET", ["agent"]) => agent::agent_index(),
+        ("POST", ["agent", "ping"]) => agent::agent(sim, node, vmid, "ping"),
+        ("GET", ["agent", cmd]) | ("POST", ["agent", cmd]) => agent::agent(sim, node, vmid, cmd),
         _ => return None,
     })
 }

@@ -6,8 +6,11 @@
 //! the seed is generated from `ciuser`/`sshkeys`/`ipconfig0` as PVE does. Each boot has
 //! a fresh boot ID; sshd comes up `boot_ssh` after power-on and cloud-init finishes
 //! `cloud_init` later on the first boot of an instance (at once on later boots). An
-//! in-guest reboot does not re-read snippets nor apply pending changes. One tokio task
-//! per guest (the accept loop) plus one per open connection; no threads.
+//! in-guest reboot does not re-read snippets nor apply pending changes. A VM booted
+//! without a cloud-init drive and never given an identity (an appliance from an image)
+//! has no address and no sshd; its host name is the VM's `name`, and its guest agent
+//! (when the config enables one) answers from `boot_ssh` after power-on until it stops.
+//! One tokio task per guest (the accept loop) plus one per open connection; no threads.
 
 mod cloudinit;
 mod commands;
@@ -234,10 +237,11 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
         }
         let disk = vm.disk.clone();
         let qemu_vm = qemu::settings(sim, vmid).map(|_| vm.clone());
+        let name = vm.config.get("name").cloned();
         sim.changed();
-        (disk, first_boot, fallback, qemu_vm)
+        (disk, first_boot, fallback, qemu_vm, name)
     };
-    let (disk, first_boot, fallback, qemu_vm) = prepared;
+    let (disk, first_boot, fallback, qemu_vm, name) = prepared;
     if let Some(vm) = qemu_vm {
         // The real guest keeps its own disk; the model above only remembers what
         // its cloud-init was given (the network the forward is planned from).
@@ -247,7 +251,9 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
         tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
         return Ok(());
     };
-    let hostname = disk.hostname.clone().unwrap_or_else(|| format!("vm{vmid}"));
+    // An appliance booted from an image (no cloud-init ever named it) calls itself by
+    // the VM's name; it has no address and no sshd, only its guest agent answers.
+    let hostname = disk.hostname.clone().or(name).unwrap_or_else(|| format!("vm{vmid}"));
     boot(sim, vmid, Arc::new(ident), hostname, disk.address, first_boot, Duration::ZERO);
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod agent;
 mod api;
 mod create;
 mod faults;
