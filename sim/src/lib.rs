@@ -213,6 +213,14 @@ impl RunningCluster {
         self.sim.storage_dir(node, storage).map(|d| d.join("snippets"))
     }
 
+    /// The real path backing the node path `abs` (absolute, e.g. `/var/tmp/x.qcow2`)
+    /// on `node`: `<root>/nodes/<node>/<abs>`. Purely computed: the node need not
+    /// exist, nothing is created, symlinks are not resolved and `..` is not checked,
+    /// so tests can plant or inspect files the node's commands and API then see.
+    pub fn node_path(&self, node: &str, abs: &str) -> PathBuf {
+        self.sim.node_path(node, abs)
+    }
+
     /// Where a running guest's sshd listens, once it is up.
     pub fn guest_ssh_addr(&self, vmid: u32) -> Option<SocketAddr> {
         guest::ssh_addr(&self.sim, vmid)

@@ -32,7 +32,8 @@ async fn qm_disk_import_adds_the_image_as_the_next_unused_disk_or_at_the_target_
     let c = start(0.0, |_| {}).await;
     let api = Api::new(&c);
     create_vm(&api, "200").await;
-    std::fs::write(c.root().join("nodes/pve1/var/tmp/haos.qcow2"), qcow2(32 << 30, 8192)).unwrap();
+    assert_eq!(c.node_path("pve1", "/var/tmp/haos.qcow2"), c.root().join("nodes/pve1/var/tmp/haos.qcow2"));
+    std::fs::write(c.node_path("pve1", "/var/tmp/haos.qcow2"), qcow2(32 << 30, 8192)).unwrap();
     let before = api.get("/nodes/pve1/qemu/200/config").await["digest"].clone();
 
     let out = on(&c, "pve1", "sudo -n qm disk import 200 /var/tmp/haos.qcow2 local-lvm").await;
