@@ -20,6 +20,8 @@ pub mod params;
 mod qemu;
 mod route;
 mod storage;
+mod upload;
+mod upload_task;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -171,10 +173,6 @@ async fn handle(sim: Arc<Sim>, peer: SocketAddr, req: Request<Incoming>) -> Resu
 
 async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
     let (parts, body) = req.into_parts();
-    let body = match Limited::new(body, 4 << 20).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return Ok(error_response(ApiError::status(413, "request entity too large"))),
-    };
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
     let auth = parts.headers.get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -200,6 +198,14 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
     if let Err(m) = sim.check_auth(auth) {
         return Ok(error_response(ApiError::status(401, m)));
     }
+    // Uploads stream to the node's disk; every other body is capped and read whole.
+    if let Some((node, storage)) = upload::target(&method, &segs) {
+        return upload::handle(sim, &parts, body, &node, &storage).await.map(reply_response);
+    }
+    let body = match Limited::new(body, 4 << 20).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Ok(error_response(ApiError::status(413, "request entity too large"))),
+    };
     let ctype = parts.headers.get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
     let params = match Params::parse(parts.uri.query(), ctype, &body) {
         Ok(p) => p,
@@ -237,7 +243,11 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
             return Err(DropConnection);
         }
     }
-    Ok(match result {
+    Ok(reply_response(result))
+}
+
+fn reply_response(result: ApiResult) -> Response<Body> {
+    match result {
         Ok(reply) => {
             let mut body = json!({ "data": reply.data });
             if let (Some((k, v)), Some(obj)) = (reply.extra, body.as_object_mut()) {
@@ -246,7 +256,7 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
             respond(200, None, body)
         }
         Err(e) => error_response(e),
-    })
+    }
 }
 
 /// Start a VM as the HA manager does (a `qmstart` task).

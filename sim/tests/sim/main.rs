@@ -14,3 +14,4 @@ mod openssh;
 mod proxmoxer;
 mod ssh;
 mod state;
+mod upload;
