@@ -107,6 +107,7 @@ impl Fixture {
             cluster_id: "test".into(),
             nodes: Default::default(),
             guest_keys: Vec::new(),
+            project_dir: state.path().to_path_buf(),
         });
         let run = Arc::new(RunHandle::new("bench".into(), None));
         let vm_map: Dynamic =

@@ -20,7 +20,7 @@ use serde_json::Value;
 /// the built-in `sample` (environment `demo`) on a two-node simulator, with
 /// no `[plugins]`, no workflows and no `state_dir`.
 fn bare() -> ProjectConfig {
-    let sim = SimCluster { nodes: vec!["pve1", "pve2"], time_scale: 0.0, seed: None, faults: None };
+    let sim = SimCluster { nodes: vec!["pve1", "pve2"], time_scale: 0.0, seed: None, faults: None, extra: Vec::new() };
     ProjectConfig::new(Cluster::Sim(sim))
         .state_dir(None)
         .workflows(Workflows::BuiltIn)

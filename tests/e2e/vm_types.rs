@@ -6,12 +6,16 @@
 //! SSH. What happened is read from the simulator (its VMs, its nodes' files,
 //! request counters) and from the state dir.
 
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use cradle::provision::{Action, HostResult};
+use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{
     Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, sim_vms, writes,
 };
+use cradle_tests::remote_sim::RemoteSim;
 
 /// A project holding the example: the repository's workflows plus the type's
 /// file, the example inventory, and an image of `image_bytes` bytes (none: no image).
@@ -45,7 +49,9 @@ fn qcow2(len: usize, virtual_size: u64) -> Vec<u8> {
 }
 
 impl Example {
-    fn new(image_bytes: Option<usize>, extra_toml: &str) -> Example {
+    /// The example with an image of `image_bytes` (none: no image file), on
+    /// a simulator with the `[clusters.sim.sim]` lines `sim`.
+    fn new(image_bytes: Option<usize>, sim: &[&str]) -> Example {
         let ex = Example { dir: tempfile::tempdir().expect("tempdir") };
         let root = cradle_tests::workspace();
         copy_tree(&root.join("workflows"), &ex.dir.path().join("workflows"));
@@ -54,11 +60,33 @@ impl Example {
             std::fs::create_dir_all(ex.dir.path().join("images")).expect("images dir");
             std::fs::write(ex.dir.path().join("images/haos.qcow2"), qcow2(n, 6 << 30)).expect("image");
         }
-        ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0)))
-            .workflows(Workflows::Dir("workflows".into()))
-            .append(extra_toml)
-            .write(ex.dir.path());
+        let cluster = SimCluster { extra: sim.iter().map(|l| l.to_string()).collect(), ..SimCluster::three_nodes(0.0) };
+        ProjectConfig::new(Cluster::Sim(cluster)).workflows(Workflows::Dir("workflows".into())).write(ex.dir.path());
         ex
+    }
+
+    /// Add `entries` (Rhai map entries) to the type's image source.
+    fn image_source(&self, entries: &str) {
+        let file = self.dir.path().join("workflows/homeassistant.rhai");
+        let text = std::fs::read_to_string(&file).expect("type file");
+        let edited = text.replacen(
+            "sha256: vm.vars.homeassistant_image_sha256 }",
+            &format!("sha256: vm.vars.homeassistant_image_sha256, {entries} }}"),
+            1,
+        );
+        assert_ne!(text, edited, "the example's image source changed shape");
+        std::fs::write(file, edited).expect("write type file");
+    }
+
+    /// The files under `abs` on `node` of the project's simulator.
+    fn node_files(&self, s: &SimSession, node: &str, abs: &str) -> Vec<String> {
+        let dir = s.project.sims.get("sim").expect("sim").node_path(node, abs);
+        let mut out: Vec<String> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => Vec::new(),
+        };
+        out.sort();
+        out
     }
 
     fn config(&self) -> PathBuf {
@@ -76,13 +104,22 @@ impl Example {
     }
 }
 
+/// The names of the simulator's VMs that are not templates.
+fn vm_names(state: &Path) -> Vec<String> {
+    sim_vms(state)
+        .values()
+        .filter(|v| v["template"] != true && v["config"]["template"] != "1" && v["config"]["template"] != 1)
+        .filter_map(|v| v["config"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 fn by_name<'a>(results: &'a [HostResult], name: &str) -> &'a HostResult {
     results.iter().find(|r| r.name == name).expect("result of the host")
 }
 
 #[test]
 fn two_hosts_of_one_image_type_on_one_node_get_base_plus_index_vmids_and_provision_rerun_and_remove() {
-    let ex = Example::new(Some(3 << 20), "");
+    let ex = Example::new(Some(3 << 20), &[]);
     let s = SimSession::open(&ex.config());
     let first = ex.run(&s, Action::Provision);
     for (name, vmid) in [("ha-1", 200), ("ha-2", 201)] {
@@ -100,14 +137,16 @@ fn two_hosts_of_one_image_type_on_one_node_get_base_plus_index_vmids_and_provisi
         assert_eq!(vms[&vmid]["power"], "running");
         assert!(config.get("ide2").is_none() && config.get("cicustom").is_none(), "no cloud-init scaffolding");
     }
-    // One staged copy on the node, under its digest, no `.part` left.
-    let staged: Vec<String> = std::fs::read_dir(s.project.sims.get("sim").expect("sim").node_path("pve1", "/var/tmp/cradle-images"))
-        .expect("image dir")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(staged.len(), 1, "{staged:?}");
-    assert!(staged[0].ends_with("-haos.qcow2") && !staged[0].starts_with('.'), "{staged:?}");
+    // PVE 9: one upload through the API into `local`'s import content,
+    // under the image's digest; nothing staged over SSH.
+    let imported = ex.node_files(&s, "pve1", "/var/lib/vz/import");
+    assert_eq!(imported.len(), 1, "{imported:?}");
+    assert!(imported[0].ends_with("-haos.qcow2"), "{imported:?}");
+    assert!(ex.node_files(&s, "pve1", "/var/tmp/cradle-images").is_empty());
+    assert!(
+        ex.node_files(&s, "pve1", "/var/tmp").iter().all(|f| !f.starts_with("pveupload-")),
+        "PVE removed its temp file"
+    );
 
     // A rerun of the complete VMs changes nothing and uploads nothing.
     let before = writes(&s.counts().expect("counts"));
@@ -125,12 +164,12 @@ fn two_hosts_of_one_image_type_on_one_node_get_base_plus_index_vmids_and_provisi
         assert_ok(r, "removed");
         assert_eq!(r.vmid, Some(vmid), "remove computes the same VMID");
     }
-    assert!(sim_vms(&ex.state()).is_empty());
+    assert!(vm_names(&ex.state()).is_empty(), "removed");
 }
 
 #[test]
 fn a_missing_image_fails_before_any_side_effect_with_the_path_and_the_fix() {
-    let ex = Example::new(None, "");
+    let ex = Example::new(None, &[]);
     let s = SimSession::open(&ex.config());
     let results = ex.run(&s, Action::Provision);
     for name in ["ha-1", "ha-2"] {
@@ -139,8 +178,157 @@ fn a_missing_image_fails_before_any_side_effect_with_the_path_and_the_fix() {
         assert!(e.contains("put the image there or fix the path in the inventory"), "{e}");
     }
     assert!(writes(&s.counts().unwrap_or_default()).is_empty(), "nothing was written to the cluster");
-    assert!(sim_vms(&ex.state()).is_empty());
+    assert!(vm_names(&ex.state()).is_empty());
     let cps = ex.state().join("checkpoints");
     let left = std::fs::read_dir(&cps).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "no checkpoint written");
+}
+
+#[test]
+fn before_pve_8_4_the_image_goes_over_ssh_to_var_tmp_and_is_attached_by_qm_disk_import() {
+    let ex = Example::new(Some(2 << 20), &["pve_version = \"8.3.5\""]);
+    let s = SimSession::open(&ex.config());
+    let first = ex.run(&s, Action::Provision);
+    assert_ok(by_name(&first, "ha-1"), "created");
+    assert_ok(by_name(&first, "ha-2"), "created");
+    let staged = ex.node_files(&s, "pve1", "/var/tmp/cradle-images");
+    assert_eq!(staged.len(), 1, "one verified copy, no .part left: {staged:?}");
+    assert!(staged[0].ends_with("-haos.qcow2") && !staged[0].starts_with('.'), "{staged:?}");
+    assert!(ex.node_files(&s, "pve1", "/tmp").is_empty(), "nothing ever goes to /tmp");
+    let vms = sim_vms(&ex.state());
+    for vmid in [200, 201] {
+        let disk = vms[&vmid]["config"]["scsi0"].as_str().expect("scsi0 attached");
+        assert!(disk.contains(&format!("vm-{vmid}-disk-")) && disk.ends_with("size=32G"), "{disk}");
+    }
+    let again = ex.run(&s, Action::Provision);
+    assert_ok(by_name(&again, "ha-1"), "skipped");
+    assert_ok(by_name(&again, "ha-2"), "skipped");
+}
+
+#[test]
+fn a_staging_directory_under_tmp_is_refused_before_any_side_effect() {
+    let ex = Example::new(Some(1 << 20), &["pve_version = \"8.3.5\""]);
+    ex.image_source("transfer: \"ssh\", dir: \"/tmp/images\"");
+    let s = SimSession::open(&ex.config());
+    let results = ex.run(&s, Action::Provision);
+    let e = error_of(by_name(&results, "ha-1"));
+    assert!(e.contains("/tmp/images") && e.contains("tmpfs"), "{e}");
+    assert!(vm_names(&ex.state()).is_empty(), "no VM was created");
+    assert!(ex.node_files(&s, "pve1", "/tmp").is_empty(), "nothing was written to /tmp");
+}
+
+#[test]
+fn a_node_without_the_free_space_fails_before_uploading() {
+    for version in ["8.3.5", "9.0.3"] {
+        let ex = Example::new(Some(4 << 20), &["node_root_bytes = 3145728", &format!("pve_version = \"{version}\"")]);
+        let s = SimSession::open(&ex.config());
+        let results = ex.run(&s, Action::Provision);
+        let e = error_of(by_name(&results, "ha-1"));
+        assert!(e.contains("bytes free") && e.contains("nothing was uploaded"), "{version}: {e}");
+        assert!(ex.node_files(&s, "pve1", "/var/tmp/cradle-images").is_empty(), "{version}: no partial upload");
+        assert!(ex.node_files(&s, "pve1", "/var/lib/vz/import").is_empty(), "{version}: no volume");
+        assert!(vm_names(&ex.state()).is_empty(), "{version}: no VM");
+    }
+}
+
+/// The files of `abs` on `node` of a simulator in its own process.
+fn remote_node_files(sim: &RemoteSim, node: &str, abs: &str) -> Vec<(String, u64)> {
+    let dir = sim.state.join("nodes").join(node).join(abs.trim_start_matches('/'));
+    let mut out: Vec<(String, u64)> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    out.sort();
+    out
+}
+
+fn cradle(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(cradle_bin())
+        .arg("--config")
+        .arg(dir.join("cradle.toml"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cradle")
+}
+
+#[test]
+fn an_ssh_upload_killed_mid_transfer_leaves_only_a_part_file_and_the_rerun_completes() {
+    const IMAGE: usize = 256 << 20;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // "Proxmox" outlives the kill: the simulator runs as its own process, as PVE 8.3 (SSH staging).
+    let sim = RemoteSim::start_with(dir.path(), "0", &["--nodes", "pve1,pve2,pve3", "--pve-version", "8.3.5"]);
+    let root = cradle_tests::workspace();
+    copy_tree(&root.join("workflows"), &dir.path().join("workflows"));
+    copy_tree(&root.join("examples/vm-types"), dir.path());
+    std::fs::create_dir_all(dir.path().join("images")).expect("images dir");
+    std::fs::write(dir.path().join("images/haos.qcow2"), qcow2(IMAGE, 6 << 30)).expect("image");
+    ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))
+        .workflows(Workflows::Dir("workflows".into()))
+        .write(dir.path());
+    let inv = dir.path().join("inventory").display().to_string();
+
+    let mut child = Command::new(cradle_bin())
+        .arg("--config")
+        .arg(dir.path().join("cradle.toml"))
+        .args(["--output", "json", "provision", "-i", &inv, "--limit", "ha-1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("killed.stderr")).expect("stderr file"))
+        .process_group(0)
+        .spawn()
+        .expect("spawn cradle");
+    let pgid = child.id() as i32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let cut = loop {
+        let parts: Vec<(String, u64)> = remote_node_files(&sim, "pve1", "/var/tmp/cradle-images")
+            .into_iter()
+            .filter(|(n, _)| n.ends_with(".part"))
+            .collect();
+        if let Some((name, len)) = parts.first().filter(|(_, len)| *len > 0 && *len < IMAGE as u64) {
+            // The whole process group: cradle and the `ssh` feeding the upload.
+            let killed = Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status().expect("kill");
+            assert!(killed.success(), "kill -KILL -{pgid}");
+            break (name.clone(), *len);
+        }
+        assert!(std::time::Instant::now() < deadline, "the upload never started");
+        if child.try_wait().expect("wait").is_some() {
+            let err = std::fs::read_to_string(dir.path().join("killed.stderr")).unwrap_or_default();
+            panic!("cradle ended before the upload could be cut: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(9), "cradle was killed (SIGKILL) mid-transfer");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let files = remote_node_files(&sim, "pve1", "/var/tmp/cradle-images");
+    assert!(files.iter().all(|(n, _)| n.starts_with('.') && n.ends_with(".part")), "only the partial file: {files:?}");
+    assert!(files.iter().any(|(_, len)| *len < IMAGE as u64), "it is partial: {files:?} (cut at {cut:?})");
+    assert!(sim.vms().iter().all(|v| v["config"]["name"] != "ha-1"), "no VM was created from it");
+
+    // The run died holding ha-1's lock and the image's staging lock: the
+    // operator frees the VM's; the rerun stops at once on the image's (its
+    // holder is gone), naming the command; the operator frees it too.
+    let unlock = cradle(dir.path(), &["unlock", "ha-1"]);
+    assert!(unlock.status.success(), "{}", String::from_utf8_lossy(&unlock.stderr));
+    let blocked = cradle(dir.path(), &["--output", "json", "provision", "-i", &inv, "--limit", "ha-1"]);
+    let said = format!("{}{}", String::from_utf8_lossy(&blocked.stdout), String::from_utf8_lossy(&blocked.stderr));
+    assert!(!blocked.status.success() && said.contains("cradle unlock '#image:pve1:images/haos.qcow2'"), "{said}");
+    let unlock = cradle(dir.path(), &["unlock", "#image:pve1:images/haos.qcow2"]);
+    assert!(unlock.status.success(), "{}", String::from_utf8_lossy(&unlock.stderr));
+    let rerun = cradle(dir.path(), &["--output", "json", "provision", "-i", &inv, "--limit", "ha-1"]);
+    assert!(
+        rerun.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&rerun.stdout),
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let files = remote_node_files(&sim, "pve1", "/var/tmp/cradle-images");
+    assert_eq!(files.len(), 1, "the verified copy only: {files:?}");
+    assert!(!files[0].0.starts_with('.') && files[0].1 == IMAGE as u64, "{files:?}");
+    let vm = sim.vms().into_iter().find(|v| v["config"]["name"] == "ha-1").expect("ha-1 exists");
+    assert!(vm["config"]["scsi0"].as_str().is_some_and(|d| d.ends_with("size=32G")), "{vm}");
 }

@@ -53,12 +53,14 @@ pub struct SimCluster {
     pub seed: Option<u64>,
     /// `faults`; `None` leaves the key out.
     pub faults: Option<String>,
+    /// More `key = value` lines of `[clusters.sim.sim]` (`pve_version`, `node_root_bytes`).
+    pub extra: Vec<String>,
 }
 
 impl SimCluster {
     /// Nodes pve1, pve2 and pve3 at `time_scale`, seed 1, no faults key.
     pub fn three_nodes(time_scale: f64) -> SimCluster {
-        SimCluster { nodes: vec!["pve1", "pve2", "pve3"], time_scale, seed: Some(1), faults: None }
+        SimCluster { nodes: vec!["pve1", "pve2", "pve3"], time_scale, seed: Some(1), faults: None, extra: Vec::new() }
     }
 }
 
@@ -210,6 +212,9 @@ upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
                 }
                 if let Some(faults) = &sim.faults {
                     let _ = writeln!(out, "faults = \"{faults}\"");
+                }
+                for line in &sim.extra {
+                    let _ = writeln!(out, "{line}");
                 }
             }
             Cluster::Written(text) => {

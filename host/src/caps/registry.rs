@@ -22,7 +22,7 @@
 //! `always` holds the capabilities every caller has (no grant section, no
 //! rules: `log`). `scripts` holds the Rhai modules that are no capability:
 //! `cloudinit` (the `creation` folder: creation records and snippets, whose
-//! calls are checked as `checkpoint`, `proxmox` and `ssh` calls), `image`
+//! calls are checked as `checkpoint`, `proxmox` and `ssh` calls), `disk_image`
 //! (a VM type's disk image, staged through `proxmox` and `ssh` calls) and the
 //! script glue `cradle` and `guestnet`; a line names the module function.
 //!
@@ -59,7 +59,7 @@ capabilities! {
     }
     scripts {
         cloudinit = creation::rhai::module;
-        image = image::rhai::module;
+        disk_image = image::rhai::module;
         cradle = script::cradle_module;
         guestnet = script::guestnet::module;
     }

@@ -1,14 +1,15 @@
-//! `image::*` for workflow scripts: the script face of the image service.
+//! `disk_image::*` for workflow scripts: the script face of the image service
+//! (not `image`, so it never shadows a workflow that imports `lib/image` as `image`).
 //! A source is a map: `#{path, size?, sha256?, transfer?, storage?, dir?}`
 //! (a control-node file; `transfer` `auto` (default), `api` or `ssh`;
 //! `storage` the `import` storage of an API upload, default `local`; `dir`
 //! the node directory of an SSH upload, default [`super::DEFAULT_NODE_DIR`])
 //! or `#{volume}` (already on Proxmox storage, e.g. `local:import/haos.qcow2`).
 //!
-//! - `image::check(vm, source)` → `#{kind: "file", path, size, name}` or
+//! - `disk_image::check(vm, source)` → `#{kind: "file", path, size, name}` or
 //!   `#{kind: "volume", volid}`: the image exists (the volume on `vm.node`),
 //!   with the size the source gives; changes nothing.
-//! - `image::stage(vm, source)` → `#{import_from, via, uploaded, bytes,
+//! - `disk_image::stage(vm, source)` → `#{import_from, via, uploaded, bytes,
 //!   sha256}`: the source a disk is imported from, on `vm.node` (a volume is
 //!   its own source: `via` `volume`).
 //!

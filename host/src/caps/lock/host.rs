@@ -135,6 +135,23 @@ impl CapCtx {
     }
 }
 
+impl CapCtx {
+    /// Whether the holder of `key` is a process that is gone (checked from
+    /// this host): `Some(true)` only then, `Some(false)` when it runs or
+    /// cannot be told, `None` when the lock is free. Lets a workflow that
+    /// waits for a lock stop at once, naming `cradle unlock`, instead of
+    /// waiting out its bound for a run that will never release it.
+    pub fn lock_holder_gone(&self, key: &str) -> Result<Option<bool>, CapError> {
+        self.guard("current-holder", Call::Lock(LockCall { key, op: LockOp::Holder }), || {
+            Ok(self
+                .services
+                .locks
+                .holder(key)?
+                .map(|h| crate::caps::lock::local_liveness(&h) == crate::state::process::Liveness::Gone))
+        })
+    }
+}
+
 impl lock::Host for CapCtx {
     fn acquire(&mut self, key: String) -> Result<Holder, WitError> {
         self.lock_acquire(&key).map_err(Into::into)

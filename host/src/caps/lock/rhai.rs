@@ -1,4 +1,5 @@
-//! `lock::acquire(key)`, `lock::release(key)`, `lock::holder(key)` for workflow
+//! `lock::acquire(key)`, `lock::release(key)`, `lock::holder(key)`,
+//! `lock::holder_gone(key)` for workflow
 //! scripts, through the same adapter as plugins ([`super::host`]). A holder is
 //! the WIT `holder` record (serde: `#{host, pid, started, run_id}`); `holder`
 //! gives `()` for a free lock.
@@ -21,6 +22,14 @@ pub fn module() -> Module {
         .set_into_module(&mut m, |ctx: NativeCallContext, key: ImmutableString| -> Res<()> {
             caps(&ctx)?.lock_release(&key).map_err(throw)
         });
+    // `true` when the lock's holder is a process that is gone (a killed run),
+    // `false` when it runs or cannot be told, `()` when the lock is free.
+    FuncRegistration::new("holder_gone").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, key: ImmutableString| -> Res<Dynamic> {
+            Ok(caps(&ctx)?.lock_holder_gone(&key).map_err(throw)?.map_or(Dynamic::UNIT, Dynamic::from))
+        },
+    );
     FuncRegistration::new("holder").set_into_module(
         &mut m,
         |ctx: NativeCallContext, key: ImmutableString| -> Res<Dynamic> {

@@ -197,6 +197,21 @@ pub fn module() -> Module {
     FuncRegistration::new("pve_version").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         Ok(Host::pve_version(&mut caps(&ctx)?).map_err(wit_throw)?.into())
     });
+    // `resize_disk(node, vmid, disk, size)` → UPID (`size` `+10G` or absolute `32G`).
+    FuncRegistration::new("resize_disk").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         vmid: i64,
+         disk: ImmutableString,
+         size: ImmutableString|
+         -> Res<ImmutableString> {
+            let upid =
+                Host::resize_disk(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, disk.into(), size.into())
+                    .map_err(wit_throw)?;
+            Ok(upid.into())
+        },
+    );
     // `create_vm(node, vmid, #{key: value})` → UPID of the `qmcreate` task.
     FuncRegistration::new("create_vm").set_into_module(
         &mut m,
