@@ -11,6 +11,7 @@ mod coordination;
 mod crash;
 mod crash_terraform;
 mod hardening;
+mod lxc;
 mod plugin_kit;
 mod progress_pty;
 mod provision;

@@ -117,6 +117,7 @@ pub struct ProjectConfig {
     backend: Backend,
     dns: Option<DnsProvider>,
     extra: String,
+    workflow_destructive: bool,
 }
 
 impl ProjectConfig {
@@ -132,6 +133,7 @@ impl ProjectConfig {
             backend: Backend::Plugin { destructive: true },
             dns: None,
             extra: String::new(),
+            workflow_destructive: false,
         }
     }
 
@@ -200,6 +202,12 @@ hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
 "#,
         );
+        if self.workflow_destructive {
+            out = out.replace(
+                "storages = [\"*\"]\n[workflow.grants.ssh]",
+                "storages = [\"*\"]\ndestructive = true\n[workflow.grants.ssh]",
+            );
+        }
         if let Some(dns) = &self.dns {
             let _ = writeln!(out, "[workflow.grants.dns]\nzones = {:?}", dns.zones);
         }
@@ -255,6 +263,13 @@ destructive = {destructive}"#,
             let _ = write!(out, "\n{}", self.extra);
         }
         out
+    }
+
+    /// `destructive = true` in `[workflow.grants.proxmox]` (removing a
+    /// container type's guest is the workflow's own destroy).
+    pub fn workflow_destructive(mut self, on: bool) -> Self {
+        self.workflow_destructive = on;
+        self
     }
 
     /// Write `dir/cradle.toml`; its path.

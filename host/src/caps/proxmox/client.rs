@@ -21,6 +21,7 @@
 pub mod cluster;
 mod decode;
 mod flights;
+mod lxc;
 mod request;
 mod storage;
 pub mod tasks;

@@ -34,7 +34,8 @@ use crate::contract::bindings::cradle::host::types::Entry;
 
 /// Keys (or key prefixes before the digits) that run code on the node or pass
 /// a host resource through to the guest. Refused unless the grant lists them.
-pub const NODE_KEYS: &[&str] = &["hookscript", "args", "hostpci", "usb", "parallel", "virtiofs", "ivshmem", "serial"];
+pub const NODE_KEYS: &[&str] =
+    &["hookscript", "args", "hostpci", "usb", "parallel", "virtiofs", "ivshmem", "serial", "privileged", "features"];
 
 /// Drive key prefixes (followed by digits).
 const DRIVE_PREFIXES: &[&str] = &["scsi", "virtio", "sata", "ide", "efidisk", "tpmstate"];
@@ -135,6 +136,49 @@ fn is_unused_key(key: &str) -> bool {
 /// The [`NODE_KEYS`] entry `key` falls under, if any (`hostpci0` → `hostpci`).
 pub fn node_key(key: &str) -> Option<&'static str> {
     NODE_KEYS.iter().copied().find(|p| key == *p || numbered(key, p))
+}
+
+/// Describe a container create or config write (pve-container's keys): the
+/// root and mount-point volumes (`rootfs`, `mpN`: `STORAGE:SIZE` allocates, a
+/// volume is described as any volume, a bind mount of a node path is
+/// unattributable), the template (`ostemplate`, `STORAGE:vztmpl/FILE`), a
+/// hookscript, and what gives the container power on the node: a privileged
+/// container (`unprivileged` 0: the `privileged` node key) and `features`
+/// (nesting, mounts, device nodes: the `features` node key). Deleting `mpN`
+/// detaches a volume: destructive, as deleting a VM disk is.
+pub fn describe_container(set: &[Entry], delete: &[String]) -> ConfigScope {
+    let mut touches = Vec::new();
+    for e in set {
+        let key = e.key.as_str();
+        if key == "rootfs" || numbered(key, "mp") {
+            let file = e.value.split(',').next().unwrap_or("");
+            let file = file.strip_prefix("volume=").unwrap_or(file);
+            describe_volume(key, file, true, &mut touches);
+        } else if key == "ostemplate" {
+            match e.value.split_once(':') {
+                Some((storage, file)) if !storage.is_empty() && file.starts_with("vztmpl/") => {
+                    touches.push(Touch::Storage { key: key.into(), storage: storage.into() });
+                }
+                _ => touches.push(Touch::Unattributable {
+                    key: key.into(),
+                    value: e.value.clone(),
+                    why: "not a STORAGE:vztmpl/FILE template volume",
+                }),
+            }
+        } else if key == "unprivileged" {
+            if matches!(e.value.trim(), "0" | "false" | "no" | "off") {
+                touches.push(Touch::NodeKey { key: "privileged".into() });
+            }
+        } else if key == "features" || key == "hookscript" {
+            describe_value(key, &e.value, &mut touches);
+        }
+    }
+    for key in delete {
+        if numbered(key, "mp") || key == "rootfs" {
+            touches.push(Touch::DeletesDisk { key: key.clone(), holds: "a container volume".into() });
+        }
+    }
+    ConfigScope { touches }
 }
 
 /// Whether deleting `delete` needs the VM's current config to be described.

@@ -31,8 +31,11 @@ use crate::contract::bindings::cradle::host::types::Entry;
 pub const HELD_FOR: Duration = Duration::from_secs(10);
 
 /// `proxmox` functions that only read and change nothing, held or not.
-const READS: [&str; 13] = [
+const READS: [&str; 16] = [
     "list-vms",
+    "get-container-config",
+    "container-status",
+    "task-log",
     "storage-status",
     "storage-content",
     "pve-version",

@@ -63,6 +63,15 @@ impl CapCtx {
     }
 
     /// Check, journal and run one Proxmox call.
+    pub(super) fn pve_call<T, F, Fut>(&self, function: &str, call: ProxmoxCall<'_>, work: F) -> Result<T, WitError>
+    where
+        F: FnOnce(Arc<ProxmoxClient>) -> Fut,
+        Fut: Future<Output = Result<T, ProxmoxError>>,
+    {
+        self.pve(function, call, work)
+    }
+
+    /// Check, journal and run one Proxmox call.
     fn pve<T, F, Fut>(&self, function: &str, call: ProxmoxCall<'_>, work: F) -> Result<T, WitError>
     where
         F: FnOnce(Arc<ProxmoxClient>) -> Fut,
@@ -296,6 +305,41 @@ impl Host for CapCtx {
         let scope = config_scope::describe(&config, &[], None);
         let call = ProxmoxCall { config: Some(&scope), ..vm_call(node, vmid) };
         self.pve("create-vm", call, |c| async move { c.create_vm(node, vmid, &config).await })
+    }
+
+    fn create_container(&mut self, node: String, vmid: u32, config: Vec<Entry>) -> Result<String, WitError> {
+        self.ct_create(&node, vmid, config)
+    }
+
+    fn get_container_config(&mut self, node: String, vmid: u32) -> Result<Vec<Entry>, WitError> {
+        self.ct_config(&node, vmid)
+    }
+
+    fn set_container_config(
+        &mut self,
+        node: String,
+        vmid: u32,
+        set: Vec<Entry>,
+        delete: Vec<String>,
+        digest: Option<String>,
+    ) -> Result<(), WitError> {
+        self.ct_set_config(&node, vmid, set, delete, digest)
+    }
+
+    fn container_status(&mut self, node: String, vmid: u32) -> Result<VmRuntime, WitError> {
+        self.ct_status(&node, vmid)
+    }
+
+    fn container_power(&mut self, node: String, vmid: u32, action: PowerAction) -> Result<String, WitError> {
+        self.ct_power(&node, vmid, action)
+    }
+
+    fn destroy_container(&mut self, node: String, vmid: u32, purge: bool) -> Result<String, WitError> {
+        self.ct_destroy(&node, vmid, purge)
+    }
+
+    fn task_log(&mut self, node: String, upid: String) -> Result<Vec<String>, WitError> {
+        self.task_log_lines(&node, &upid)
     }
 
     fn list_ha_resources(&mut self) -> Result<Vec<HaResource>, WitError> {

@@ -18,5 +18,6 @@ mod held_tests;
 pub mod tls;
 // The WIT adapter (the guard: grant checks, journaling) lives beside the client.
 pub mod host;
+mod host_lxc;
 pub(crate) mod rhai;
 pub mod scope;

@@ -1,7 +1,8 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
 //! (`list_vms`, `next_id`, status, power, tasks and a VM's task list, config
 //! and pending changes, migration, storage (definition, free space on a node,
-//! volumes), the PVE version, `create_vm`, `agent_ping`).
+//! volumes), the PVE version, `create_vm`, containers (create, config,
+//! status, power, destroy), a task's log, `agent_ping`).
 //! Each goes through the same adapter as a plugin's call, so it is checked
 //! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
 //! records converted by serde (`()` for a none), except where scripts see a
@@ -220,6 +221,80 @@ pub fn module() -> Module {
             let upid = Host::create_vm(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, config)
                 .map_err(wit_throw)?;
             Ok(upid.into())
+        },
+    );
+    // Containers (pve-container): create, config, status, power, destroy.
+    FuncRegistration::new("create_container").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, config: Map| -> Res<ImmutableString> {
+            let config = config.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+            let upid = Host::create_container(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, config)
+                .map_err(wit_throw)?;
+            Ok(upid.into())
+        },
+    );
+    FuncRegistration::new("container_config").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Map> {
+            let entries = Host::get_container_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?)
+                .map_err(wit_throw)?;
+            Ok(entries.into_iter().map(|e| (e.key.into(), e.value.into())).collect())
+        },
+    );
+    FuncRegistration::new("set_container_config").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, set: Map, delete: Array| -> Res<()> {
+            let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+            let delete = delete.into_iter().map(|d| d.to_string()).collect();
+            Host::set_container_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, None)
+                .map_err(wit_throw)
+        },
+    );
+    FuncRegistration::new("container_status").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<Dynamic> {
+            let s = Host::container_status(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?)
+                .map_err(wit_throw)?;
+            to_dynamic(VmRuntimeView::from(s))
+        },
+    );
+    FuncRegistration::new("container_power").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, action: ImmutableString| -> Res<ImmutableString> {
+            let upid = Host::container_power(
+                &mut caps(&ctx)?,
+                node.to_string(),
+                int_arg(vmid, "vmid")?,
+                power_action(&action)?,
+            )
+            .map_err(wit_throw)?;
+            Ok(upid.into())
+        },
+    );
+    FuncRegistration::new("destroy_container").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, purge: bool| -> Res<ImmutableString> {
+            let upid = Host::destroy_container(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, purge)
+                .map_err(wit_throw)?;
+            Ok(upid.into())
+        },
+    );
+    // The lines a task printed (a container's create prints its SSH host key fingerprints).
+    FuncRegistration::new("task_log").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, upid: ImmutableString| -> Res<Array> {
+            let lines = Host::task_log(&mut caps(&ctx)?, node.to_string(), upid.to_string()).map_err(wit_throw)?;
+            Ok(lines.into_iter().map(Dynamic::from).collect())
+        },
+    );
+    // `list_tasks(node, vmid, kind)`: only tasks of worker type `kind` (`vzcreate`, ...).
+    FuncRegistration::new("list_tasks").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, vmid: i64, kind: ImmutableString| -> Res<Array> {
+            let tasks =
+                Host::list_tasks(&mut caps(&ctx)?, node.to_string(), Some(int_arg(vmid, "vmid")?), Some(kind.into()))
+                    .map_err(wit_throw)?;
+            array(tasks.into_iter().map(TaskSummaryView::from).collect())
         },
     );
     FuncRegistration::new("agent_ping").set_into_module(

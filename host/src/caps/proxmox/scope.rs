@@ -499,6 +499,38 @@ mod tests {
         check(&grants(), "p", &scope(), &config_call(&c)).expect("an import volume of a granted storage");
     }
 
+    fn container(set: &[(&str, &str)]) -> ConfigScope {
+        use crate::contract::bindings::cradle::host::types::Entry;
+        let set: Vec<Entry> = set.iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+        super::super::config_scope::describe_container(&set, &[])
+    }
+
+    #[test]
+    fn a_privileged_container_or_container_features_are_denied_unless_the_grant_lists_them() {
+        let c = container(&[("unprivileged", "0"), ("rootfs", "local-lvm:8")]);
+        assert!(denied(config_call(&c)).contains("lists \"privileged\""), "{}", denied(config_call(&c)));
+        let c = container(&[("features", "nesting=1,mount=nfs")]);
+        assert!(denied(config_call(&c)).contains("lists \"features\""));
+        let mut g = grants();
+        g.proxmox.as_mut().expect("proxmox").node_keys = vec!["privileged".into(), "features".into()];
+        let c = container(&[("unprivileged", "0"), ("features", "nesting=1"), ("rootfs", "local-lvm:8")]);
+        check(&g, "p", &scope(), &config_call(&c)).expect("granted node keys");
+        let c = container(&[("unprivileged", "1"), ("rootfs", "local-lvm:8")]);
+        check(&grants(), "p", &scope(), &config_call(&c)).expect("an unprivileged container");
+    }
+
+    #[test]
+    fn a_container_on_an_ungranted_storage_from_an_ungranted_template_or_with_a_bind_mount_is_denied() {
+        let m = denied(config_call(&container(&[("rootfs", "local:8")])));
+        assert!(m.contains("key `rootfs` names storage `local`"), "{m}");
+        let m = denied(config_call(&container(&[("ostemplate", "local:vztmpl/debian-12.tar.zst")])));
+        assert!(m.contains("key `ostemplate` names storage `local`"), "{m}");
+        let m = denied(config_call(&container(&[("mp0", "/etc,mp=/mnt/etc")])));
+        assert!(m.contains("a path on the node"), "{m}");
+        let m = denied(config_call(&container(&[("mp0", "local-lvm:vm-900-disk-1,mp=/data")])));
+        assert!(m.contains("a volume of VMID 900"), "{m}");
+    }
+
     #[test]
     fn an_import_dir_grant_must_be_an_absolute_plain_directory() {
         let mut g = grants();

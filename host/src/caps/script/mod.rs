@@ -77,6 +77,12 @@ pub(crate) fn cradle_module() -> Module {
             to_map(&t)
         },
     );
+    // The public keys every guest authorizes for its management login (the
+    // run's own SSH identity and [ssh] authorized_keys), e.g. for a container's
+    // `ssh-public-keys`.
+    FuncRegistration::new("guest_keys").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<rhai::Array> {
+        with_run(&ctx, |d| d.services.guest_keys.iter().map(|k| Dynamic::from(k.clone())).collect())
+    });
     // Every inventory value a later step passes on, checked before any side
     // effect (inputs.rs).
     FuncRegistration::new("check_inputs")

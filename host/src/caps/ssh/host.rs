@@ -125,6 +125,23 @@ impl ssh::Host for CapCtx {
             .map_err(Into::into)
     }
 
+    fn trust_host_key_fingerprint(
+        &mut self,
+        host: String,
+        port: u16,
+        kind: String,
+        fingerprint: String,
+        timeout_ms: u64,
+    ) -> Result<String, WitError> {
+        let call = Call::Ssh(SshCall { host: &host, port, user: None, action: SshAction::HostKey });
+        self.guard("trust-host-key-fingerprint", call, || {
+            let client = self.ssh_client()?;
+            let timeout = self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::SshWaitFor);
+            self.block_on(client.trust_by_fingerprint(&host, port, &kind, &fingerprint, timeout))
+        })
+        .map_err(Into::into)
+    }
+
     fn forget_host_key(&mut self, host: String, port: u16) -> Result<(), WitError> {
         let call = Call::Ssh(SshCall { host: &host, port, user: None, action: SshAction::HostKey });
         self.guard("forget-host-key", call, || self.ssh_client()?.forget_host_key(&host, port).map(|_| ()))

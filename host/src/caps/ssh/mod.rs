@@ -48,6 +48,7 @@
 mod client;
 mod host;
 mod keys;
+mod keyscan;
 mod known_hosts;
 mod mux;
 mod mux_client;

@@ -64,6 +64,30 @@ pub fn module() -> Module {
             Host::trust_host_key(&mut caps(&ctx)?, target.host, target.port, key.to_string()).map_err(wit_throw)
         },
     );
+    // `trust_host_key_fingerprint(target, "ssh-ed25519", "SHA256:...", timeout_ms)`:
+    // pin the key the target presents only if it has that fingerprint.
+    FuncRegistration::new("trust_host_key_fingerprint").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         t: Map,
+         kind: ImmutableString,
+         fp: ImmutableString,
+         timeout_ms: i64|
+         -> Res<ImmutableString> {
+            let target = target(&t, "ssh::trust_host_key_fingerprint")?;
+            let timeout = millis(timeout_ms, "ssh::trust_host_key_fingerprint")?;
+            Host::trust_host_key_fingerprint(
+                &mut caps(&ctx)?,
+                target.host,
+                target.port,
+                kind.into(),
+                fp.into(),
+                timeout,
+            )
+            .map(Into::into)
+            .map_err(wit_throw)
+        },
+    );
     FuncRegistration::new("forget_host_key").set_into_module(&mut m, |ctx: NativeCallContext, t: Map| -> Res<()> {
         let target = target(&t, "ssh::forget_host_key")?;
         Host::forget_host_key(&mut caps(&ctx)?, target.host, target.port).map_err(wit_throw)

@@ -44,7 +44,7 @@ pub fn power_path(action: PowerAction) -> &'static str {
 /// `skiplock`), named once.
 const CREATE_REFUSED: &[&str] = &["archive", "live-restore", "unique"];
 
-fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &'k str>) -> Result<(), ProxmoxError> {
+pub(crate) fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &'k str>) -> Result<(), ProxmoxError> {
     let mut seen = BTreeSet::new();
     for key in keys {
         let well_formed = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -62,7 +62,7 @@ fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &'k str>) ->
     Ok(())
 }
 
-fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
+pub(crate) fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
     let o = decode::object(data, "the VM config")?;
     // serde_json's map is ordered by key (no preserve_order feature); sort anyway
     // so the contract does not hang on a feature flag.
@@ -88,7 +88,7 @@ fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
     Ok(out)
 }
 
-fn vm_runtime(data: &Value) -> Result<VmRuntime, DecodeError> {
+pub(crate) fn vm_runtime(data: &Value) -> Result<VmRuntime, DecodeError> {
     let o = decode::object(data, "the VM status")?;
     let ha_managed = match o.get("ha") {
         Some(ha) => decode::flag(decode::object(ha, "field \"ha\"")?, "managed")?,
