@@ -123,6 +123,12 @@ fn resume_guests(sim: &Arc<Sim>) {
     let running: Vec<u32> =
         lock(&sim.state).vms.values().filter(|v| v.power == model::Power::Running).map(|v| v.vmid).collect();
     for vmid in running {
+        if lock(&sim.state).vms.get(&vmid).is_some_and(model::Vm::is_ct) {
+            if let Err(e) = guest::lxc::boot(sim, vmid) {
+                tracing::warn!(vmid, "{e}");
+            }
+            continue;
+        }
         let seed = {
             let st = lock(&sim.state);
             st.vms.get(&vmid).map(|vm| guest::read_seed(sim, vm))

@@ -26,9 +26,10 @@ pub fn version(sim: &Sim, p: &Params) -> ApiResult {
 /// One VM as `cluster/resources` lists it.
 pub fn vm_resource(st: &ClusterState, vm: &Vm) -> Value {
     let running = vm.power == Power::Running;
+    let ty = if vm.is_ct() { "lxc" } else { "qemu" };
     let mut v = json!({
-        "id": format!("qemu/{}", vm.vmid),
-        "type": "qemu",
+        "id": format!("{ty}/{}", vm.vmid),
+        "type": ty,
         "vmid": vm.vmid,
         "name": vm.name(),
         "node": vm.node,

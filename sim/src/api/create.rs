@@ -196,7 +196,8 @@ pub fn create(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
     }
     if let Some(other) = st.vms.get(&vmid) {
         return Err(ApiError::die(format!(
-            "unable to create VM {vmid} - VM {vmid} already exists on node '{}'",
+            "unable to create VM {vmid} - {} {vmid} already exists on node '{}'",
+            other.type_str(),
             other.node
         )));
     }

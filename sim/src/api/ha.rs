@@ -74,7 +74,7 @@ pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     p.bool("failback", true)?;
     {
         let mut st = lock(&sim.state);
-        if !st.vms.contains_key(&vmid) {
+        if st.vms.get(&vmid).is_none_or(|v| v.is_ct()) {
             return Err(ApiError::die(format!("unable to find VM '{vmid}' - no such resource")));
         }
         if st.ha_resources.contains_key(&sid) {

@@ -14,6 +14,8 @@ mod cluster;
 mod create;
 mod ha;
 mod lifecycle;
+mod lxc;
+mod lxc_status;
 mod migrate;
 mod nodes;
 pub mod params;

@@ -19,14 +19,18 @@ use super::{ApiError, ApiResult, Params, Reply};
 use crate::model::{ClusterState, Power, Vm, ids, props};
 use crate::sim::{Sim, lock};
 
-/// The VM on that node, or PVE's missing-config error.
+/// The VM on that node, or PVE's missing-config error (a container's VMID has no
+/// `qemu-server` config either).
 pub fn vm_on<'a>(st: &'a ClusterState, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> {
-    st.vms.get(&vmid).filter(|v| v.node == node).ok_or_else(|| missing(node, vmid))
+    st.vms.get(&vmid).filter(|v| v.node == node && !v.is_ct()).ok_or_else(|| missing(node, vmid))
 }
 
 /// Mutable variant of [`vm_on`].
 pub fn vm_on_mut<'a>(st: &'a mut ClusterState, node: &str, vmid: u32) -> Result<&'a mut Vm, ApiError> {
-    st.vms.get_mut(&vmid).filter(|v| v.node == node).ok_or_else(|| missing(node, vmid))
+    if vm_on(st, node, vmid).is_err() {
+        return Err(missing(node, vmid));
+    }
+    st.vms.get_mut(&vmid).ok_or_else(|| missing(node, vmid))
 }
 
 /// PVE's missing-config error.
@@ -57,7 +61,7 @@ pub fn list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
     let out: Vec<Value> = st
         .vms
         .values()
-        .filter(|v| v.node == node)
+        .filter(|v| v.node == node && !v.is_ct())
         .map(|vm| {
             let running = vm.power == Power::Running;
             let mut o = json!({

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use super::{ApiError, ApiResult, Params, agent, cluster, create, ha, lifecycle, migrate, nodes, qemu, storage};
+use super::{
+    ApiError, ApiResult, Params, agent, cluster, create, ha, lifecycle, lxc, lxc_status, migrate, nodes, qemu, storage,
+};
 use crate::sim::Sim;
 
 /// What a request does, for fault injection.
@@ -26,7 +28,7 @@ pub fn pattern(segs: &[String]) -> String {
         let param = match (segs.first().map(String::as_str), i) {
             (Some("nodes"), 1) => Some("{node}"),
             (Some("nodes"), 3) => match segs.get(2).map(String::as_str) {
-                Some("qemu") => Some("{vmid}"),
+                Some("qemu" | "lxc") => Some("{vmid}"),
                 Some("storage") => Some("{storage}"),
                 Some("tasks") => Some("{upid}"),
                 _ => None,
@@ -52,6 +54,11 @@ pub fn pattern(segs: &[String]) -> String {
 /// Classify a request for fault injection.
 pub fn classify(method: &str, segs: &[String]) -> Class {
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    if s.len() >= 4 && s[0] == "nodes" && s[2] == "lxc" && method != "GET" {
+        // Containers: the worker faults only (the lock faults' texts are qemu-server's).
+        let starts_task = matches!((method, &s[4..]), ("POST", ["status", _]) | ("DELETE", []));
+        return Class { vm_write: false, starts_task };
+    }
     let is_vm = s.len() >= 4 && s[0] == "nodes" && s[2] == "qemu";
     if !is_vm || method == "GET" {
         return Class::default();
@@ -111,6 +118,12 @@ pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> Ap
         ("GET", ["nodes", node, "tasks", upid, "log"]) => nodes::task_log(sim, node, upid, p),
         ("GET", ["nodes", node, "qemu"]) => qemu::list(sim, node, p),
         ("POST", ["nodes", node, "qemu"]) => create::create(sim, node, p),
+        ("GET", ["nodes", node, "lxc"]) => lxc::list(sim, node),
+        ("POST", ["nodes", node, "lxc"]) => lxc::create(sim, node, p),
+        (m, ["nodes", node, "lxc", vmid, rest @ ..]) => {
+            let vmid = super::params::vmid("vmid", vmid)?;
+            lxc_ct(sim, m, node, vmid, rest, p).unwrap_or_else(|| Err(not_implemented(method, segs)))
+        }
         (m, ["nodes", node, "qemu", vmid, rest @ ..]) => {
             let vmid = super::params::vmid("vmid", vmid)?;
             qemu_vm(sim, m, node, vmid, rest, p).unwrap_or_else(|| Err(not_implemented(method, segs)))
@@ -123,6 +136,19 @@ fn unknown_node(node: &str) -> ApiError {
     ApiError::die(format!(
         "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
     ))
+}
+
+fn lxc_ct(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Params) -> Option<ApiResult> {
+    Some(match (m, rest) {
+        ("GET", []) => lxc::index(sim, node, vmid),
+        ("DELETE", []) => lxc_status::destroy(sim, node, vmid, p),
+        ("GET", ["config"]) => lxc::config_get(sim, node, vmid, p),
+        ("PUT", ["config"]) => lxc::config_set(sim, node, vmid, p),
+        ("GET", ["status"]) => lxc_status::status_index(),
+        ("GET", ["status", "current"]) => lxc_status::status_current(sim, node, vmid),
+        ("POST", ["status", action]) => lxc_status::power(sim, node, vmid, action, p),
+        _ => return None,
+    })
 }
 
 fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Params) -> Option<ApiResult> {

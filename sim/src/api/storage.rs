@@ -120,7 +120,8 @@ pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiR
             for volid in vm.volids() {
                 if volid.starts_with(&format!("{id}:")) && !volid.contains("cloudinit") {
                     let size = vm.volume_size(&volid).unwrap_or(0);
-                    out.push(json!({"volid": volid, "content": "images", "format": "raw",
+                    let content = if vm.is_ct() { "rootdir" } else { "images" };
+                    out.push(json!({"volid": volid, "content": content, "format": "raw",
                         "size": size, "vmid": vm.vmid}));
                 }
             }

@@ -202,13 +202,17 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
     let root = sudo || user == "root";
     let Some(cmd) = w.first().map(String::as_str) else { return Outcome::ok("") };
     let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-    let (boot_id, hostname, ci_done, ci, boot_unix) = {
+    let (boot_id, hostname, ci_done, ci, boot_unix, container) = {
         let guests = lock(&sim.guests);
         let Some(g) = guests.get(&vmid).filter(|g| g.generation == generation) else {
             return Outcome::fail(255, "Connection closed by remote host\n");
         };
-        (g.boot_id.clone(), g.hostname.clone(), Instant::now() >= g.ci_done_at, g.ci, g.boot_unix)
+        (g.boot_id.clone(), g.hostname.clone(), Instant::now() >= g.ci_done_at, g.ci, g.boot_unix, g.ident.container)
     };
+    // A container has no cloud-init and runs the node's kernel.
+    if container && (cmd == "cloud-init" || (cmd == "grep" && args.last() == Some(&"/var/log/cloud-init.log"))) {
+        return not_found(cmd);
+    }
     // What cloud-init installed stays on the disk (the state lock is taken apart
     // from the guests lock, never both at once).
     let net = || lock(&sim.state).vms.get(&vmid).map(|v| v.disk.net.clone()).unwrap_or_default();
@@ -221,6 +225,7 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
         "whoami" => Outcome::ok(format!("{}\n", if sudo { "root" } else { user })),
         "id" if args == ["-u"] => Outcome::ok(if root { "0\n" } else { "1000\n" }),
         "id" if args == ["-un"] => Outcome::ok(format!("{}\n", if sudo { "root" } else { user })),
+        "uname" if container => Outcome::ok(if args.contains(&"-r") { "6.14.8-2-pve\n" } else { "Linux\n" }),
         "uname" => Outcome::ok(if args.contains(&"-r") { "6.1.0-28-cloud-amd64\n" } else { "Linux\n" }),
         "python3" if args == ["--version"] || args == ["-V"] => Outcome::ok("Python 3.11.2\n"),
         "cat" => {
@@ -228,8 +233,9 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
             for a in &args {
                 match *a {
                     "/proc/sys/kernel/random/boot_id" => out.push_str(&format!("{boot_id}\n")),
-                    "/var/log/cloud-init.log" => out.push_str(&super::cloudinit::log(ci, boot_unix)),
+                    "/var/log/cloud-init.log" if !container => out.push_str(&super::cloudinit::log(ci, boot_unix)),
                     "/etc/hostname" => out.push_str(&format!("{hostname}\n")),
+                    "/etc/os-release" | "/usr/lib/os-release" => out.push_str(super::lxc::OS_RELEASE),
                     path if net().files.contains_key(path) => {
                         out.push_str(net().files.get(path).map(String::as_str).unwrap_or_default())
                     }
@@ -253,14 +259,14 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
                 "/proc/sys/kernel/random/boot_id"
                 | "/etc/hostname"
                 | "/usr/bin/python3"
-                | "/usr/bin/cloud-init"
-                | "/etc/cloud"
+                | "/etc/os-release"
                 | "/etc/resolv.conf"
                 | "/usr/sbin/ip"
                 | "/"
                 | "/tmp" => true,
+                "/usr/bin/cloud-init" | "/etc/cloud" => !container,
                 "/var/lib/cloud/instance/boot-finished" | "/run/cloud-init/result.json" => {
-                    ci_done && ci != CiOutcome::Disabled
+                    !container && ci_done && ci != CiOutcome::Disabled
                 }
                 _ => false,
             };

@@ -15,6 +15,7 @@
 mod cloudinit;
 mod commands;
 pub mod keys;
+pub mod lxc;
 mod net_cmd;
 mod node_cmd;
 mod node_fs_cmd;
@@ -85,6 +86,8 @@ pub struct GuestIdent {
     pub has_datasource: bool,
     /// User-data invalid (degraded each boot).
     pub invalid_user_data: bool,
+    /// An LXC container: no cloud-init, the host's kernel, up as soon as sshd is.
+    pub container: bool,
 }
 
 fn read_snippet(sim: &Sim, node: &str, volid: &str) -> Result<String, String> {
@@ -270,6 +273,7 @@ fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<G
         ssh_config: Arc::new(ssh::server_config(key)),
         has_datasource,
         invalid_user_data: disk.invalid_user_data,
+        container: false,
     })
 }
 
@@ -286,6 +290,7 @@ fn boot(
     let now = Instant::now();
     let ssh_up_at = now + extra_delay + sim.scaled(sim.cfg.timings.boot_ssh);
     let ci_time = match (first_boot, ident.has_datasource) {
+        _ if ident.container => Duration::ZERO,
         (true, _) => sim.cfg.timings.cloud_init,
         // Later boots: cloud-init runs again (quickly); without a datasource the
         // generator disables it before sshd is up.
@@ -293,7 +298,9 @@ fn boot(
         (false, false) => Duration::ZERO,
     };
     let ci_done_at = ssh_up_at + sim.scaled(ci_time);
-    let ci = if !ident.has_datasource {
+    let ci = if ident.container {
+        CiOutcome::Done
+    } else if !ident.has_datasource {
         CiOutcome::Disabled
     } else if first_boot && sim.faults.fire(FaultKind::CloudInitError) {
         CiOutcome::Error

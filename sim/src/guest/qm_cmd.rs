@@ -166,7 +166,7 @@ fn import(sim: &Arc<Sim>, node: &str, a: &Args) -> Outcome {
     let target = a.target.filter(|t| valid_drive(t));
     {
         let st = lock(&sim.state);
-        let Some(vm) = st.vms.get(&vmid).filter(|v| v.node == node) else {
+        let Some(vm) = st.vms.get(&vmid).filter(|v| v.node == node && !v.is_ct()) else {
             return die(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid)));
         };
         if let Err(e) = crate::api::check_lock(vm) {
@@ -252,7 +252,7 @@ fn import(sim: &Arc<Sim>, node: &str, a: &Args) -> Outcome {
 /// `$create_drive` of `do_import`: the config as it is now, lock checked again.
 fn attach(sim: &Sim, node: &str, vmid: u32, volid: &str, target: Option<&str>) -> Result<(String, String), String> {
     let mut st = lock(&sim.state);
-    let Some(vm) = st.vms.get_mut(&vmid).filter(|v| v.node == node) else {
+    let Some(vm) = st.vms.get_mut(&vmid).filter(|v| v.node == node && !v.is_ct()) else {
         return Err(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid)));
     };
     crate::api::check_lock(vm)?;

@@ -6,6 +6,7 @@
 //! state dir keeps; guest runtimes (sockets, tasks) are rebuilt at start.
 
 pub mod cached;
+pub mod ct;
 pub mod ids;
 pub mod props;
 pub mod tasks;
@@ -77,11 +78,32 @@ pub struct GuestRoute {
     pub dev: String,
 }
 
-/// A simulated VM.
+/// What a guest is: a QEMU VM or an LXC container. Both share the VMID space
+/// (`PVE::Cluster::check_vmid_unused`), so they live in one map.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A QEMU VM (`qemu-server`).
+    #[default]
+    Qemu,
+    /// An LXC container (`pve-container`).
+    Lxc,
+}
+
+impl Kind {
+    fn is_qemu(&self) -> bool {
+        *self == Kind::Qemu
+    }
+}
+
+/// A simulated VM (or container, see [`Kind`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Vm {
     /// VMID.
     pub vmid: u32,
+    /// VM or container (absent in state files = VM).
+    #[serde(default, skip_serializing_if = "Kind::is_qemu")]
+    pub kind: Kind,
     /// The node it is on.
     pub node: String,
     /// Config as PVE stores it (`lock` included when set).
@@ -117,6 +139,7 @@ impl Vm {
     pub fn stopped(vmid: u32, node: String, config: BTreeMap<String, String>) -> Vm {
         Vm {
             vmid,
+            kind: Kind::Qemu,
             node,
             config,
             pending: BTreeMap::new(),
@@ -139,9 +162,18 @@ impl Vm {
         self.config.get("template").is_some_and(|v| v == "1")
     }
 
-    /// The VM's name (PVE shows `VM <vmid>` when unset).
+    /// Whether this is an LXC container.
+    pub fn is_ct(&self) -> bool {
+        self.kind == Kind::Lxc
+    }
+
+    /// The VM's name (PVE shows `VM <vmid>` when unset); a container's is its
+    /// `hostname` (`CT<vmid>` when unset, `PVE::LXC::vmstatus`).
     pub fn name(&self) -> String {
-        self.config.get("name").cloned().unwrap_or_else(|| format!("VM {}", self.vmid))
+        match self.kind {
+            Kind::Qemu => self.config.get("name").cloned().unwrap_or_else(|| format!("VM {}", self.vmid)),
+            Kind::Lxc => self.config.get("hostname").cloned().unwrap_or_else(|| format!("CT{}", self.vmid)),
+        }
     }
 
     /// Memory in MiB.
@@ -151,16 +183,20 @@ impl Vm {
 
     /// vCPUs.
     pub fn cpus(&self) -> u64 {
+        if self.is_ct() {
+            // `vmstatus`: `cores`, else the host's CPU count (16 in the simulator).
+            return self.config.get("cores").and_then(|m| m.parse().ok()).unwrap_or(16);
+        }
         let c: u64 = self.config.get("cores").and_then(|m| m.parse().ok()).unwrap_or(1);
         let s: u64 = self.config.get("sockets").and_then(|m| m.parse().ok()).unwrap_or(1);
         c * s
     }
 
-    /// Max disk (bytes) summed over `size=` of the drives.
+    /// Max disk (bytes) summed over `size=` of the drives (a container: its `rootfs`).
     pub fn maxdisk(&self) -> u64 {
         self.config
             .iter()
-            .filter(|(k, _)| props::is_drive_key(k))
+            .filter(|(k, _)| if self.is_ct() { k.as_str() == "rootfs" } else { props::is_drive_key(k) })
             .filter_map(|(_, v)| props::prop(v, "size"))
             .filter_map(|s| ids::parse_size(&s))
             .sum()
@@ -177,7 +213,12 @@ impl Vm {
 
     /// Every volid this VM's config, pending changes and volume list name.
     pub fn volids(&self) -> BTreeSet<String> {
-        let drives = self.config.iter().chain(self.pending.iter()).filter(|(k, _)| props::is_drive_key(k));
+        let ct = self.is_ct();
+        let drives = self
+            .config
+            .iter()
+            .chain(self.pending.iter())
+            .filter(|(k, _)| if ct { k.as_str() == "rootfs" } else { props::is_drive_key(k) });
         let mut out: BTreeSet<String> =
             drives.filter_map(|(_, v)| v.split(',').next()).filter(|v| v.contains(':')).map(str::to_string).collect();
         out.extend(self.volumes.keys().cloned());
@@ -226,6 +267,16 @@ impl Vm {
     /// The `vmid.conf` path PVE names in errors.
     pub fn conf_path(node: &str, vmid: u32) -> String {
         format!("nodes/{node}/qemu-server/{vmid}.conf")
+    }
+
+    /// The container config path PVE names in errors (`PVE::LXC::Config::cfs_config_path`).
+    pub fn ct_conf_path(node: &str, vmid: u32) -> String {
+        format!("nodes/{node}/lxc/{vmid}.conf")
+    }
+
+    /// `VM` or `CT`, as `check_vmid_unused` and `check_lock` name the guest type.
+    pub fn type_str(&self) -> &'static str {
+        if self.is_ct() { "CT" } else { "VM" }
     }
 }
 

@@ -9,6 +9,7 @@ mod api;
 mod create;
 mod faults;
 mod import_disk;
+mod lxc;
 mod node_disk;
 mod openssh;
 mod proxmoxer;
