@@ -24,4 +24,5 @@ mod scale;
 mod sim_cli;
 mod terraform;
 mod vm_types;
+mod windows;
 mod workflows;

@@ -30,7 +30,9 @@
 //! adapter errors pass through.
 
 mod api;
+pub mod iso;
 mod local;
+pub mod media;
 pub(crate) mod rhai;
 mod stage;
 

@@ -13,11 +13,19 @@
 //!   sha256}`: the source a disk is imported from, on `vm.node` (a volume is
 //!   its own source: `via` `volume`).
 //!
+//! - `disk_image::check_iso(vm, iso)`, `disk_image::stage_iso(vm, iso)` (an
+//!   ISO: `#{volume}` or `#{path, storage?}`, see [`super::media`]) and
+//!   `disk_image::answer_iso(vm, #{path, vars, storage?})` → the volume id of
+//!   the answer-file ISO built from the template at `path`.
+//!
 //! Failures throw `#{kind, message}` naming the VM, the path or volume and
 //! the fix.
 
-use rhai::{Dynamic, FuncRegistration, Map, Module, NativeCallContext};
+use std::collections::BTreeMap;
 
+use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
+
+use super::media::{IsoSource, answer_iso, check_iso, stage_iso};
 use super::{ImageSource, StageOptions, Transfer, check_file, stage};
 use crate::caps::creation::rhai::str_of;
 use crate::caps::script::{Res, caps, throw, to_map};
@@ -101,9 +109,60 @@ fn check_volume(ctx: &NativeCallContext, node: &str, volid: &str, what: &str) ->
     Ok(m)
 }
 
-/// The `image` module.
+/// An ISO source map: `#{volume}` or `#{path, storage?}` (default storage `local`).
+fn iso_source(map: &Map, what: &str) -> Res<IsoSource> {
+    if let Some(volid) = opt_str(map, "volume", what)? {
+        return Ok(IsoSource::Volume(volid));
+    }
+    let Some(path) = opt_str(map, "path", what)? else {
+        return Err(invalid(format!(
+            "{what}: an ISO needs `volume` (on Proxmox storage) or `path` (on the control node)"
+        )));
+    };
+    Ok(IsoSource::File { path, storage: opt_str(map, "storage", what)?.unwrap_or_else(|| "local".into()) })
+}
+
+/// The `disk_image` module.
 pub fn module() -> Module {
     let mut m = Module::new();
+    // `disk_image::check_iso(vm, #{volume} | #{path, storage})`: the ISO exists; changes nothing.
+    FuncRegistration::new("check_iso").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: Map, src: Map| -> Res<()> {
+            let (name, node) = vm_of(&vm)?;
+            let what = format!("{name}: ISO");
+            let source = iso_source(&src, &what)?;
+            check_iso(&mut caps(&ctx)?, &node, &source, &what).map_err(throw)
+        },
+    );
+    // `disk_image::stage_iso(vm, source)` → the ISO's volume id on `vm.node`'s storage.
+    FuncRegistration::new("stage_iso").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: Map, src: Map| -> Res<ImmutableString> {
+            let (name, node) = vm_of(&vm)?;
+            let what = format!("{name}: ISO");
+            let source = iso_source(&src, &what)?;
+            stage_iso(&mut caps(&ctx)?, &node, &source, &what).map(Into::into).map_err(throw)
+        },
+    );
+    // `disk_image::answer_iso(vm, #{path, vars, storage?})` → the answer ISO's volume id.
+    FuncRegistration::new("answer_iso").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: Map, spec: Map| -> Res<ImmutableString> {
+            let (name, node) = vm_of(&vm)?;
+            let what = format!("{name}: answer file");
+            let path = opt_str(&spec, "path", &what)?
+                .ok_or_else(|| invalid(format!("{what}: `path` (the answer file template) is missing")))?;
+            let storage = opt_str(&spec, "storage", &what)?.unwrap_or_else(|| "local".into());
+            let mut vars = BTreeMap::new();
+            if let Some(v) = spec.get("vars").and_then(|v| v.read_lock::<Map>().map(|m| m.clone())) {
+                for (k, val) in v {
+                    vars.insert(k.to_string(), val.to_string());
+                }
+            }
+            answer_iso(&mut caps(&ctx)?, &node, &storage, &name, &path, &vars, &what).map(Into::into).map_err(throw)
+        },
+    );
     FuncRegistration::new("check").set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, src: Map| -> Res<Map> {
         let (name, node) = vm_of(&vm)?;
         let what = format!("{name}: image");
