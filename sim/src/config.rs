@@ -95,6 +95,9 @@ pub struct Timings {
     pub upload_per_gib: Duration,
     /// Delay before the HA manager acts on a requested state.
     pub ha_reaction: Duration,
+    /// An unattended Windows install from ISO (`autounattend.xml`), from power-on until
+    /// the disk holds Windows and its guest agent answers.
+    pub windows_install: Duration,
 }
 
 impl Default for Timings {
@@ -115,6 +118,7 @@ impl Default for Timings {
             import_per_gib: Duration::from_secs(2),
             upload_per_gib: Duration::from_secs(1),
             ha_reaction: Duration::from_secs(10),
+            windows_install: Duration::from_secs(60),
         }
     }
 }

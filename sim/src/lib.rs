@@ -18,6 +18,7 @@ mod fsutil;
 mod guest;
 mod ha_manager;
 mod image;
+mod iso9660;
 mod model;
 mod nodefs;
 mod persist;

@@ -27,7 +27,7 @@ pub fn agent_configured(vm: &Vm) -> bool {
 }
 
 pub fn agent_index() -> ApiResult {
-    let names = ["ping", "network-get-interfaces", "get-host-name", "info"];
+    let names = ["ping", "network-get-interfaces", "get-host-name", "info", "get-osinfo"];
     Ok(Reply::data(Value::Array(names.iter().map(|n| json!({ "name": n })).collect())))
 }
 
@@ -47,10 +47,12 @@ pub fn agent(sim: &Arc<Sim>, node: &str, vmid: u32, cmd: &str) -> ApiResult {
         }
         agent_configured(vm)
     };
-    let Some((hostname, addr)) = crate::guest::agent_view(sim, vmid).filter(|_| enabled) else {
+    let Some(view) = crate::guest::agent_view(sim, vmid).filter(|_| enabled) else {
         return Err(ApiError::die("QEMU guest agent is not running"));
     };
+    let (hostname, addr) = (view.hostname, view.address);
     match cmd {
+        "get-osinfo" => Ok(Reply::data(json!({ "result": osinfo(view.windows) }))),
         "ping" => Ok(Reply::data(json!({ "result": {} }))),
         "get-host-name" => Ok(Reply::data(json!({ "result": { "host-name": hostname } }))),
         "info" => Ok(Reply::data(json!({ "result": { "version": "7.2.19", "supported_commands": [] } }))),
@@ -69,4 +71,23 @@ pub fn agent(sim: &Arc<Sim>, node: &str, vmid: u32, cmd: &str) -> ApiResult {
         }
         other => Err(ApiError::status(501, format!("Method 'agent/{other}' not implemented"))),
     }
+}
+
+/// `guest-get-osinfo` (QEMU `qga/qapi-schema.json`, `GuestOSInfo`): Windows Server 2022
+/// as its agent reports it, or the Debian 12 image of the simulated Linux guests.
+fn osinfo(windows: bool) -> Value {
+    if windows {
+        return json!({
+            "id": "mswindows", "name": "Microsoft Windows",
+            "pretty-name": "Microsoft Windows Server 2022 Standard",
+            "version": "Microsoft Windows Server 2022", "version-id": "2022",
+            "kernel-release": "20348", "kernel-version": "10.0", "machine": "x86_64",
+        });
+    }
+    json!({
+        "id": "debian", "name": "Debian GNU/Linux", "pretty-name": "Debian GNU/Linux 12 (bookworm)",
+        "version": "12 (bookworm)", "version-id": "12",
+        "kernel-release": "6.1.0-28-cloud-amd64",
+        "kernel-version": "#1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22)", "machine": "x86_64",
+    })
 }

@@ -104,6 +104,7 @@ pub fn boot(sim: &Arc<Sim>, vmid: u32) -> Result<(), String> {
         has_datasource: false,
         invalid_user_data: false,
         container: true,
+        windows: super::windows::WinBoot::No,
     };
     let hostname = disk.hostname.clone().unwrap_or(name);
     super::boot(sim, vmid, Arc::new(ident), hostname, disk.address, false, Duration::ZERO);

@@ -24,6 +24,7 @@ mod qm_cmd;
 mod scp;
 mod ssh;
 mod upload;
+pub mod windows;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -70,6 +71,8 @@ pub struct GuestRuntime {
     pub hostname: String,
     /// Address from network-data.
     pub address: Option<Ipv4Addr>,
+    /// Windows Setup of this boot has finished (the agent answers from then on).
+    pub install_done: bool,
     /// Shared identity for reboots.
     ident: Arc<GuestIdent>,
     /// Ends this boot's sshd and sessions when dropped or set.
@@ -88,6 +91,8 @@ pub struct GuestIdent {
     pub invalid_user_data: bool,
     /// An LXC container: no cloud-init, the host's kernel, up as soon as sshd is.
     pub container: bool,
+    /// Windows from the disk or Windows Setup from an ISO (`windows.rs`).
+    pub windows: windows::WinBoot,
 }
 
 fn read_snippet(sim: &Sim, node: &str, volid: &str) -> Result<String, String> {
@@ -238,22 +243,24 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
         if vm.disk.host_key.is_none() {
             vm.disk.host_key = keys::generate_ed25519_openssh().ok();
         }
+        let win = if seed.is_none() { windows::plan(sim, vm) } else { windows::WinBoot::No };
         let disk = vm.disk.clone();
         let qemu_vm = qemu::settings(sim, vmid).map(|_| vm.clone());
         let name = vm.config.get("name").cloned();
         sim.changed();
-        (disk, first_boot, fallback, qemu_vm, name)
+        (disk, first_boot, fallback, qemu_vm, name, win)
     };
-    let (disk, first_boot, fallback, qemu_vm, name) = prepared;
+    let (disk, first_boot, fallback, qemu_vm, name, win) = prepared;
     if let Some(vm) = qemu_vm {
         // The real guest keeps its own disk; the model above only remembers what
         // its cloud-init was given (the network the forward is planned from).
         return qemu::power_on(sim, &vm, &disk, seed.as_ref());
     }
-    let Some(ident) = build_ident(&disk, seed.is_some() || fallback) else {
+    let Some(mut ident) = build_ident(&disk, seed.is_some() || fallback) else {
         tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
         return Ok(());
     };
+    ident.windows = win;
     // An appliance booted from an image (no cloud-init ever named it) calls itself by
     // the VM's name; it has no address and no sshd, only its guest agent answers.
     let hostname = disk.hostname.clone().or(name).unwrap_or_else(|| format!("vm{vmid}"));
@@ -274,6 +281,7 @@ fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<G
         has_datasource,
         invalid_user_data: disk.invalid_user_data,
         container: false,
+        windows: windows::WinBoot::No,
     })
 }
 
@@ -327,6 +335,7 @@ fn boot(
                 hung,
                 down: hung,
                 ssh_addr: None,
+                install_done: false,
                 hostname,
                 address,
                 ident: ident.clone(),
@@ -338,6 +347,23 @@ fn boot(
     if hung {
         tracing::warn!(vmid, "guest boot hangs (fault reboot-hang); it will not answer");
         return;
+    }
+    if let windows::WinBoot::Setup { disk: Some(disk) } = &ident.windows {
+        let disk = disk.clone();
+        sim.after(sim.scaled(sim.cfg.timings.windows_install), move |sim| {
+            // Only the boot that started Setup finishes it (a stop or reset loses it).
+            let same = lock(&sim.guests).get(&vmid).is_some_and(|g| g.generation == generation && !g.down);
+            if !same {
+                return;
+            }
+            if let Some(vm) = lock(&sim.state).vms.get_mut(&vmid) {
+                vm.disk.windows_on = Some(disk);
+            }
+            sim.changed();
+            if let Some(g) = lock(&sim.guests).get_mut(&vmid).filter(|g| g.generation == generation) {
+                g.install_done = true;
+            }
+        });
     }
     let Some(ip) = address.filter(|a| sim.cfg.guest_subnet.contains(*a) && a.is_loopback()) else {
         tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
@@ -411,14 +437,33 @@ pub fn is_hung(sim: &Sim, vmid: u32) -> bool {
     lock(&sim.guests).get(&vmid).is_some_and(|g| g.hung)
 }
 
-/// What the guest agent reports, when it is up: (hostname, address).
-pub fn agent_view(sim: &Sim, vmid: u32) -> Option<(String, Option<Ipv4Addr>)> {
+/// What the guest agent reports, when it is up (`None` before `boot_ssh`, while
+/// down, and during Windows Setup).
+pub fn agent_view(sim: &Sim, vmid: u32) -> Option<AgentView> {
     let guests = lock(&sim.guests);
     let g = guests.get(&vmid)?;
     if g.down || g.hung || Instant::now() < g.ssh_up_at {
         return None;
     }
-    Some((g.hostname.clone(), g.address))
+    let windows = match g.ident.windows {
+        windows::WinBoot::No => false,
+        windows::WinBoot::Installed => true,
+        // Setup has no agent; once it finished, the installed Windows' agent answers.
+        windows::WinBoot::Setup { .. } if g.install_done => true,
+        windows::WinBoot::Setup { .. } => return None,
+    };
+    Some(AgentView { hostname: g.hostname.clone(), address: g.address, windows })
+}
+
+/// What a guest's agent knows about it.
+#[derive(Debug, Clone)]
+pub struct AgentView {
+    /// Host name.
+    pub hostname: String,
+    /// Address from network-data.
+    pub address: Option<Ipv4Addr>,
+    /// Windows (else the Linux image).
+    pub windows: bool,
 }
 
 /// The address a guest's sshd is bound to, once up (a qemu guest's forward, from

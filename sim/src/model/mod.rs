@@ -46,6 +46,9 @@ pub struct GuestDisk {
     /// The network cloud-init installed (it stays on disk across boots).
     #[serde(default)]
     pub net: GuestNet,
+    /// The volid of the disk Windows Setup installed Windows to (`guest/windows.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows_on: Option<String>,
 }
 
 /// The network a guest's cloud-init installed, as a minimal Debian 12 image ends up

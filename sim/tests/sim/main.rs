@@ -16,3 +16,4 @@ mod proxmoxer;
 mod ssh;
 mod state;
 mod upload;
+mod windows;
