@@ -76,6 +76,17 @@ fn listed(content: &str, name: &str) -> Option<(String, String)> {
     match content {
         "snippets" => (!name.starts_with('.')).then(|| (format!("snippets/{name}"), "snippet".into())),
         "iso" => (lower.ends_with(".iso") || lower.ends_with(".img")).then(|| (format!("iso/{name}"), "iso".into())),
+        // `$get_subdir_files` (pve-storage `Plugin.pm`): `vztmpl/<file>` for
+        // `.tar` and `.tar.{gz,xz,zst,bz2}`, format `tar` or `t` + the
+        // compression's extension (`tzst`).
+        "vztmpl" => {
+            let format = ["gz", "xz", "zst", "bz2"]
+                .iter()
+                .find(|c| lower.ends_with(&format!(".tar.{c}")))
+                .map(|c| format!("t{c}"))
+                .or_else(|| lower.ends_with(".tar").then(|| "tar".to_string()))?;
+            (!name.starts_with('.')).then(|| (format!("vztmpl/{name}"), format))
+        }
         "import" => {
             let (stem, ext) = name.rsplit_once('.')?;
             let ok = ["ova", "ovf", "qcow2", "raw", "vmdk"].contains(&ext.to_ascii_lowercase().as_str());
@@ -91,7 +102,9 @@ pub fn storage_content(sim: &Arc<Sim>, node: &str, id: &str, p: &Params) -> ApiR
     let mut out = Vec::new();
     let want = p.get("content");
     if let Some(dir) = sim.storage_dir(node, id) {
-        for (content, sub) in [("snippets", "snippets"), ("iso", "template/iso"), ("import", "import")] {
+        let kinds =
+            [("snippets", "snippets"), ("iso", "template/iso"), ("vztmpl", "template/cache"), ("import", "import")];
+        for (content, sub) in kinds {
             if want.is_some_and(|w| w != content) || !s.content.split(',').any(|c| c == content) {
                 continue;
             }

@@ -144,3 +144,28 @@ async fn storage_content_lists_import_images_and_dir_status_is_the_root_filesyst
     let v = api.get("/version").await;
     assert_eq!((v["version"].as_str(), v["release"].as_str()), (Some("9.0.3"), Some("9.0")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_content_lists_container_templates_with_their_compression_as_format() {
+    let c = start(0.0, |_| {}).await;
+    let api = Api::new(&c);
+    let cache = c.root().join("nodes/pve1/var/lib/vz/template/cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("debian-12-standard_12.7-1_amd64.tar.zst"), b"rootfs").unwrap();
+    std::fs::write(cache.join("alpine.tar"), b"rootfs").unwrap();
+    std::fs::write(cache.join("notes.txt"), b"x").unwrap();
+    let items = api.get("/nodes/pve1/storage/local/content?content=vztmpl").await;
+    let got: Vec<(String, String)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["volid"].as_str().unwrap().to_string(), i["format"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("local:vztmpl/alpine.tar".to_string(), "tar".to_string()),
+            ("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst".into(), "tzst".into())
+        ]
+    );
+}
