@@ -10,6 +10,7 @@
 //! returns the request counters.
 
 mod agent;
+mod cdrom;
 mod cluster;
 mod create;
 mod ha;

@@ -170,7 +170,7 @@ fn validate(sim: &Sim, node: &str, vmid: u32, p: &Params, counter: &mut u64) -> 
             Ok(mut nv) => {
                 if props::is_drive_key(k) {
                     nv = allocate_drive(k, &nv, vmid);
-                    match iso_drive(sim, node, &nv) {
+                    match super::cdrom::iso_drive(sim, node, &nv) {
                         Ok(v) => nv = v,
                         Err(e) => {
                             errors.insert(k.clone(), e);
@@ -204,34 +204,6 @@ fn validate(sim: &Sim, node: &str, vmid: u32, p: &Params, counter: &mut u64) -> 
         return Err(ApiError::Params(errors));
     }
     Ok((sets, deletes, reverts))
-}
-
-/// An ISO volume (`STORAGE:iso/F`) needs `media=cdrom` (`$check_drive_param`); its
-/// `size=` is filled in from the file on the node when it exists (Qemu.pm).
-fn iso_drive(sim: &Sim, node: &str, v: &str) -> Result<String, String> {
-    let vol = v.split(',').next().unwrap_or("");
-    let Some((sid, file)) = vol.split_once(':').and_then(|(s, n)| Some((s, n.strip_prefix("iso/")?))) else {
-        return Ok(v.to_string());
-    };
-    if props::prop(v, "media").as_deref() != Some("cdrom") {
-        return Err("explicit 'media=cdrom' is required for iso images".into());
-    }
-    let len = sim
-        .storage_dir(node, sid)
-        .filter(|_| !file.contains('/'))
-        .and_then(|d| std::fs::metadata(d.join("template/iso").join(file)).ok())
-        .map(|m| m.len());
-    match len {
-        Some(len) if props::prop(v, "size").is_none() => Ok(format!("{v},size={}", ids::format_size_exact(len))),
-        _ => Ok(v.to_string()),
-    }
-}
-
-/// A CD-ROM drive that stays a CD-ROM: `vmconfig_update_disk` changes its medium on a
-/// running VM at once (`change_medium`; `none` ejects), no restart needed.
-fn medium_change(old: Option<&String>, new: &str) -> bool {
-    let cd = |v: &str| props::prop(v, "media").as_deref() == Some("cdrom") && !v.contains("cloudinit");
-    old.is_some_and(|o| cd(o)) && cd(new)
 }
 
 /// `storage:cloudinit` → the cloud-init volume; `storage:N` → a new N GiB volume.
@@ -291,7 +263,7 @@ fn apply(
             }
         }
         vm.pending_delete.remove(&k);
-        if running && medium_change(vm.config.get(&k), &v) {
+        if running && super::cdrom::medium_change(vm.config.get(&k), &v) {
             vm.pending.remove(&k);
             vm.config.insert(k, v);
         } else if running && deferred_on_running(&k) && vm.config.get(&k) == Some(&v) {

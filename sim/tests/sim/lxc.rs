@@ -249,3 +249,27 @@ async fn a_container_is_locked_while_created_and_its_sshd_comes_up_boot_ssh_afte
     let addr = guest_addr(&c, 300).await;
     assert_eq!(addr.ip().to_string(), "127.0.55.11");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_container_persists_and_boots_again_with_the_same_host_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("sim");
+    let s = state.clone();
+    let c = start(0.0, move |cfg| cfg.state_dir = Some(s)).await;
+    let api = Api::new(&c);
+    plant_template(&c, "pve1");
+    let (key, public) = common::client_key();
+    let form = [("net0", "name=eth0,ip=127.0.55.12/8"), ("ssh-public-keys", public.as_str()), ("start", "1")];
+    let (_, b) = create(&api, &form).await;
+    assert_eq!(api.wait_task(b["data"].as_str().unwrap()).await["exitstatus"], "OK");
+    let first = ssh_exec(guest_addr(&c, 300).await, "root", &key, "true", b"").await.unwrap().host_key.unwrap();
+    c.shutdown().await;
+
+    let s = state.clone();
+    let c = start(0.0, move |cfg| cfg.state_dir = Some(s)).await;
+    let api = Api::new(&c);
+    assert_eq!(api.get("/nodes/pve1/lxc/300/status/current").await["status"], "running");
+    let again = ssh_exec(guest_addr(&c, 300).await, "root", &key, "true", b"").await.unwrap();
+    assert_eq!(again.code, Some(0));
+    assert_eq!(again.host_key.unwrap(), first);
+}
