@@ -82,6 +82,9 @@ fn a_windows_vm_installs_from_its_iso_detaches_its_media_on_finalize_and_a_rerun
     assert_eq!(config["boot"], "order=scsi0", "{config}");
     assert!(config["scsi0"].as_str().is_some_and(|d| d.contains("size=64G")), "{config}");
     assert_eq!(vm["power"], "running");
+    // Setup ran from cradle's answer ISO: Windows is on the system disk.
+    let on = vm["disk"]["windows_on"].as_str().unwrap_or_default();
+    assert!(on.starts_with("local-lvm:vm-400-disk-"), "installed by setup: {vm}");
     // The answer ISO (it may hold credentials) is gone from the node; the media stay.
     assert_eq!(ex.isos(&s), ["virtio-win.iso", "windows-server-2022.iso"]);
 
