@@ -281,9 +281,8 @@ impl SshClient {
     }
 
     /// Runs `command` on `t` with the local file `input` as its standard
-    /// input, read by `ssh` itself (through the target's master when there is
-    /// one), so a file of any size streams without passing through cradle's
-    /// memory. Killed after `timeout`; errors as [`SshClient::exec`]'s.
+    /// input, read by `ssh` itself on a connection of its own, so a file of
+    /// any size streams without passing through cradle's memory. Killed after `timeout`; errors as [`SshClient::exec`]'s.
     pub async fn exec_with_file(
         &self,
         t: &Target,
@@ -295,15 +294,11 @@ impl SshClient {
         if command.contains('\0') {
             return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
         }
-        let control = self.control_path(t)?;
-        if let Some(p) = &control {
-            let mut m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
-            if !m.contains_key(p) {
-                mux::register(p);
-                m.insert(p.clone(), host_entry(&t.host, t.port));
-            }
-        }
-        let out = self.run(t, command, Input::File(input), timeout, timeout, control.as_deref()).await?;
+        // A connection of its own, not a session on the target's master: the
+        // bulk data then goes straight from this `ssh` to the server instead
+        // of through the master process (one more key exchange, nothing
+        // against gigabytes; docs/BENCHMARKS.md).
+        let out = self.run(t, command, Input::File(input), timeout, timeout, None).await?;
         if out.exit_code == Some(255)
             && let Some(e) = self.classify(t, command, &String::from_utf8_lossy(&out.stderr))
         {

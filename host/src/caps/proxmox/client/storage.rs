@@ -85,6 +85,7 @@ impl ProxmoxClient {
     /// as `filename` with content type `content` (`import`, `iso`,
     /// `vztmpl`), its SHA-256 for PVE to verify; returns the UPID of the
     /// `imgcopy` task that verifies and moves it into place. Never retried.
+    #[allow(clippy::too_many_arguments, reason = "one upload's facts, each used once")]
     pub async fn upload_volume(
         &self,
         node: &str,
