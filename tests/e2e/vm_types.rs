@@ -257,7 +257,7 @@ fn cradle(dir: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn an_ssh_upload_killed_mid_transfer_leaves_only_a_part_file_and_the_rerun_completes() {
-    const IMAGE: usize = 256 << 20;
+    const IMAGE: usize = 96 << 20;
     let dir = tempfile::tempdir().expect("tempdir");
     // "Proxmox" outlives the kill: the simulator runs as its own process, as PVE 8.3 (SSH staging).
     let sim = RemoteSim::start_with(dir.path(), "0", &["--nodes", "pve1,pve2,pve3", "--pve-version", "8.3.5"]);
