@@ -5,10 +5,12 @@
 //! loopback (subnet 127.36.1.0/24, owned by this file) with the host key whose
 //! fingerprint PVE printed in the create task's log.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cradle::provision::{Action, HostResult};
-use cradle_tests::fixture::{Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, sim_vms};
+use cradle_tests::fixture::{
+    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, example_project, sim_vms,
+};
 
 const TEMPLATE: &str = "debian-12-standard_12.7-1_amd64.tar.zst";
 
@@ -16,24 +18,9 @@ struct Example {
     dir: tempfile::TempDir,
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read dir").flatten() {
-        let target = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).expect("copy");
-        }
-    }
-}
-
 impl Example {
     fn new() -> Example {
-        let ex = Example { dir: tempfile::tempdir().expect("tempdir") };
-        let root = cradle_tests::workspace();
-        copy_tree(&root.join("workflows"), &ex.dir.path().join("workflows"));
-        copy_tree(&root.join("examples/lxc"), ex.dir.path());
+        let ex = Example { dir: example_project("lxc") };
         // The containers' addresses on this test's loopback subnet.
         let hosts = ex.dir.path().join("inventory/hosts.yml");
         let text = std::fs::read_to_string(&hosts).expect("hosts").replace("10.0.40.", "127.36.1.");

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use cradle::provision::{Action, HostResult};
 use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{
-    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, sim_vms, writes,
+    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, example_project, sim_vms, writes,
 };
 use cradle_tests::remote_sim::RemoteSim;
 
@@ -21,18 +21,6 @@ use cradle_tests::remote_sim::RemoteSim;
 /// file, the example inventory, and an image of `image_bytes` bytes (none: no image).
 struct Example {
     dir: tempfile::TempDir,
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read dir").flatten() {
-        let target = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// A qcow2 header (magic, version 3, virtual size at offset 24) followed by
@@ -52,10 +40,7 @@ impl Example {
     /// The example with an image of `image_bytes` (none: no image file), on
     /// a simulator with the `[clusters.sim.sim]` lines `sim`.
     fn new(image_bytes: Option<usize>, sim: &[&str]) -> Example {
-        let ex = Example { dir: tempfile::tempdir().expect("tempdir") };
-        let root = cradle_tests::workspace();
-        copy_tree(&root.join("workflows"), &ex.dir.path().join("workflows"));
-        copy_tree(&root.join("examples/vm-types"), ex.dir.path());
+        let ex = Example { dir: example_project("vm-types") };
         if let Some(n) = image_bytes {
             std::fs::create_dir_all(ex.dir.path().join("images")).expect("images dir");
             std::fs::write(ex.dir.path().join("images/haos.qcow2"), qcow2(n, 6 << 30)).expect("image");
@@ -258,12 +243,9 @@ fn cradle(dir: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn an_ssh_upload_killed_mid_transfer_leaves_only_a_part_file_and_the_rerun_completes() {
     const IMAGE: usize = 96 << 20;
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = example_project("vm-types");
     // "Proxmox" outlives the kill: the simulator runs as its own process, as PVE 8.3 (SSH staging).
     let sim = RemoteSim::start_with(dir.path(), "0", &["--nodes", "pve1,pve2,pve3", "--pve-version", "8.3.5"]);
-    let root = cradle_tests::workspace();
-    copy_tree(&root.join("workflows"), &dir.path().join("workflows"));
-    copy_tree(&root.join("examples/vm-types"), dir.path());
     std::fs::create_dir_all(dir.path().join("images")).expect("images dir");
     std::fs::write(dir.path().join("images/haos.qcow2"), qcow2(IMAGE, 6 << 30)).expect("image");
     ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))

@@ -4,33 +4,20 @@
 //! carries `autounattend.xml` and reports through the QEMU guest agent. The
 //! answer ISO is cradle's own (an ISO 9660 + Joliet image it builds).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cradle::provision::{Action, HostResult};
-use cradle_tests::fixture::{Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, sim_vms};
+use cradle_tests::fixture::{
+    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, example_project, sim_vms,
+};
 
 struct Example {
     dir: tempfile::TempDir,
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read dir").flatten() {
-        let target = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).expect("copy");
-        }
-    }
-}
-
 impl Example {
     fn new() -> Example {
-        let ex = Example { dir: tempfile::tempdir().expect("tempdir") };
-        let root = cradle_tests::workspace();
-        copy_tree(&root.join("workflows"), &ex.dir.path().join("workflows"));
-        copy_tree(&root.join("examples/windows"), ex.dir.path());
+        let ex = Example { dir: example_project("windows") };
         ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0)))
             .workflows(Workflows::Dir("workflows".into()))
             .write(ex.dir.path());

@@ -578,6 +578,30 @@ impl SimSession {
     }
 }
 
+/// Copy the directory `from` into `to` (created), recursively.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir").flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A project directory holding the repository's `workflows/` and the worked
+/// example `examples/<example>` (its type's workflow and its inventory), as an
+/// operator would lay out a VM type (docs/VM-TYPES.md).
+pub fn example_project(example: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = crate::workspace();
+    copy_tree(&root.join("workflows"), &dir.path().join("workflows"));
+    copy_tree(&root.join("examples").join(example), dir.path());
+    dir
+}
+
 /// The in-process simulator's persisted VMs (templates included) by VMID,
 /// from `<state>/sim/sim/state.json` (empty before its first save).
 pub fn sim_vms(state: &Path) -> BTreeMap<u32, Value> {

@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::decode::{self, DecodeError};
-use super::vms::{check_keys, config_entries, upid_from, vm_runtime};
+use super::vms::{check_keys, config_entries, config_put, upid_from, vm_runtime};
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{PowerAction, VmRuntime};
@@ -71,15 +71,7 @@ impl ProxmoxClient {
         delete: &[String],
         digest: Option<&str>,
     ) -> Result<(), ProxmoxError> {
-        check_keys(node, vmid, set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)))?;
-        let mut call = Call::new(Method::PUT, self.ct_path(node, vmid, "/config")?, Idempotency::NotIdempotent);
-        for e in set {
-            call = call.param(&e.key, e.value.clone());
-        }
-        if !delete.is_empty() {
-            call = call.param("delete", delete.join(","));
-        }
-        call = call.opt_param("digest", digest);
+        let call = config_put(node, vmid, self.ct_path(node, vmid, "/config")?, set, delete, digest)?;
         self.call(&call).await.map(drop)
     }
 

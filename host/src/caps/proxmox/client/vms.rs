@@ -62,6 +62,27 @@ pub(crate) fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &
     Ok(())
 }
 
+/// The `PUT .../config` of a VM or a container: the keys checked, `delete`
+/// joined, the `digest` when given.
+pub(crate) fn config_put(
+    node: &str,
+    vmid: u32,
+    path: String,
+    set: &[Entry],
+    delete: &[String],
+    digest: Option<&str>,
+) -> Result<Call, ProxmoxError> {
+    check_keys(node, vmid, set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)))?;
+    let mut call = Call::new(Method::PUT, path, Idempotency::NotIdempotent);
+    for e in set {
+        call = call.param(&e.key, e.value.clone());
+    }
+    if !delete.is_empty() {
+        call = call.param("delete", delete.join(","));
+    }
+    Ok(call.opt_param("digest", digest))
+}
+
 pub(crate) fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
     let o = decode::object(data, "the VM config")?;
     // serde_json's map is ordered by key (no preserve_order feature); sort anyway
@@ -164,15 +185,7 @@ impl ProxmoxClient {
         delete: &[String],
         digest: Option<&str>,
     ) -> Result<(), ProxmoxError> {
-        check_keys(node, vmid, set.iter().map(|e| e.key.as_str()).chain(delete.iter().map(String::as_str)))?;
-        let mut call = Call::new(Method::PUT, self.vm_path(node, vmid, "/config")?, Idempotency::NotIdempotent);
-        for e in set {
-            call = call.param(&e.key, e.value.clone());
-        }
-        if !delete.is_empty() {
-            call = call.param("delete", delete.join(","));
-        }
-        call = call.opt_param("digest", digest);
+        let call = config_put(node, vmid, self.vm_path(node, vmid, "/config")?, set, delete, digest)?;
         self.call(&call).await.map(drop)
     }
 
