@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::decode::{self, DecodeError};
-use super::vms::{check_keys, config_entries, config_put, upid_from, vm_runtime};
+use super::vms::{config_entries, config_put, create_post, upid_from, vm_runtime};
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{PowerAction, VmRuntime};
@@ -40,19 +40,8 @@ impl ProxmoxClient {
 
     /// `POST /nodes/{node}/lxc` with `vmid` and the config keys; the UPID of `vzcreate`. Never retried.
     pub async fn create_container(&self, node: &str, vmid: u32, config: &[Entry]) -> Result<String, ProxmoxError> {
-        check_keys(node, vmid, config.iter().map(|e| e.key.as_str()))?;
-        if let Some(e) = config.iter().find(|e| CREATE_REFUSED.contains(&e.key.as_str())) {
-            return Err(ProxmoxError::InvalidArgument(format!(
-                "`{}` cannot be given when creating container {vmid} on node {node}: it restores or overwrites \\
-                 instead of creating",
-                e.key
-            )));
-        }
-        let path = format!("/nodes/{}/lxc", segment("node", node)?);
-        let mut call = Call::new(Method::POST, path, Idempotency::NotIdempotent).param("vmid", vmid.to_string());
-        for e in config {
-            call = call.param(&e.key, e.value.clone());
-        }
+        let call =
+            create_post(node, vmid, "lxc", config, CREATE_REFUSED, "it restores or overwrites instead of creating")?;
         self.fetch(call, upid_from).await
     }
 

@@ -62,6 +62,31 @@ pub(crate) fn check_keys<'k>(node: &str, vmid: u32, keys: impl Iterator<Item = &
     Ok(())
 }
 
+/// The `POST /nodes/{node}/{kind}` creating VM or container `vmid` with
+/// `config`: the keys checked, none of `refused` (`why` says what they do).
+pub(crate) fn create_post(
+    node: &str,
+    vmid: u32,
+    kind: &str,
+    config: &[Entry],
+    refused: &[&str],
+    why: &str,
+) -> Result<Call, ProxmoxError> {
+    check_keys(node, vmid, config.iter().map(|e| e.key.as_str()))?;
+    if let Some(e) = config.iter().find(|e| refused.contains(&e.key.as_str())) {
+        return Err(ProxmoxError::InvalidArgument(format!(
+            "`{}` cannot be given when creating {vmid} on node {node}: {why}",
+            e.key
+        )));
+    }
+    let path = format!("/nodes/{}/{kind}", segment("node", node)?);
+    let mut call = Call::new(Method::POST, path, Idempotency::NotIdempotent).param("vmid", vmid.to_string());
+    for e in config {
+        call = call.param(&e.key, e.value.clone());
+    }
+    Ok(call)
+}
+
 /// The `PUT .../config` of a VM or a container: the keys checked, `delete`
 /// joined, the `digest` when given.
 pub(crate) fn config_put(
@@ -147,19 +172,8 @@ impl ProxmoxClient {
     /// the caller discovers whether the VM exists. Keys are checked as for
     /// [`ProxmoxClient::set_config`] (no request parameters, none twice).
     pub async fn create_vm(&self, node: &str, vmid: u32, config: &[Entry]) -> Result<String, ProxmoxError> {
-        check_keys(node, vmid, config.iter().map(|e| e.key.as_str()))?;
-        if let Some(e) = config.iter().find(|e| CREATE_REFUSED.contains(&e.key.as_str())) {
-            return Err(ProxmoxError::InvalidArgument(format!(
-                "`{}` cannot be given when creating VM {vmid} on node {node}: it restores a backup instead of \
-                 creating a VM",
-                e.key
-            )));
-        }
-        let path = format!("/nodes/{}/qemu", segment("node", node)?);
-        let mut call = Call::new(Method::POST, path, Idempotency::NotIdempotent).param("vmid", vmid.to_string());
-        for e in config {
-            call = call.param(&e.key, e.value.clone());
-        }
+        let call =
+            create_post(node, vmid, "qemu", config, CREATE_REFUSED, "it restores a backup instead of creating a VM")?;
         self.fetch(call, upid_from).await
     }
 
