@@ -9,8 +9,8 @@
 //! image's size is reused (PVE overwrites on upload, and a copy PVE did not
 //! finish is removed by PVE or has another size).
 
+use super::Staged;
 use super::local::ImageFile;
-use super::stage::Staged;
 use crate::caps::context::CapCtx;
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::proxmox::Host as _;
@@ -65,7 +65,7 @@ pub fn stage_api(
             status.avail, image.name, image.size
         )));
     }
-    let timeout = super::stage::long_timeout(image.size);
+    let timeout = super::long_timeout(image.size);
     let upid = c
         .upload_volume(node, storage, "import", &image.path, &filename, digest, timeout)
         .map_err(CapError::from_wit)?;

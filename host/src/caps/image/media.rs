@@ -92,7 +92,7 @@ fn upload_iso(
         )));
     }
     let digest = sha256_file(file)?;
-    let timeout = super::stage::long_timeout(size);
+    let timeout = super::long_timeout(size);
     let upid = c.upload_volume(node, storage, "iso", file, filename, &digest, timeout).map_err(CapError::from_wit)?;
     let task = c.wait_task(node.to_string(), upid.clone(), timeout.as_millis() as u64).map_err(CapError::from_wit)?;
     if !task.ok {

@@ -38,7 +38,11 @@ mod stage;
 
 pub use api::{IMPORT_UPLOAD_SINCE, supports_import_upload};
 pub use local::{ImageFile, check_file};
-pub use stage::{DEFAULT_NODE_DIR, StageOptions, Staged, Transfer, stage};
+pub use stage::{DEFAULT_NODE_DIR, StageOptions, Transfer, stage};
+
+use std::time::Duration;
+
+use serde::Serialize;
 
 /// Where a VM type's image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,4 +58,26 @@ pub enum ImageSource {
     },
     /// A volume already on Proxmox storage (`local:import/haos.qcow2`).
     Volume(String),
+}
+
+/// What [`stage`] did (through the API or over SSH).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Staged {
+    /// The `import-from` source: the `import` volume (API), or the final
+    /// path on the node (SSH, attached with `qm disk import`).
+    pub import_from: String,
+    /// `api` (an `import` volume) or `ssh` (a file on the node).
+    pub via: String,
+    /// Whether bytes were sent (false: a complete copy was already there).
+    pub uploaded: bool,
+    /// The image's size.
+    pub bytes: u64,
+    /// Its SHA-256.
+    pub sha256: String,
+}
+
+/// A transfer's (or a remote checksum's) time limit: 10 MB/s at the worst,
+/// plus a minute.
+pub(crate) fn long_timeout(size: u64) -> Duration {
+    Duration::from_secs(60 + size / 10_000_000)
 }

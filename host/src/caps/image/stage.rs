@@ -8,9 +8,8 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
-
 use super::local::{ImageFile, check_digest, sha256_file};
+use super::{Staged, long_timeout};
 use crate::caps::context::CapCtx;
 use crate::caps::creation::snippets::node_target;
 use crate::caps::ssh::shell_quote;
@@ -23,21 +22,6 @@ pub const DEFAULT_NODE_DIR: &str = "/var/tmp/cradle-images";
 
 /// How long a quick remote check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// What [`stage`] did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Staged {
-    /// The `import-from` source: the image's final path on the node.
-    pub import_from: String,
-    /// `api` (an `import` volume) or `ssh` (a file on the node).
-    pub via: String,
-    /// Whether bytes were sent (false: a complete copy was already there).
-    pub uploaded: bool,
-    /// The image's size.
-    pub bytes: u64,
-    /// Its SHA-256.
-    pub sha256: String,
-}
 
 /// Refuse a staging directory under `/tmp` by its text (no I/O).
 fn check_dir_text(dir: &str, what: &str) -> Result<(), CapError> {
@@ -239,12 +223,6 @@ fn stage_ssh(
     }
     run(c, &t, format!("{s}mv -fT {} {}", shell_quote(&part), shell_quote(&final_path)), what)?;
     Ok(staged(true))
-}
-
-/// A transfer's (or a remote checksum's) time limit: 10 MB/s at the worst,
-/// plus a minute.
-pub(super) fn long_timeout(size: u64) -> Duration {
-    Duration::from_secs(60 + size / 10_000_000)
 }
 
 #[cfg(test)]
