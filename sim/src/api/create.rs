@@ -178,18 +178,16 @@ pub fn create(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
             }
             continue;
         }
-        let mut mac = || {
-            counter += 1;
-            ids::mac(sim.cfg.seed ^ u64::from(vmid), counter)
-        };
-        match props::normalize(k, v, &mut mac) {
-            Ok(nv) => {
-                config.insert(k.clone(), nv);
-            }
-            Err(e) => {
-                errors.insert(k.clone(), e);
-            }
-        }
+        super::params::put_normalized(
+            props::normalize,
+            sim.cfg.seed,
+            vmid,
+            &mut counter,
+            k,
+            v,
+            &mut config,
+            &mut errors,
+        );
     }
     if !errors.is_empty() {
         return Err(ApiError::Params(errors));

@@ -162,18 +162,7 @@ pub fn create(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
     let mut counter = st.id_counter;
     let mut config = BTreeMap::new();
     for (k, v) in p.map.iter().filter(|(k, _)| !META.contains(&k.as_str()) && k.as_str() != "rootfs") {
-        let mut mac = || {
-            counter += 1;
-            ids::mac(sim.cfg.seed ^ u64::from(vmid), counter)
-        };
-        match ct::normalize(k, v, &mut mac) {
-            Ok(nv) => {
-                config.insert(k.clone(), nv);
-            }
-            Err(e) => {
-                errors.insert(k.clone(), e);
-            }
-        }
+        super::params::put_normalized(ct::normalize, sim.cfg.seed, vmid, &mut counter, k, v, &mut config, &mut errors);
     }
     if !errors.is_empty() {
         return Err(ApiError::Params(errors));

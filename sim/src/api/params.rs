@@ -115,3 +115,35 @@ pub fn vmid(name: &str, v: &str) -> Result<u32, ApiError> {
     }
     Ok(n as u32)
 }
+
+/// The normalizer of one config parameter (`props::normalize` for VMs,
+/// `ct::normalize` for containers), given a MAC generator for NICs without one.
+pub type Normalize = fn(&str, &str, &mut dyn FnMut() -> String) -> Result<String, String>;
+
+/// Normalize `value` of `key` into `config`, or record its error in `errors`
+/// (PVE reports every bad parameter of a create at once). New MACs come from
+/// the cluster's seed, the VMID and `counter`, which advances per MAC.
+#[allow(clippy::too_many_arguments, reason = "one parameter's facts and the two maps it lands in")]
+pub fn put_normalized(
+    normalize: Normalize,
+    seed: u64,
+    vmid: u32,
+    counter: &mut u64,
+    key: &str,
+    value: &str,
+    config: &mut BTreeMap<String, String>,
+    errors: &mut BTreeMap<String, String>,
+) {
+    let mut mac = || {
+        *counter += 1;
+        crate::model::ids::mac(seed ^ u64::from(vmid), *counter)
+    };
+    match normalize(key, value, &mut mac) {
+        Ok(nv) => {
+            config.insert(key.to_string(), nv);
+        }
+        Err(e) => {
+            errors.insert(key.to_string(), e);
+        }
+    }
+}
