@@ -85,12 +85,17 @@ pub(crate) fn at(edge: Edge, vm: Option<&str>, step: &str) {
     }
 }
 
-#[allow(unsafe_code, reason = "kill(2) on our own pid: no memory is touched")]
+#[allow(unsafe_code, reason = "raise(3) on our own thread: no memory is touched")]
 fn signal_self(signal: libc::c_int) {
-    // SAFETY: getpid and kill have no preconditions; SIGKILL does not return,
-    // SIGSTOP returns once the process is continued.
+    // raise, not kill(getpid()): a signal sent to the process may be taken by
+    // another thread, and this one then runs on for a moment (long enough on
+    // a loaded machine to send its next request, whose deadline then passes
+    // while the process is stopped). Sent to this thread, it is acted on as
+    // the call returns; SIGKILL and SIGSTOP still take the whole process.
+    // SAFETY: raise has no preconditions; SIGKILL does not return, SIGSTOP
+    // returns once the process is continued.
     unsafe {
-        libc::kill(libc::getpid(), signal);
+        libc::raise(signal);
     }
 }
 
