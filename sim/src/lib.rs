@@ -23,6 +23,7 @@ mod model;
 mod nodefs;
 mod persist;
 mod seed;
+pub mod services;
 mod sim;
 mod tls;
 

@@ -1,0 +1,1 @@
+//! DHCP in the simulated cluster, from the UniFi stand-in (filled in with the guest side).
