@@ -199,6 +199,11 @@ pub struct SimConfig {
     /// The PVE version `GET /version` reports (`MAJOR.MINOR.PATCH`, default `9.0.3`);
     /// versions before 8.3 refuse the `import` content type.
     pub pve_version: String,
+    /// The DHCP server of the guests' network: a UniFi stand-in's
+    /// ([`crate::services::unifi::Unifi::dhcp`]). Guests whose network-data asks for
+    /// DHCP get its reservation for their NIC's MAC, else a pool address; `None` (the
+    /// default) = no DHCP server, such guests get no address.
+    pub dhcp: Option<crate::services::unifi::UnifiDhcp>,
 }
 
 /// What a started VM runs.
@@ -311,6 +316,7 @@ impl Default for SimConfig {
             guest_mode: GuestMode::Simulated,
             node_disk: NodeDisk::default(),
             pve_version: "9.0.3".into(),
+            dhcp: None,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! It serves the PVE HTTPS API (`/api2/json`, API-token auth, self-signed TLS) with the
 //! behaviour provisioning workflows depend on — tasks that take time, `lock: clone`,
 //! pending changes, `nextid` that never reserves, PVE 9 HA rules — and runs guests that
-//! answer real SSH on loopback addresses taken from their cloud-init network-data. See
+//! answer real SSH on loopback addresses taken from their cloud-init network-data (or
+//! from DHCP: [`SimConfig::dhcp`], served by the UniFi stand-in of [`services`]). See
 //! `docs/SIMULATOR.md` for what is modelled and every known difference from real PVE.
 //!
 //! Entry points: [`Cluster::start`] (library, in-process) and [`serve`] (the
@@ -37,6 +38,7 @@ pub use config::{
 };
 pub use error::SimError;
 pub use faults::{FaultKind, FaultSpec};
+pub use guest::dhcp::DhcpLease;
 
 use crate::sim::{Sim, lock};
 
@@ -232,6 +234,17 @@ impl RunningCluster {
     /// Where a running guest's sshd listens, once it is up.
     pub fn guest_ssh_addr(&self, vmid: u32) -> Option<SocketAddr> {
         guest::ssh_addr(&self.sim, vmid)
+    }
+
+    /// Every DHCP exchange of a guest so far (each boot of an interface that asks for
+    /// DHCP, offers and refusals), oldest first.
+    pub fn dhcp_leases(&self) -> Vec<DhcpLease> {
+        lock(&self.sim.dhcp_leases).clone()
+    }
+
+    /// The DHCP exchanges of one guest, oldest first (the first is its first boot's).
+    pub fn dhcp_leases_of(&self, vmid: u32) -> Vec<DhcpLease> {
+        lock(&self.sim.dhcp_leases).iter().filter(|l| l.vmid == vmid).cloned().collect()
     }
 
     /// The current boot ID of a running guest.

@@ -56,6 +56,8 @@ pub struct Sim {
     pub persist: crate::persist::Persist,
     /// Used space of the nodes' filesystems (see `nodefs`).
     pub disk_usage: crate::nodefs::Usage,
+    /// Every DHCP exchange of a guest so far, in order (`guest::dhcp`).
+    pub dhcp_leases: Mutex<Vec<crate::guest::dhcp::DhcpLease>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -136,6 +138,7 @@ impl Sim {
             fingerprint: std::sync::OnceLock::new(),
             persist: crate::persist::Persist::default(),
             disk_usage: crate::nodefs::Usage::default(),
+            dhcp_leases: Mutex::new(Vec::new()),
             cfg,
         });
         for node in &sim.cfg.nodes {

@@ -57,7 +57,7 @@ pub struct Identity {
     pub net: GuestNet,
 }
 
-fn yaml_str(v: &Yaml) -> Option<String> {
+pub(super) fn yaml_str(v: &Yaml) -> Option<String> {
     match v {
         Yaml::String(s) => Some(s.clone()),
         Yaml::Number(n) => Some(n.to_string()),
@@ -73,7 +73,7 @@ fn key_list(v: Option<&Yaml>) -> Vec<String> {
     }
 }
 
-fn get<'a>(v: &'a Yaml, k: &str) -> Option<&'a Yaml> {
+pub(super) fn get<'a>(v: &'a Yaml, k: &str) -> Option<&'a Yaml> {
     v.as_mapping().and_then(|m| m.get(Yaml::String(k.to_string())))
 }
 

@@ -213,9 +213,8 @@ fn guest_one(sim: &Arc<Sim>, vmid: u32, generation: u64, user: &str, words: &[St
     if container && (cmd == "cloud-init" || (cmd == "grep" && args.last() == Some(&"/var/log/cloud-init.log"))) {
         return not_found(cmd);
     }
-    // What cloud-init installed stays on the disk (the state lock is taken apart
-    // from the guests lock, never both at once).
-    let net = || lock(&sim.state).vms.get(&vmid).map(|v| v.disk.net.clone()).unwrap_or_default();
+    // What cloud-init installed stays on the disk, plus this boot's DHCP leases.
+    let net = || super::net_view(sim, vmid);
     match cmd {
         "true" | ":" => Outcome::ok(""),
         "false" => Outcome::fail(1, ""),

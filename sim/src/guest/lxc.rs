@@ -8,7 +8,9 @@
 //! the key the container's sshd presents. [`boot`] starts that sshd on the first static
 //! IPv4 address of the container's NICs (port `guest_ssh_port`) `timings.boot_ssh` after
 //! power-on; root logs in with exactly the keys given at create. No cloud-init. A
-//! container without a usable address (DHCP, outside `guest_subnet`) runs without sshd.
+//! `netN` with `ip=dhcp` asks the cluster's DHCP server at boot (`super::dhcp`) and,
+//! without a static address, sshd binds the lease. A container without a usable
+//! address (no lease, outside `guest_subnet`) runs without sshd.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,10 +85,10 @@ pub fn network(config: &std::collections::BTreeMap<String, String>) -> GuestNet 
 
 /// Boot a container's userland (its sshd), from the identity in its state.
 pub fn boot(sim: &Arc<Sim>, vmid: u32) -> Result<(), String> {
-    let (disk, name) = {
+    let (disk, name, dhcp_nics) = {
         let st = lock(&sim.state);
         let vm: &Vm = st.vms.get(&vmid).ok_or_else(|| format!("CT {vmid} does not exist"))?;
-        (vm.disk.clone(), vm.name())
+        (vm.disk.clone(), vm.name(), super::dhcp::nics(vm))
     };
     let key = disk
         .host_key
@@ -107,7 +109,9 @@ pub fn boot(sim: &Arc<Sim>, vmid: u32) -> Result<(), String> {
         windows: super::windows::WinBoot::No,
     };
     let hostname = disk.hostname.clone().unwrap_or(name);
-    super::boot(sim, vmid, Arc::new(ident), hostname, disk.address, false, Duration::ZERO);
+    let leases = super::dhcp::acquire(sim, vmid, &dhcp_nics, &hostname, true);
+    let net = super::BootNet::new(disk.address, leases);
+    super::boot(sim, vmid, Arc::new(ident), hostname, net, false, Duration::ZERO);
     Ok(())
 }
 

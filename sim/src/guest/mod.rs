@@ -10,10 +10,13 @@
 //! without a cloud-init drive and never given an identity (an appliance from an image)
 //! has no address and no sshd; its host name is the VM's `name`, and its guest agent
 //! (when the config enables one) answers from `boot_ssh` after power-on until it stops.
+//! An interface network-data configures with DHCP asks the cluster's DHCP server at
+//! every boot ([`dhcp`]); the guest's address is its static one, else its lease.
 //! One tokio task per guest (the accept loop) plus one per open connection; no threads.
 
 mod cloudinit;
 mod commands;
+pub mod dhcp;
 pub mod keys;
 pub mod lxc;
 mod net_cmd;
@@ -69,8 +72,10 @@ pub struct GuestRuntime {
     pub ssh_addr: Option<SocketAddr>,
     /// Hostname.
     pub hostname: String,
-    /// Address from network-data.
+    /// Address from network-data (static), else from DHCP.
     pub address: Option<Ipv4Addr>,
+    /// This boot's DHCP leases.
+    pub leases: Vec<dhcp::GuestLease>,
     /// Windows Setup of this boot has finished (the agent answers from then on).
     pub install_done: bool,
     /// Shared identity for reboots.
@@ -230,6 +235,7 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
             vm.disk.address = id.address;
             vm.disk.invalid_user_data = id.invalid_user_data;
             vm.disk.net = id.net;
+            vm.disk.dhcp = dhcp::interfaces(&seed.network);
         }
         // No seed, and an image with `datasource_list: [NoCloud, None]` (fault
         // `datasource-none`): cloud-init falls back to DataSourceNone, which is a new
@@ -247,24 +253,26 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
         let disk = vm.disk.clone();
         let qemu_vm = qemu::settings(sim, vmid).map(|_| vm.clone());
         let name = vm.config.get("name").cloned();
+        let dhcp_nics = dhcp::nics(vm);
         sim.changed();
-        (disk, first_boot, fallback, qemu_vm, name, win)
+        (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics)
     };
-    let (disk, first_boot, fallback, qemu_vm, name, win) = prepared;
+    let (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics) = prepared;
     if let Some(vm) = qemu_vm {
         // The real guest keeps its own disk; the model above only remembers what
         // its cloud-init was given (the network the forward is planned from).
         return qemu::power_on(sim, &vm, &disk, seed.as_ref());
     }
+    // An appliance booted from an image (no cloud-init ever named it) calls itself by
+    // the VM's name; it has no address and no sshd, only its guest agent answers.
+    let hostname = disk.hostname.clone().or(name).unwrap_or_else(|| format!("vm{vmid}"));
+    let leases = dhcp::acquire(sim, vmid, &dhcp_nics, &hostname, true);
     let Some(mut ident) = build_ident(&disk, seed.is_some() || fallback) else {
         tracing::warn!(vmid, "guest host key unusable; guest will not answer SSH");
         return Ok(());
     };
     ident.windows = win;
-    // An appliance booted from an image (no cloud-init ever named it) calls itself by
-    // the VM's name; it has no address and no sshd, only its guest agent answers.
-    let hostname = disk.hostname.clone().or(name).unwrap_or_else(|| format!("vm{vmid}"));
-    boot(sim, vmid, Arc::new(ident), hostname, disk.address, first_boot, Duration::ZERO);
+    boot(sim, vmid, Arc::new(ident), hostname, BootNet::new(disk.address, leases), first_boot, Duration::ZERO);
     Ok(())
 }
 
@@ -285,16 +293,30 @@ fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<G
     })
 }
 
+/// A boot's network: the address sshd binds and the DHCP leases behind it.
+pub(super) struct BootNet {
+    address: Option<Ipv4Addr>,
+    leases: Vec<dhcp::GuestLease>,
+}
+
+impl BootNet {
+    /// The static address when there is one, else the first leased one.
+    pub(super) fn new(static_address: Option<Ipv4Addr>, leases: Vec<dhcp::GuestLease>) -> Self {
+        BootNet { address: static_address.or_else(|| leases.first().map(|l| l.ip)), leases }
+    }
+}
+
 #[allow(clippy::too_many_arguments, reason = "one guest's boot facts, each used once; a struct would only be unpacked")]
 fn boot(
     sim: &Arc<Sim>,
     vmid: u32,
     ident: Arc<GuestIdent>,
     hostname: String,
-    address: Option<Ipv4Addr>,
+    net: BootNet,
     first_boot: bool,
     extra_delay: Duration,
 ) {
+    let BootNet { address, leases } = net;
     let now = Instant::now();
     let ssh_up_at = now + extra_delay + sim.scaled(sim.cfg.timings.boot_ssh);
     let ci_time = match (first_boot, ident.has_datasource) {
@@ -338,6 +360,7 @@ fn boot(
                 install_done: false,
                 hostname,
                 address,
+                leases,
                 ident: ident.clone(),
                 cancel,
             },
@@ -403,14 +426,14 @@ pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
         return;
     }
     let hang = sim.faults.fire(FaultKind::RebootHang);
-    let (ident, hostname, address, generation) = {
+    let (ident, hostname, generation) = {
         let mut guests = lock(&sim.guests);
         let Some(g) = guests.get_mut(&vmid) else { return };
         let _ = g.cancel.send(true);
         g.down = true;
         g.hung = hang;
         g.ssh_addr = None;
-        (g.ident.clone(), g.hostname.clone(), g.address, g.generation)
+        (g.ident.clone(), g.hostname.clone(), g.generation)
     };
     if hang {
         return;
@@ -418,7 +441,13 @@ pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
     sim.after(downtime, move |sim| {
         let same = lock(&sim.guests).get(&vmid).is_some_and(|g| g.generation == generation && g.down);
         if same {
-            boot(sim, vmid, ident, hostname, address, false, Duration::ZERO);
+            // The disk's network comes up again: static addresses, and DHCP asks anew.
+            let (static_address, nics) = {
+                let st = lock(&sim.state);
+                st.vms.get(&vmid).map(|vm| (vm.disk.address, dhcp::nics(vm))).unwrap_or_default()
+            };
+            let leases = dhcp::acquire(sim, vmid, &nics, &hostname, false);
+            boot(sim, vmid, ident, hostname, BootNet::new(static_address, leases), false, Duration::ZERO);
         }
     });
 }
@@ -464,6 +493,14 @@ pub struct AgentView {
     pub address: Option<Ipv4Addr>,
     /// Windows (else the Linux image).
     pub windows: bool,
+}
+
+/// The network a running guest shows (`ip`): what cloud-init installed on its disk,
+/// plus this boot's DHCP leases. The state and guests locks are taken one at a time.
+pub fn net_view(sim: &Sim, vmid: u32) -> crate::model::GuestNet {
+    let installed = lock(&sim.state).vms.get(&vmid).map(|v| v.disk.net.clone()).unwrap_or_default();
+    let leases = lock(&sim.guests).get(&vmid).map(|g| g.leases.clone()).unwrap_or_default();
+    dhcp::with_leases(installed, &leases)
 }
 
 /// The address a guest's sshd is bound to, once up (a qemu guest's forward, from

@@ -49,6 +49,21 @@ pub struct GuestDisk {
     /// The volid of the disk Windows Setup installed Windows to (`guest/windows.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows_on: Option<String>,
+    /// The interfaces network-data configures with DHCP (they ask at every boot).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dhcp: Vec<DhcpIface>,
+}
+
+/// An interface that takes its IPv4 address from DHCP (network-config v2 `dhcp4:
+/// true`, v1 subnet `dhcp`/`dhcp4`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DhcpIface {
+    /// The interface's name in the guest (v2 `set-name` or its key; v1 `name`).
+    pub name: String,
+    /// Its key in network-config (v2; the same as `name` for v1).
+    pub id: String,
+    /// The MAC it matches (v2 `match.macaddress`, v1 `mac_address`), lower-case.
+    pub mac: Option<String>,
 }
 
 /// The network a guest's cloud-init installed, as a minimal Debian 12 image ends up
