@@ -6,6 +6,13 @@
 //! it, referenced by `{ file = ... }`), so another cradle process can drive
 //! this simulator as it would a real cluster: that is how the crash tests kill
 //! cradle without killing "Proxmox".
+//!
+//! `--unifi`, `--technitium` and `--semaphore ADDR` also serve the in-process
+//! stand-ins of those services (docs/STAND-INS.md) next to the cluster: their URLs
+//! are printed, their credentials (generated) are written to 0600 files under
+//! `--stand-in-credentials DIR` (default `<state>/stand-ins`) and never printed, and
+//! the UniFi stand-in is the cluster's DHCP server (guests whose network-data asks
+//! for DHCP get their NIC's reservation, else a pool address).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,7 +24,7 @@ use clap::{Args, Subcommand};
 pub enum SimCmd {
     /// Serve the simulated cluster until Ctrl-C; prints the API URL, a token
     /// and the certificate fingerprint.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +72,96 @@ pub struct ServeArgs {
     /// Size in bytes of each node's root filesystem (/var/tmp, /var/lib/vz).
     #[arg(long)]
     pub node_root_bytes: Option<u64>,
+    /// Also serve a UniFi Network stand-in on ADDR (e.g. 127.0.0.1:0); it is the
+    /// cluster's DHCP server (docs/STAND-INS.md).
+    #[arg(long, value_name = "ADDR")]
+    pub unifi: Option<SocketAddr>,
+    /// The UniFi stand-in's API style: unifi-os (/proxy/network, TOKEN + CSRF, API
+    /// key) or classic (/api, unifises).
+    #[arg(long, default_value = "unifi-os", value_parser = ["unifi-os", "classic"], requires = "unifi")]
+    pub unifi_style: String,
+    /// Serve the UniFi stand-in over plain HTTP (controllers speak HTTPS; the
+    /// default is a self-signed certificate, its CA written next to the credentials
+    /// as unifi-ca.pem).
+    #[arg(long, requires = "unifi")]
+    pub unifi_http: bool,
+    /// Also serve a Technitium DNS stand-in on ADDR (plain HTTP).
+    #[arg(long, value_name = "ADDR")]
+    pub technitium: Option<SocketAddr>,
+    /// A Primary zone the Technitium stand-in has from the start (repeatable).
+    #[arg(long = "technitium-zone", value_name = "ZONE", default_value = "lab.example.com", requires = "technitium")]
+    pub technitium_zones: Vec<String>,
+    /// Also serve a Semaphore UI stand-in on ADDR (plain HTTP; project 1, template 1
+    /// `configure-vm`; its tasks run on --time-scale).
+    #[arg(long, value_name = "ADDR")]
+    pub semaphore: Option<SocketAddr>,
+    /// Where the stand-ins' credentials are written (0600 files; default
+    /// `<state>/stand-ins`).
+    #[arg(long, value_name = "DIR")]
+    pub stand_in_credentials: Option<PathBuf>,
+}
+
+/// The stand-ins one `sim serve` runs; dropping them stops them.
+#[derive(Default)]
+struct StandIns {
+    unifi: Option<cradle_sim::services::unifi::Unifi>,
+    technitium: Option<cradle_sim::services::technitium::Technitium>,
+    semaphore: Option<cradle_sim::services::semaphore::Semaphore>,
+}
+
+impl StandIns {
+    async fn start(args: &ServeArgs) -> anyhow::Result<StandIns> {
+        use cradle_sim::services::{Listen, semaphore, technitium, unifi};
+        let mut out = StandIns::default();
+        if let Some(addr) = args.unifi {
+            let style =
+                if args.unifi_style == "classic" { unifi::UnifiStyle::Classic } else { unifi::UnifiStyle::UnifiOs };
+            let listen = if args.unifi_http { Listen::http(addr) } else { Listen::https(addr) };
+            out.unifi = Some(unifi::start(unifi::UnifiConfig { listen, style, ..Default::default() }).await?);
+        }
+        if let Some(addr) = args.technitium {
+            let cfg = technitium::TechnitiumConfig {
+                listen: Listen::http(addr),
+                zones: args.technitium_zones.clone(),
+                ..Default::default()
+            };
+            out.technitium = Some(technitium::start(cfg).await?);
+        }
+        if let Some(addr) = args.semaphore {
+            let cfg = semaphore::SemaphoreConfig {
+                listen: Listen::http(addr),
+                time_scale: args.time_scale,
+                ..Default::default()
+            };
+            out.semaphore = Some(semaphore::start(cfg).await?);
+        }
+        Ok(out)
+    }
+
+    /// Write the credentials into `dir` and say where each stand-in is (never the
+    /// secrets themselves).
+    fn announce(&self, dir: &std::path::Path) -> anyhow::Result<String> {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let files = |paths: Vec<PathBuf>| paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        if let Some(u) = &self.unifi {
+            let style = match u.style() {
+                cradle_sim::services::unifi::UnifiStyle::Classic => "classic",
+                cradle_sim::services::unifi::UnifiStyle::UnifiOs => "UniFi OS",
+            };
+            let _ = writeln!(out, "  UniFi:        {} ({style}; the cluster's DHCP server)", u.url());
+            let _ = writeln!(out, "                credentials {}", files(u.write_credentials(dir)?));
+        }
+        if let Some(t) = &self.technitium {
+            let _ = writeln!(out, "  Technitium:   {}", t.url());
+            let _ = writeln!(out, "                credentials {}", files(t.write_credentials(dir)?));
+        }
+        if let Some(s) = &self.semaphore {
+            let _ = writeln!(out, "  Semaphore:    {}", s.url());
+            let _ = writeln!(out, "                credentials {}", files(s.write_credentials(dir)?));
+        }
+        Ok(out)
+    }
 }
 
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
@@ -96,8 +193,12 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
         q.accel = cradle_sim::Accel::parse(&args.qemu_accel)?;
         config.guest_mode = cradle_sim::GuestMode::Qemu(q);
     }
+    let stand_ins = StandIns::start(args).await?;
+    config.dhcp = stand_ins.unifi.as_ref().map(|u| u.dhcp("default"));
     let cluster = cradle_sim::Cluster::start(config).await?;
     print!("{}", cluster.banner());
+    let credentials = args.stand_in_credentials.clone().unwrap_or_else(|| cluster.root().join("stand-ins"));
+    print!("{}", stand_ins.announce(&credentials)?);
     if let Some(path) = &args.write_config {
         write_config(&cluster, &args.cluster_name, path)?;
         println!("  config:       {}", path.display());
@@ -105,6 +206,7 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     println!("Press Ctrl-C to stop.");
     let _ = tokio::signal::ctrl_c().await;
     cluster.shutdown().await;
+    drop(stand_ins);
     Ok(ExitCode::SUCCESS)
 }
 

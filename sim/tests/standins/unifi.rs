@@ -249,7 +249,7 @@ async fn credentials_are_generated_written_owner_only_and_never_in_debug_output(
     assert!(!debug.contains(u.password().expose()) && !debug.contains(u.api_key().unwrap().expose()), "{debug}");
     let dir = tempfile::tempdir().unwrap();
     let files = u.write_credentials(dir.path()).unwrap();
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 4, "username, password, API key, CA");
     use std::os::unix::fs::PermissionsExt;
     for f in &files {
         assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());

@@ -309,11 +309,16 @@ impl Unifi {
     }
 
     /// Write the credentials into `dir` (0600 files `unifi.username`,
-    /// `unifi.password` and, for UniFi OS, `unifi.api-key`); returns their paths.
+    /// `unifi.password`, for UniFi OS `unifi.api-key`, and with TLS the CA to trust,
+    /// `unifi-ca.pem`); returns their paths.
     pub fn write_credentials(&self, dir: &Path) -> Result<Vec<PathBuf>, ServiceError> {
+        let ca = self.ca_pem();
         let mut files = vec![("unifi.username", self.username.as_str()), ("unifi.password", self.password.expose())];
         if let Some(k) = &self.api_key {
             files.push(("unifi.api-key", k.expose()));
+        }
+        if let Some(ca) = &ca {
+            files.push(("unifi-ca.pem", ca.as_str()));
         }
         super::write_secret_files(dir, &files)
     }
