@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::zones::{NewRecord, RData, RType, Zones, parse_ttl, reverse_name, reverse_zone};
+use super::names::{parse_ttl, reverse_name, reverse_zone};
+use super::zones::{NewRecord, RData, RType, Zones};
 use crate::services::http::{Handler, Request, Response};
 use crate::services::{Secret, eq_ct, random_hex};
 use crate::sim::lock;
@@ -364,8 +365,9 @@ fn token<'a>(req: &'a Request, p: &'a Params) -> Option<&'a str> {
         .get_all("authorization")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer "))
-        .map(|v| v[7..].trim());
+        .find(|v| v.get(..7).is_some_and(|p| p.eq_ignore_ascii_case("bearer ")))
+        .and_then(|v| v.get(7..))
+        .map(str::trim);
     bearer.or_else(|| p.opt("token")).filter(|t| !t.is_empty())
 }
 

@@ -13,6 +13,7 @@
 //! State lives in memory for the life of the handle.
 
 mod api;
+mod names;
 mod zones;
 
 use std::path::{Path, PathBuf};
