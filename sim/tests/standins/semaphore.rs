@@ -42,6 +42,8 @@ impl Sem {
 #[tokio::test]
 async fn auth_is_a_bearer_token_or_the_session_cookie_and_401s_are_empty() {
     let s = semaphore::start(config(0.0)).await.unwrap();
+    let debug = format!("{s:?}");
+    assert!(!debug.contains(s.api_token().expose()) && !debug.contains(s.password().expose()), "{debug}");
     let http = client(s.ca_pem());
     let pong = http.get(format!("{}/api/ping", s.url())).send().await.unwrap();
     assert_eq!((pong.status().as_u16(), pong.text().await.unwrap()), (200, "pong".to_string()));

@@ -42,6 +42,8 @@ async fn start() -> (technitium::Technitium, Dns) {
 #[tokio::test]
 async fn login_gives_a_session_token_and_errors_come_with_http_200() {
     let (t, dns) = start().await;
+    let debug = format!("{t:?}");
+    assert!(!debug.contains(t.api_token().expose()) && !debug.contains(t.password().expose()), "{debug}");
     let bad = dns.get("/api/user/login", None, &[("user", "admin"), ("pass", "no")]).await;
     assert_eq!(bad["status"], "error");
     assert_eq!(bad["errorMessage"], "Invalid username or password for user: admin");

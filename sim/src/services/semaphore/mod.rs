@@ -178,13 +178,19 @@ pub struct SemaphoreTask {
 }
 
 /// A running Semaphore stand-in; dropping it stops the server.
-#[derive(Debug)]
 pub struct Semaphore {
     served: Served,
     login: String,
     password: Secret,
     api_token: Secret,
     state: Arc<Mutex<api::State>>,
+}
+
+impl std::fmt::Debug for Semaphore {
+    /// The URL only: sessions and tokens in the state are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore").field("url", &self.url()).finish_non_exhaustive()
+    }
 }
 
 /// Start a Semaphore stand-in.

@@ -85,13 +85,19 @@ pub struct TechnitiumRecord {
 }
 
 /// A running Technitium stand-in; dropping it stops the server.
-#[derive(Debug)]
 pub struct Technitium {
     served: Served,
     username: String,
     password: Secret,
     api_token: Secret,
     state: Arc<Mutex<api::State>>,
+}
+
+impl std::fmt::Debug for Technitium {
+    /// The URL only: sessions and tokens in the state are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Technitium").field("url", &self.url()).finish_non_exhaustive()
+    }
 }
 
 /// Start a Technitium stand-in.

@@ -203,7 +203,6 @@ pub struct UnifiNetwork {
 }
 
 /// A running UniFi stand-in; dropping it stops the server.
-#[derive(Debug)]
 pub struct Unifi {
     served: Served,
     style: UnifiStyle,
@@ -211,6 +210,13 @@ pub struct Unifi {
     password: Secret,
     api_key: Option<Secret>,
     state: Arc<Mutex<state::State>>,
+}
+
+impl std::fmt::Debug for Unifi {
+    /// The URL only: sessions and tokens in the state are secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unifi").field("url", &self.url()).field("style", &self.style).finish_non_exhaustive()
+    }
 }
 
 /// Start a UniFi stand-in.
