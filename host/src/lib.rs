@@ -28,6 +28,7 @@ pub mod project;
 pub mod provision;
 pub mod reload;
 pub mod secrets;
+pub mod serve;
 pub mod state;
 pub mod text;
 pub mod workflow;

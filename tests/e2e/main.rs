@@ -21,6 +21,7 @@ mod qemu_guest;
 mod reload;
 mod sandbox;
 mod scale;
+mod serve;
 mod sim_cli;
 mod terraform;
 mod vm_types;

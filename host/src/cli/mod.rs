@@ -11,6 +11,7 @@ mod provision;
 mod remove;
 mod run;
 mod runs;
+mod serve;
 mod sim;
 mod workflows;
 
@@ -77,6 +78,8 @@ enum Command {
     /// Read run journals.
     #[command(subcommand)]
     Runs(runs::RunsCmd),
+    /// Accept NetBox webhooks and run the pipeline of each VM set to Staged.
+    Serve(serve::ServeArgs),
     /// The simulated Proxmox VE cluster.
     #[command(subcommand)]
     Sim(sim::SimCmd),
@@ -98,7 +101,12 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(dispatch(cli)) {
+    let result = rt.block_on(dispatch(cli));
+    // Work still on a blocking thread now is abandoned (a pipeline `cradle
+    // serve` left running past its grace period resumes at the next start):
+    // the process does not wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(code) => code,
         // The reader of stdout went away (`cradle runs list | head`): nothing
         // more to say, and no one to say it to.
@@ -165,6 +173,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Unlock(args) => remove::unlock(&cli, args),
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
+        Command::Serve(args) => serve::run(&cli, args).await,
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,
         Command::Completions(args) => completions::run(args),
     }

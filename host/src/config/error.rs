@@ -67,6 +67,9 @@ pub enum ConfigProblem {
     /// `[coordination]` is inconsistent.
     #[error("{0}")]
     Coordination(String),
+    /// `[serve]` has a value that cannot work.
+    #[error("{0}")]
+    Serve(String),
     /// A `[clusters.NAME]` value.
     #[error("clusters.{name}: {problem}")]
     ClusterValue { name: String, problem: ClusterProblem },

@@ -25,8 +25,10 @@ use crate::plugin::limits::LimitsConfig;
 use crate::secrets::SecretRef;
 
 mod error;
+mod serve;
 
 pub use error::{ClusterProblem, ConfigError, ConfigProblem, EnvironmentError};
+pub use serve::{ServeConfig, SourceConfig, SourceKind};
 
 /// The file name cradle looks for in the project directory.
 pub const CONFIG_FILE: &str = "cradle.toml";
@@ -68,6 +70,9 @@ pub struct Config {
     /// Where workflow locks live (`[coordination]`: this node's state dir, or etcd).
     #[serde(default)]
     pub coordination: CoordinationConfig,
+    /// `cradle serve`: listener, bounds and webhook sources (`[serve]`).
+    #[serde(default)]
+    pub serve: ServeConfig,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -606,6 +611,8 @@ impl Config {
         }
         self.terraform.validate().map_err(ConfigProblem::Terraform)?;
         self.coordination.validate().map_err(ConfigProblem::Coordination)?;
+        let envs: Vec<&str> = self.environments.keys().map(String::as_str).collect();
+        self.serve.validate(&envs).map_err(ConfigProblem::Serve)?;
         for (name, dns) in &self.dns {
             dns.validate().map_err(|problem| ConfigProblem::DnsProvider { name: name.clone(), problem })?;
         }

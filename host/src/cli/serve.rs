@@ -1,0 +1,85 @@
+//! `cradle serve [--listen ADDR]`: the webhook service of `[serve]`
+//! (docs/SERVE.md). It checks everything it needs before it listens (the
+//! sources' secrets and workflows), prints the address it listens on, and
+//! stops on SIGTERM or Ctrl-C: running pipelines get `shutdown_grace_s` to
+//! finish, the rest resume at the next start. Workflows reload when their
+//! files change; the next event runs the new version.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::Cli;
+use crate::reload::{self, Live, ReloadEvent};
+use crate::serve::pipeline::WorkflowPipeline;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (default: `[serve] listen`), e.g. 127.0.0.1:8085.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+}
+
+pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let project = Arc::new(cli.project()?);
+    let config = project.config.serve.clone();
+    if config.sources.is_empty() {
+        anyhow::bail!(
+            "{}: [serve] has no sources; add [serve.sources.netbox] with its webhook secret (docs/SERVE.md)",
+            project.config_path.display()
+        );
+    }
+    let listen =
+        args.listen.or(config.listen).context("no address to listen on: pass --listen ADDR or set [serve] listen")?;
+    let loaded = {
+        let p = project.clone();
+        tokio::task::spawn_blocking(move || p.load()).await??
+    };
+    WorkflowPipeline::check(&config, &loaded).map_err(anyhow::Error::msg)?;
+    let keys = crate::serve::keys(&config)?;
+    let live = Arc::new(Live::new(loaded));
+    let _watcher = reload::watch(project.clone(), live.clone(), |event| match event {
+        ReloadEvent::Swapped { workflows_hash, .. } => {
+            tracing::info!(workflows = &workflows_hash[..12.min(workflows_hash.len())], "workflows reloaded");
+        }
+        ReloadEvent::Failed { error, .. } => {
+            tracing::warn!(error = %error, "reload failed; keeping the last good version");
+        }
+    })?;
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+    let bound = listener.local_addr()?;
+    let paths: Vec<String> = config.sources.keys().map(|s| format!("/hooks/{s}")).collect();
+    eprintln!("cradle serve: listening on http://{bound} ({})", paths.join(", "));
+    let store_dir = project.state.root().join("serve");
+    let pipeline = Arc::new(WorkflowPipeline::new(project.clone(), live, &config));
+    let stopped = crate::serve::run(listener, &config, keys, &store_dir, pipeline, stop_signal()).await?;
+    if stopped.left_running > 0 {
+        eprintln!(
+            "cradle serve: stopped; {} pipeline(s) were still running and resume at the next start",
+            stopped.left_running
+        );
+    } else {
+        eprintln!("cradle serve: stopped");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM (service managers) or Ctrl-C.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            // No handler: Ctrl-C still stops it.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,178 @@
+//! The webhook listener: `POST /hooks/NAME` for each `[serve.sources.NAME]`,
+//! and `GET /healthz`.
+//!
+//! Contract, in the order a request meets it:
+//! 1. over `max_requests_per_s` (all sources together): `429`, nothing read;
+//! 2. an unknown path `404`, another method `405`;
+//! 3. a body over `max_body_bytes` (by `Content-Length`, or as it streams):
+//!    `413`; a body not sent within [`BODY_TIMEOUT`]: `408`;
+//! 4. the signature ([`super::signature`]) over the raw bytes, before any
+//!    parsing: `401` and nothing else happens;
+//! 5. the payload ([`super::event::parse`]): `400` if unreadable, `200
+//!    ignored` (with the reason) if it starts nothing;
+//! 6. the event is recorded durably ([`super::store`]) and only then answered
+//!    `202 accepted`; a VM already in flight `202 in-flight`, a body seen
+//!    before `200 duplicate`; a full queue or a failed write `503`.
+//!
+//! Answers are small JSON documents; none holds a secret or echoes the body.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::event::{Delivery, parse};
+use super::signature::{HEADER, WebhookKey};
+use super::store::{Admission, EventStore};
+
+/// How long a client may take to send its body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything a request needs; shared by every connection.
+pub struct Listener {
+    /// Each source's verification key, by name.
+    pub keys: BTreeMap<String, WebhookKey>,
+    /// The durable events.
+    pub store: Arc<EventStore>,
+    /// The largest body accepted.
+    pub max_body: usize,
+    /// Requests per second.
+    pub rate: RateLimit,
+    /// Where accepted events go to be run.
+    pub dispatch: tokio::sync::mpsc::UnboundedSender<u64>,
+}
+
+/// A token bucket: `per_s` requests a second, bursts of up to `per_s`.
+pub struct RateLimit {
+    per_s: f64,
+    bucket: Mutex<(f64, Instant)>,
+}
+
+impl RateLimit {
+    /// A full bucket of `per_s`.
+    pub fn new(per_s: u32) -> RateLimit {
+        RateLimit { per_s: f64::from(per_s), bucket: Mutex::new((f64::from(per_s), Instant::now())) }
+    }
+
+    /// Take one token, if there is one.
+    pub fn take(&self) -> bool {
+        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * self.per_s).min(self.per_s);
+        b.1 = now;
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+fn answer(status: StatusCode, doc: Value) -> Answer {
+    let mut r = Response::new(Full::new(Bytes::from(doc.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn refuse(status: StatusCode, error: impl Into<String>) -> Answer {
+    answer(status, json!({ "status": "refused", "error": error.into() }))
+}
+
+fn retry_after(mut r: Answer, seconds: u32) -> Answer {
+    r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
+    r
+}
+
+impl Listener {
+    /// Answer one request from `peer`.
+    pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Answer {
+        if !self.rate.take() {
+            return retry_after(refuse(StatusCode::TOO_MANY_REQUESTS, "too many requests; slow down"), 1);
+        }
+        let path = req.uri().path().to_string();
+        if path == "/healthz" && req.method() == Method::GET {
+            return answer(StatusCode::OK, json!({ "status": "ok", "queued": self.store.queued() }));
+        }
+        let Some(source) = path.strip_prefix("/hooks/").filter(|s| self.keys.contains_key(*s)).map(str::to_string)
+        else {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                "no such webhook source (the paths are /hooks/NAME of [serve.sources])",
+            );
+        };
+        if req.method() != Method::POST {
+            let mut r = refuse(StatusCode::METHOD_NOT_ALLOWED, "webhooks are POSTed");
+            r.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body as u64) {
+            return self.too_large(&source, peer);
+        }
+        let signature = req.headers().get(HEADER).map(|v| v.as_bytes().to_vec());
+        let body =
+            match tokio::time::timeout(BODY_TIMEOUT, Limited::new(req.into_body(), self.max_body).collect()).await {
+                Err(_) => return refuse(StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"),
+                Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                    return self.too_large(&source, peer);
+                }
+                Ok(Err(e)) => return refuse(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}")),
+                Ok(Ok(collected)) => collected.to_bytes(),
+            };
+        let key = &self.keys[&source];
+        if let Err(e) = key.verify(&body, signature.as_deref()) {
+            tracing::warn!(source, %peer, reason = %e, "webhook refused: bad signature");
+            return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+        }
+        let staged = match parse(&body) {
+            Err(e) => {
+                tracing::warn!(source, %peer, error = %e, "webhook refused: unreadable payload");
+                return refuse(StatusCode::BAD_REQUEST, e.to_string());
+            }
+            Ok(Delivery::Ignored(reason)) => {
+                tracing::debug!(source, %reason, "webhook ignored");
+                return answer(StatusCode::OK, json!({ "status": "ignored", "reason": reason }));
+            }
+            Ok(Delivery::Staged(vm)) => vm,
+        };
+        let digest = hex::encode(Sha256::digest(&body));
+        match self.store.admit(&source, &staged, digest).await {
+            Ok(Admission::Accepted(event)) => {
+                tracing::info!(source, vm = %event.vm_name, vm_id = event.vm_id, seq = event.seq, "webhook accepted");
+                // The dispatcher is gone only while stopping: the event is on
+                // disk and resumes at the next start.
+                let _ = self.dispatch.send(event.seq);
+                answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "event": event.seq }))
+            }
+            Ok(Admission::InFlight { seq }) => {
+                answer(StatusCode::ACCEPTED, json!({ "status": "in-flight", "event": seq }))
+            }
+            Ok(Admission::Duplicate { seq }) => answer(StatusCode::OK, json!({ "status": "duplicate", "event": seq })),
+            Ok(Admission::Full { queued }) => retry_after(
+                refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{queued} events wait already; try again later")),
+                30,
+            ),
+            Err(e) => {
+                tracing::error!(source, error = %e, "could not record a webhook event");
+                retry_after(refuse(StatusCode::SERVICE_UNAVAILABLE, "cannot record the event now"), 30)
+            }
+        }
+    }
+
+    fn too_large(&self, source: &str, peer: SocketAddr) -> Answer {
+        tracing::warn!(source, %peer, max = self.max_body, "webhook refused: body too large");
+        refuse(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {} bytes", self.max_body))
+    }
+}

@@ -1,0 +1,155 @@
+//! `cradle serve`: a durable, signed webhook service that starts a workflow
+//! for each NetBox virtual machine set to Staged (docs/SERVE.md).
+//!
+//! - `[serve]` in cradle.toml is `config::ServeConfig` (config/serve.rs);
+//! - `signature`: `X-Hook-Signature` (HMAC-SHA512 of the raw body);
+//! - `event`: which deliveries start a pipeline (NetBox 3.7–4.7 payloads);
+//! - `store`: the durable event log (accepted before `202`, resumed after a
+//!   restart, one event in flight per VM);
+//! - `listener`: the HTTP side, with its bounds (rate, body size, time);
+//! - `dispatch`: runs pipelines with bounded concurrency;
+//! - `pipeline`: an event's pipeline is a workflow function.
+//!
+//! Contract of [`run`]: events left unfinished by the last process are resumed
+//! first; requests are served until `shutdown` completes; then no new
+//! connection or pipeline starts, running pipelines get
+//! `shutdown_grace_s` to finish (the rest resume at the next start), and the
+//! event log is closed after its last line is on disk.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+pub mod dispatch;
+pub mod event;
+pub mod listener;
+pub mod pipeline;
+pub mod signature;
+pub mod store;
+
+pub use crate::config::{ServeConfig, SourceConfig, SourceKind};
+pub use dispatch::{Outcome, Pipeline};
+pub use signature::WebhookKey;
+pub use store::{Event, EventState, EventStore};
+
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 1024;
+/// How long a client may take to send its request headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long open connections may finish their request after shutdown starts.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Why `cradle serve` cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A source's secret cannot be resolved.
+    #[error("serve.sources.{source_name}.secret: {error}")]
+    Secret {
+        /// The source.
+        source_name: String,
+        /// Why.
+        error: crate::secrets::SecretError,
+    },
+    /// The event log.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Each source's verification key, from its secret.
+pub fn keys(config: &ServeConfig) -> Result<BTreeMap<String, WebhookKey>, ServeError> {
+    config
+        .sources
+        .iter()
+        .map(|(name, source)| {
+            let secret =
+                source.secret.resolve().map_err(|error| ServeError::Secret { source_name: name.clone(), error })?;
+            Ok((name.clone(), WebhookKey::new(secret.expose().as_bytes())))
+        })
+        .collect()
+}
+
+/// What a [`run`] left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    /// Pipelines still running when the grace period ended.
+    pub left_running: usize,
+}
+
+/// Serve `listener` until `shutdown` completes (module docs).
+pub async fn run(
+    listener: TcpListener,
+    config: &ServeConfig,
+    keys: BTreeMap<String, WebhookKey>,
+    store_dir: &Path,
+    pipeline: Arc<dyn Pipeline>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<Stopped, ServeError> {
+    let (store, resume) = EventStore::open(store_dir, config.max_queued)?;
+    let store = Arc::new(store);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for event in &resume {
+        tracing::info!(seq = event.seq, vm = %event.vm_name, "resuming an event left unfinished");
+        let _ = tx.send(event.seq);
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let grace = Duration::from_secs(config.shutdown_grace_s);
+    let dispatcher =
+        tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
+    let shared = Arc::new(listener::Listener {
+        keys,
+        store: store.clone(),
+        max_body: config.max_body_bytes,
+        rate: listener::RateLimit::new(config.max_requests_per_s),
+        dispatch: tx,
+    });
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut open = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            p = connections.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, do not spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        while open.try_join_next().is_some() {}
+        let shared = shared.clone();
+        open.spawn(async move {
+            let _permit = permit;
+            let service = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(shared.handle(req, peer).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("stopping: no new connections or pipelines");
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(DRAIN, async { while open.join_next().await.is_some() {} }).await;
+    open.abort_all();
+    let left_running = dispatcher.await.unwrap_or(0);
+    store.close();
+    Ok(Stopped { left_running })
+}

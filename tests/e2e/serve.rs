@@ -1,0 +1,487 @@
+//! `cradle serve`, through its library over real HTTP and through the real
+//! binary: signed NetBox webhooks are recorded durably before `202`, anything
+//! forged, unsigned, altered or oversized changes nothing, one VM is in flight
+//! once, and events survive a stop or a kill -9 to run exactly once.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use cradle::serve::{Event, EventState, EventStore, Outcome, Pipeline, ServeConfig, Stopped, WebhookKey};
+use cradle_tests::cradle_bin;
+
+/// The real NetBox 4.7.3 delivery (VM 1, `probe-vm`, planned → staged).
+const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
+const SECRET: &str = "CANARY-WEBHOOK-SECRET-7f3a";
+
+/// The real delivery, for NetBox VM `id` named `name`.
+fn body_for(id: u64, name: &str) -> String {
+    REAL_BODY
+        .replace(
+            "\"id\": 1, \"url\": \"/api/virtualization/virtual-machines/1/\"",
+            &format!("\"id\": {id}, \"url\": \"/api/virtualization/virtual-machines/{id}/\""),
+        )
+        .replace("probe-vm", name)
+}
+
+fn sign(body: &str) -> String {
+    WebhookKey::new(SECRET.as_bytes()).sign(body.as_bytes())
+}
+
+/// One HTTP/1.1 request on its own connection; the status and the body.
+fn request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    s.write_all(head.as_bytes()).expect("head");
+    // The server may answer (413) and close before it reads a large body.
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+fn post(addr: SocketAddr, path: &str, signature: Option<&str>, body: &str) -> (u16, String) {
+    let sig = signature.map(|s| format!("X-Hook-Signature: {s}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: cradle\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{sig}Connection: close\r\n\r\n",
+        body.len()
+    );
+    request(addr, &head, body.as_bytes())
+}
+
+fn deliver(addr: SocketAddr, body: &str) -> (u16, String) {
+    post(addr, "/hooks/netbox", Some(&sign(body)), body)
+}
+
+/// A pipeline that records each run and holds the VMs in `held` until released.
+#[derive(Default)]
+struct Gate {
+    runs: Mutex<Vec<(u64, u64)>>,
+    held: Mutex<Vec<u64>>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn holding(vm_ids: &[u64]) -> Arc<Gate> {
+        Arc::new(Gate { held: Mutex::new(vm_ids.to_vec()), ..Gate::default() })
+    }
+    fn release_all(&self) {
+        self.held.lock().expect("gate").clear();
+        self.changed.notify_all();
+    }
+    fn runs(&self) -> Vec<(u64, u64)> {
+        self.runs.lock().expect("gate").clone()
+    }
+    fn wait_runs(&self, n: usize) -> Vec<(u64, u64)> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.runs().len() < n {
+            assert!(Instant::now() < deadline, "{} runs, wanted {n}", self.runs().len());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.runs()
+    }
+}
+
+impl Pipeline for Gate {
+    fn run(&self, event: &Event) -> Outcome {
+        self.runs.lock().expect("gate").push((event.seq, event.vm_id));
+        let mut held = self.held.lock().expect("gate");
+        while held.contains(&event.vm_id) {
+            held = self.changed.wait(held).expect("gate");
+        }
+        Outcome { ok: true, run_id: None, detail: format!("made {}", event.vm_name) }
+    }
+}
+
+/// `cradle serve`'s library on its own runtime thread.
+struct Service {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Stopped>>,
+}
+
+impl Service {
+    fn start(dir: &Path, config: ServeConfig, pipeline: Arc<Gate>) -> Service {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = dir.to_path_buf();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+            let stopped = rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send addr");
+                let keys = [("netbox".to_string(), WebhookKey::new(SECRET.as_bytes()))].into_iter().collect();
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                cradle::serve::run(listener, &config, keys, &dir, pipeline, shutdown).await.expect("serve")
+            });
+            // A pipeline left running stays parked: do not wait for it, as a
+            // stopped process would not.
+            rt.shutdown_background();
+            stopped
+        });
+        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("listening");
+        Service { addr, stop: Some(stop), thread: Some(thread) }
+    }
+
+    fn stop(mut self) -> Stopped {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.thread.take().expect("thread").join().expect("service thread")
+    }
+}
+
+fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
+    let mut c = ServeConfig { shutdown_grace_s: 0, ..ServeConfig::default() };
+    tweak(&mut c);
+    c
+}
+
+fn store_events(dir: &Path) -> Vec<Event> {
+    let (store, _) = EventStore::open(dir, 100).expect("open the store");
+    store.events()
+}
+
+fn serve_dir(tmp: &tempfile::TempDir) -> PathBuf {
+    tmp.path().join("serve")
+}
+
+#[test]
+fn a_signed_delivery_is_recorded_before_202_and_its_pipeline_runs_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let gate = Gate::holding(&[]);
+    let svc = Service::start(&serve_dir(&tmp), config(|_| {}), gate.clone());
+    let (status, text) = deliver(svc.addr, REAL_BODY);
+    assert_eq!(status, 202, "{text}");
+    assert!(text.contains("\"accepted\""), "{text}");
+    assert_eq!(gate.wait_runs(1), vec![(0, 1)]);
+    svc.stop();
+    let events = store_events(&serve_dir(&tmp));
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0].vm_name.as_str(), events[0].state), ("probe-vm", EventState::Done));
+    assert_eq!(events[0].request_id.as_deref(), Some("951c9de5-b5c8-45e5-8b16-5628f1f957df"));
+}
+
+#[test]
+fn forged_unsigned_altered_or_oversized_deliveries_change_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let gate = Gate::holding(&[]);
+    let svc = Service::start(&serve_dir(&tmp), config(|c| c.max_body_bytes = 8 * 1024), gate.clone());
+    let forged = WebhookKey::new(b"not-the-secret").sign(REAL_BODY.as_bytes());
+    let altered = REAL_BODY.replace("probe-vm", "evil-vm");
+    let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(20_000));
+    let cases: Vec<(&str, (u16, String))> = vec![
+        ("forged", post(svc.addr, "/hooks/netbox", Some(&forged), REAL_BODY)),
+        ("unsigned", post(svc.addr, "/hooks/netbox", None, REAL_BODY)),
+        ("altered body, original signature", post(svc.addr, "/hooks/netbox", Some(&sign(REAL_BODY)), &altered)),
+        ("garbage signature", post(svc.addr, "/hooks/netbox", Some("sha512=deadbeef"), REAL_BODY)),
+        ("oversized, signed", post(svc.addr, "/hooks/netbox", Some(&sign(&big)), &big)),
+        ("unknown source", post(svc.addr, "/hooks/gitlab", Some(&sign(REAL_BODY)), REAL_BODY)),
+    ];
+    let chunked = format!(
+        "POST /hooks/netbox HTTP/1.1\r\nHost: c\r\nTransfer-Encoding: chunked\r\nX-Hook-Signature: {}\r\nConnection: close\r\n\r\n",
+        sign(&big)
+    );
+    let chunked_body = format!("{:x}\r\n{big}\r\n0\r\n\r\n", big.len());
+    let streamed = request(svc.addr, &chunked, chunked_body.as_bytes());
+    let get = request(svc.addr, "GET /hooks/netbox HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n", b"");
+    let want = [401, 401, 401, 401, 413, 404];
+    for ((what, (status, text)), want) in cases.iter().zip(want) {
+        assert_eq!(*status, want, "{what}: {text}");
+        assert!(!text.contains(SECRET), "{what}: the answer holds no secret");
+    }
+    assert_eq!(streamed.0, 413, "a chunked body over the limit: {}", streamed.1);
+    assert_eq!(get.0, 405, "{}", get.1);
+    // A valid one afterwards still works: the refusals left no state behind.
+    assert_eq!(deliver(svc.addr, REAL_BODY).0, 202);
+    gate.wait_runs(1);
+    svc.stop();
+    let events = store_events(&serve_dir(&tmp));
+    assert_eq!(events.len(), 1, "only the valid delivery was recorded: {events:?}");
+    assert_eq!(gate.runs().len(), 1);
+}
+
+#[test]
+fn a_second_delivery_for_a_vm_in_flight_starts_no_second_run_and_a_replay_is_a_duplicate() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let gate = Gate::holding(&[5]);
+    let svc = Service::start(&serve_dir(&tmp), config(|_| {}), gate.clone());
+    let first = body_for(5, "web-5");
+    assert_eq!(deliver(svc.addr, &first).0, 202);
+    gate.wait_runs(1);
+    // NetBox sends the change again (another request id: another body).
+    let again = first.replace("951c9de5", "0000aaaa");
+    let (status, text) = deliver(svc.addr, &again);
+    assert_eq!((status, text.contains("in-flight")), (202, true), "{text}");
+    gate.release_all();
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, text) = deliver(svc.addr, &first);
+    assert_eq!((status, text.contains("duplicate")), (200, true), "an exact replay: {text}");
+    svc.stop();
+    assert_eq!(gate.runs().len(), 1, "one run for the VM");
+}
+
+#[test]
+fn events_in_flight_at_shutdown_resume_at_the_next_start_and_run_exactly_once_each() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let gate = Gate::holding(&[11, 12, 13]);
+    let svc = Service::start(&serve_dir(&tmp), config(|c| c.concurrency = 1), gate.clone());
+    for id in [11, 12, 13] {
+        assert_eq!(deliver(svc.addr, &body_for(id, &format!("vm-{id}"))).0, 202);
+    }
+    gate.wait_runs(1);
+    let stopped = svc.stop();
+    assert_eq!(stopped.left_running, 1, "one was running, two waited");
+    // The stopped service's pipeline thread is still parked: a real process
+    // would be gone. A new service with a free pipeline takes over.
+    let after = Gate::holding(&[]);
+    let svc = Service::start(&serve_dir(&tmp), config(|_| {}), after.clone());
+    let mut runs: Vec<u64> = after.wait_runs(3).into_iter().map(|(_, vm)| vm).collect();
+    runs.sort_unstable();
+    assert_eq!(runs, vec![11, 12, 13], "each resumed once");
+    svc.stop();
+    gate.release_all();
+    let events = store_events(&serve_dir(&tmp));
+    assert!(events.iter().all(|e| e.state == EventState::Done), "{events:?}");
+    assert_eq!(events.iter().find(|e| e.vm_id == 11).map(|e| e.attempts), Some(2), "the interrupted one ran twice");
+}
+
+#[test]
+fn the_request_rate_and_the_queue_are_bounded() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let gate = Gate::holding(&[21, 22, 23]);
+    let svc = Service::start(
+        &serve_dir(&tmp),
+        config(|c| {
+            c.max_queued = 2;
+            c.concurrency = 1;
+        }),
+        gate.clone(),
+    );
+    assert_eq!(deliver(svc.addr, &body_for(21, "a")).0, 202);
+    assert_eq!(deliver(svc.addr, &body_for(22, "b")).0, 202);
+    let (status, text) = deliver(svc.addr, &body_for(23, "c"));
+    assert_eq!(status, 503, "a full queue: {text}");
+    gate.release_all();
+    svc.stop();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let svc = Service::start(&serve_dir(&tmp), config(|c| c.max_requests_per_s = 3), Gate::holding(&[]));
+    let statuses: Vec<u16> = (0..10).map(|_| post(svc.addr, "/hooks/netbox", None, "{}").0).collect();
+    assert!(statuses.contains(&429), "over the rate: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    svc.stop();
+}
+
+// ---- the real binary ----
+
+const PROJECT: &str = r#"
+default_environment = "test"
+state_dir = "state"
+[clusters.sim]
+kind = "sim"
+[environments.test]
+cluster = "sim"
+backend = "direct"
+[serve]
+concurrency = 2
+shutdown_grace_s = 1
+[serve.sources.netbox]
+secret = { file = "webhook.secret" }
+"#;
+
+/// The test workflow: it records the event as a checkpoint of the run, so the
+/// test can see what the pipeline was given, and fails for VM 99.
+const NETBOX_RHAI: &str = r#"
+fn staged(event) {
+    log::info(`pipeline for ${event.vm_name} (NetBox id ${event.vm_id}), attempt ${event.attempt}`);
+    if event.vm_id == 99 { throw `validation failed for ${event.vm_name}: no primary IPv4`; }
+    step(event.vm_name, "make", || log::info(`made ${event.vm_name}`));
+    `ready ${event.vm_name}`
+}
+"#;
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("cradle.toml"), PROJECT).expect("config");
+    let secret = dir.path().join("webhook.secret");
+    std::fs::write(&secret, SECRET).expect("secret");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    std::fs::create_dir_all(dir.path().join("workflows")).expect("workflows");
+    std::fs::write(dir.path().join("workflows/netbox.rhai"), NETBOX_RHAI).expect("netbox.rhai");
+    dir
+}
+
+/// `cradle serve --listen 127.0.0.1:0`, and the address it printed.
+fn spawn_serve(dir: &Path) -> (Child, SocketAddr, Arc<Mutex<String>>) {
+    spawn_serve_with(dir, &[])
+}
+
+fn spawn_serve_with(dir: &Path, env: &[(&str, &str)]) -> (Child, SocketAddr, Arc<Mutex<String>>) {
+    let mut child = Command::new(cradle_bin())
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cradle serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(addr) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(addr.split(' ').next().unwrap_or_default().parse::<SocketAddr>());
+            }
+            sink.lock().expect("log").push_str(&format!("{line}\n"));
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(addr)) => (child, addr, log),
+        other => {
+            let _ = child.kill();
+            panic!("cradle serve did not start ({other:?}):\n{}", log.lock().expect("log"))
+        }
+    }
+}
+
+fn wait_events(dir: &Path, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+    let path = dir.join("state/serve/events.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let events = replay(&text);
+        if done(&events) {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "events never got there:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The events of a log another process is writing (read-only: the store's
+/// own open would rewrite the file under the service).
+fn replay(text: &str) -> Vec<Event> {
+    let mut events: Vec<Event> = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let seq = v["seq"].as_u64().or_else(|| v["event"]["seq"].as_u64());
+        match v["op"].as_str() {
+            Some("accepted") => {
+                if let Ok(e) = serde_json::from_value::<Event>(v["event"].clone()) {
+                    events.push(e);
+                }
+            }
+            Some("started") => {
+                if let Some(e) = events.iter_mut().find(|e| Some(e.seq) == seq) {
+                    e.state = EventState::Running;
+                    e.attempts = v["attempt"].as_u64().unwrap_or(0) as u32;
+                }
+            }
+            Some("finished") => {
+                if let Some(e) = events.iter_mut().find(|e| Some(e.seq) == seq) {
+                    e.state = if v["ok"] == true { EventState::Done } else { EventState::Failed };
+                    e.run_id = v["run_id"].as_str().map(str::to_string);
+                    e.detail = v["detail"].as_str().map(str::to_string);
+                }
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+#[test]
+fn cradle_serve_runs_the_netbox_workflow_for_a_staged_vm_and_stops_cleanly_on_sigterm() {
+    let dir = project();
+    let (mut child, addr, log) = spawn_serve(dir.path());
+    assert_eq!(deliver(addr, REAL_BODY).0, 202);
+    assert_eq!(deliver(addr, &body_for(99, "broken-vm")).0, 202);
+    let events = wait_events(dir.path(), |e| e.len() == 2 && e.iter().all(|e| !e.state.unfinished()));
+    let ok = events.iter().find(|e| e.vm_id == 1).expect("vm 1");
+    assert_eq!((ok.state, ok.detail.as_deref()), (EventState::Done, Some("\"ready probe-vm\"")), "{events:?}");
+    let failed = events.iter().find(|e| e.vm_id == 99).expect("vm 99");
+    assert_eq!(failed.state, EventState::Failed);
+    assert!(failed.detail.as_deref().unwrap_or_default().contains("no primary IPv4"), "{failed:?}");
+    // Each pipeline is a run with its journal.
+    let run = ok.run_id.clone().expect("run id");
+    let shown =
+        Command::new(cradle_bin()).current_dir(dir.path()).args(["runs", "show", &run]).output().expect("runs show");
+    let shown = format!("{}{}", String::from_utf8_lossy(&shown.stdout), String::from_utf8_lossy(&shown.stderr));
+    assert!(shown.contains("pipeline for probe-vm"), "{shown}");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "SIGTERM is a clean stop: {status:?}");
+    let log = log.lock().expect("log").clone();
+    assert!(log.contains("cradle serve: stopped"), "{log}");
+    assert!(!log.contains(SECRET), "the webhook secret never reaches the log");
+    for entry in std::fs::read_dir(dir.path().join("state/runs")).expect("runs").flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        assert!(!text.contains(SECRET), "nor a journal");
+    }
+}
+
+#[test]
+fn cradle_serve_refuses_to_start_without_its_workflow_or_secret_naming_what_is_missing() {
+    let dir = project();
+    std::fs::remove_file(dir.path().join("workflows/netbox.rhai")).expect("rm");
+    let out = Command::new(cradle_bin())
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("serve.sources.netbox") && err.contains("workflows/netbox.rhai"),
+        "{err}"
+    );
+    std::fs::write(dir.path().join("workflows/netbox.rhai"), NETBOX_RHAI).expect("restore");
+    std::fs::set_permissions(dir.path().join("webhook.secret"), std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("chmod");
+    let out = Command::new(cradle_bin())
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("serve.sources.netbox.secret") && err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(SECRET), "{err}");
+}
+
+/// Every journal line of the project's runs, as text.
+fn journals(dir: &Path) -> String {
+    let mut all = String::new();
+    for entry in std::fs::read_dir(dir.join("state/runs")).expect("runs").flatten() {
+        all.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    all
+}
+
+#[test]
+fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_complete_the_event_exactly_once() {
+    let dir = project();
+    // The first process kills itself as the pipeline reaches its `make` step.
+    let (mut child, addr, _) = spawn_serve_with(dir.path(), &[("CRADLE_CRASH_AT", "before:make@probe-vm")]);
+    assert_eq!(deliver(addr, REAL_BODY).0, 202, "acknowledged, so it is on disk");
+    let status = child.wait().expect("wait");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed mid-pipeline");
+    assert!(!journals(dir.path()).contains("made probe-vm"), "the step had not run");
+    let (mut child, addr, log) = spawn_serve(dir.path());
+    let events = wait_events(dir.path(), |e| e.first().is_some_and(|e| !e.state.unfinished()));
+    assert_eq!((events.len(), events[0].state, events[0].attempts), (1, EventState::Done, 2), "{events:?}");
+    // A redelivery of the same change after the fact starts nothing.
+    assert_eq!(deliver(addr, REAL_BODY).0, 200);
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(child.wait().expect("wait").success(), "{}", log.lock().expect("log"));
+    assert_eq!(journals(dir.path()).matches("made probe-vm").count(), 1, "the step ran exactly once");
+}
