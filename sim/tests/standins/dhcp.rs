@@ -104,22 +104,7 @@ impl russh::client::Handler for Accept {
 
 /// Run `cmd` on a guest as `ops`; returns stdout.
 async fn ssh(addr: SocketAddr, key: &russh::keys::PrivateKey, cmd: &str) -> String {
-    let config = Arc::new(russh::client::Config::default());
-    let mut session = russh::client::connect(config, addr, Accept).await.unwrap();
-    let auth = session
-        .authenticate_publickey("ops", russh::keys::PrivateKeyWithHashAlg::new(Arc::new(key.clone()), None))
-        .await
-        .unwrap();
-    assert!(auth.success(), "ops's key is accepted");
-    let mut ch = session.channel_open_session().await.unwrap();
-    ch.exec(true, cmd).await.unwrap();
-    let mut out = String::new();
-    while let Some(msg) = ch.wait().await {
-        if let russh::ChannelMsg::Data { data } = msg {
-            out.push_str(&String::from_utf8_lossy(&data));
-        }
-    }
-    out
+    ssh_as(addr, "ops", key, cmd).await
 }
 
 fn key() -> (russh::keys::PrivateKey, String) {
@@ -184,6 +169,19 @@ async fn a_reservation_made_before_the_first_boot_is_the_guests_address_and_ssh_
         (stat["data"][0]["ip"].as_str(), stat["data"][0]["hostname"].as_str()),
         (Some("127.77.0.50"), Some("vm101"))
     );
+
+    // An in-guest reboot asks again (not a cold start) and gets the same address.
+    let _ = ssh(addr, &key, "sudo reboot").await;
+    let mut renewed = Vec::new();
+    for _ in 0..3000 {
+        renewed = c.dhcp_leases_of(101);
+        if renewed.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(renewed.len(), 2, "the reboot's DHCP exchange");
+    assert!(!renewed[1].cold_boot && renewed[1].is_reserved() && renewed[1].ip() == first.ip());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,4 +261,59 @@ async fn a_dhcp_guest_without_a_dhcp_server_gets_no_address_and_static_guests_ar
     assert!(matches!(&leases[0].offer, DhcpOffer::NoOffer { reason } if reason.contains("SimConfig::dhcp")));
     assert_eq!(guest_addr(&c, 104).await.ip(), std::net::IpAddr::from([127, 0, 9, 4]));
     assert_eq!(c.guest_ssh_addr(103), None, "no address, no sshd");
+}
+
+/// Run `cmd` on a guest as `user`; returns stdout (or panics naming the failure).
+async fn ssh_as(addr: SocketAddr, user: &str, key: &russh::keys::PrivateKey, cmd: &str) -> String {
+    let config = Arc::new(russh::client::Config::default());
+    let mut session = russh::client::connect(config, addr, Accept).await.unwrap();
+    let key = russh::keys::PrivateKeyWithHashAlg::new(Arc::new(key.clone()), None);
+    assert!(session.authenticate_publickey(user, key).await.unwrap().success(), "{user}'s key is accepted");
+    let mut ch = session.channel_open_session().await.unwrap();
+    ch.exec(true, cmd).await.unwrap();
+    let mut out = String::new();
+    while let Some(msg) = ch.wait().await {
+        if let russh::ChannelMsg::Data { data } = msg {
+            out.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_with_ip_dhcp_gets_its_reservation_by_hwaddr() {
+    let u = unifi().await;
+    let c = cluster(Some(u.dhcp("default"))).await;
+    let pve = Pve::new(&c);
+    let tmpl = c.node_path("pve1", "/var/lib/vz/template/cache/debian-12-standard_12.7-1_amd64.tar.zst");
+    std::fs::write(tmpl, b"not really a tarball").unwrap();
+    let (key, public) = key();
+    let form = [
+        ("vmid", "300"),
+        ("ostemplate", "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"),
+        ("rootfs", "local-lvm:8"),
+        ("net0", "name=eth0,bridge=vmbr0,ip=dhcp"),
+        ("ssh-public-keys", public.as_str()),
+    ];
+    pve.call(reqwest::Method::POST, "/nodes/pve1/lxc", &form).await;
+    let cfg = pve.call(reqwest::Method::GET, "/nodes/pve1/lxc/300/config", &[]).await;
+    let net0 = cfg["net0"].as_str().unwrap().to_string();
+    let mac = net0.split(',').find_map(|p| p.strip_prefix("hwaddr=")).unwrap().to_lowercase();
+    let u_http = client(u.ca_pem());
+    let body = json!({"mac": mac, "use_fixedip": true, "fixed_ip": "127.77.0.70", "network_id": u.networks()[0].id});
+    let resp = u_http
+        .post(format!("{}/s/default/rest/user", u.api_url()))
+        .header("X-API-KEY", "key")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+
+    pve.call(reqwest::Method::POST, "/nodes/pve1/lxc/300/status/start", &[]).await;
+    let lease = c.dhcp_leases_of(300).pop().unwrap();
+    assert!(lease.is_reserved() && lease.mac == mac && lease.interface == "eth0", "{lease:?}");
+    let addr = guest_addr(&c, 300).await;
+    assert_eq!(addr.ip(), std::net::IpAddr::from([127, 77, 0, 70]));
+    assert!(ssh_as(addr, "root", &key, "ip -4 -j addr show dev eth0").await.contains("127.77.0.70"));
 }
