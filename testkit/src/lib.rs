@@ -4,3 +4,4 @@
 
 pub mod bind;
 pub mod etcd;
+pub mod netbox;
