@@ -51,6 +51,9 @@ pub const VM_OBJECT_TYPE: &str = "virtualization.virtualmachine";
 /// The object type of VM interfaces (MAC and IP address assignments).
 pub const VM_INTERFACE_OBJECT_TYPE: &str = "virtualization.vminterface";
 
+/// The prefix [`NetBox::allocate_ip`] takes addresses from.
+pub const TEST_PREFIX: &str = "198.18.0.0/15";
+
 /// A NetBox and its API token.
 #[derive(Clone)]
 pub struct NetBox {
@@ -293,7 +296,8 @@ impl NetBox {
     }
 
     /// A new IP address `address` (CIDR, e.g. `192.0.2.10/24`), status active,
-    /// assigned to the VM interface `interface` (an object or its id).
+    /// assigned to the VM interface `interface` (an object or its id). NetBox
+    /// refuses an address its global table already has.
     pub fn create_ip(&self, interface: &Value, address: &str, dns_name: &str) -> Value {
         let body = json!({
             "address": address,
@@ -303,6 +307,24 @@ impl NetBox {
             "dns_name": dns_name,
         });
         self.post("/api/ipam/ip-addresses/", &body)
+    }
+
+    /// The next free address of the shared prefix `198.18.0.0/15` (RFC 2544,
+    /// never routed), allocated by NetBox (`available-ips`, safe when tests
+    /// allocate at once), status active, assigned to the VM interface
+    /// `interface` (an object or its id), with `dns_name`. Addresses must be
+    /// unique in NetBox's global table: prefer this over [`NetBox::create_ip`]
+    /// when the address does not matter.
+    pub fn allocate_ip(&self, interface: &Value, dns_name: &str) -> Value {
+        let body = json!({"prefix": TEST_PREFIX, "status": "active", "description": "cradle tests"});
+        let prefix = self.ensure("/api/ipam/prefixes/", "prefix", TEST_PREFIX, &body);
+        let body = json!({
+            "status": "active",
+            "assigned_object_type": VM_INTERFACE_OBJECT_TYPE,
+            "assigned_object_id": id(interface),
+            "dns_name": dns_name,
+        });
+        self.post(&format!("/api/ipam/prefixes/{}/available-ips/", id(&prefix)), &body)
     }
 
     /// A new webhook `name` POSTing JSON to `payload_url`, signed with `secret`
