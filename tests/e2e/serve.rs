@@ -295,18 +295,29 @@ concurrency = 2
 shutdown_grace_s = 1
 [serve.sources.netbox]
 secret = { file = "webhook.secret" }
+defaults = "netbox-defaults.yml"
 "#;
 
-/// The test workflow: it records the event as a checkpoint of the run, so the
-/// test can see what the pipeline was given, and fails for VM 99.
+/// The test workflow: `host` describes the VM from the event (a real one
+/// reads NetBox), refuses VM 99 and skips VM 98; `staged` does one step;
+/// `failed` records the failure in its run's journal.
 const NETBOX_RHAI: &str = r#"
-fn staged(event) {
-    log::info(`pipeline for ${event.vm_name} (NetBox id ${event.vm_id}), attempt ${event.attempt}`);
-    if event.vm_id == 99 { throw `validation failed for ${event.vm_name}: no primary IPv4`; }
-    step(event.vm_name, "make", || log::info(`made ${event.vm_name}`));
-    `ready ${event.vm_name}`
+fn host(event) {
+    if event.vm_id == 99 { throw `${event.vm_name} has no primary IPv4 in NetBox`; }
+    if event.vm_id == 98 { return #{ skip: `${event.vm_name} is active, not staged` }; }
+    #{ name: event.vm_name, vars: #{ target_node: "pve1", vms_vmid: 4000 + event.vm_id, ansible_host: "127.0.0.1" } }
+}
+fn staged(event, vm) {
+    log::info(`pipeline for ${vm.name} (NetBox id ${event.vm_id}, VMID ${vm.spec.vmid}), attempt ${event.attempt}`);
+    step(vm.name, "make", || log::info(`made ${vm.name}`));
+    `ready ${vm.name}`
+}
+fn failed(event, failure) {
+    log::info(`RECORDED ${event.vm_name} failed at ${failure.step}: ${failure.message}`);
 }
 "#;
+
+const DEFAULTS: &str = "global_os:\n  debian12:\n    template: debian-12-cloud\n    cores: 1\n    memory: 512\n    storage: local-lvm\nvms_os: debian12\nvms_config:\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
 
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
@@ -316,6 +327,7 @@ fn project() -> tempfile::TempDir {
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     std::fs::create_dir_all(dir.path().join("workflows")).expect("workflows");
     std::fs::write(dir.path().join("workflows/netbox.rhai"), NETBOX_RHAI).expect("netbox.rhai");
+    std::fs::write(dir.path().join("netbox-defaults.yml"), DEFAULTS).expect("defaults");
     dir
 }
 
@@ -407,28 +419,55 @@ fn cradle_serve_runs_the_netbox_workflow_for_a_staged_vm_and_stops_cleanly_on_si
     let (mut child, addr, log) = spawn_serve(dir.path());
     assert_eq!(deliver(addr, REAL_BODY).0, 202);
     assert_eq!(deliver(addr, &body_for(99, "broken-vm")).0, 202);
-    let events = wait_events(dir.path(), |e| e.len() == 2 && e.iter().all(|e| !e.state.unfinished()));
-    let ok = events.iter().find(|e| e.vm_id == 1).expect("vm 1");
+    assert_eq!(deliver(addr, &body_for(98, "stale-vm")).0, 202);
+    let events = wait_events(dir.path(), |e| e.len() == 3 && e.iter().all(|e| !e.state.unfinished()));
+    let of = |id: u64| events.iter().find(|e| e.vm_id == id).expect("event");
+    let ok = of(1);
     assert_eq!((ok.state, ok.detail.as_deref()), (EventState::Done, Some("\"ready probe-vm\"")), "{events:?}");
-    let failed = events.iter().find(|e| e.vm_id == 99).expect("vm 99");
+    let failed = of(99);
     assert_eq!(failed.state, EventState::Failed);
-    assert!(failed.detail.as_deref().unwrap_or_default().contains("no primary IPv4"), "{failed:?}");
-    // Each pipeline is a run with its journal.
+    let detail = failed.detail.clone().unwrap_or_default();
+    assert!(detail.contains("failed at `validate`") && detail.contains("no primary IPv4"), "{failed:?}");
+    let skipped = of(98);
+    assert_eq!(skipped.state, EventState::Done);
+    assert!(skipped.detail.as_deref().unwrap_or_default().contains("skipped: stale-vm is active"), "{skipped:?}");
+    // Each phase is a run with its journal; the VM's run is scoped to it.
+    let all = journals(dir.path());
+    assert!(all.contains("pipeline for probe-vm (NetBox id 1, VMID 4001), attempt 1"), "{all}");
+    assert!(all.contains("RECORDED broken-vm failed at validate"), "the failure reached failed(): {all}");
     let run = ok.run_id.clone().expect("run id");
     let shown =
         Command::new(cradle_bin()).current_dir(dir.path()).args(["runs", "show", &run]).output().expect("runs show");
     let shown = format!("{}{}", String::from_utf8_lossy(&shown.stdout), String::from_utf8_lossy(&shown.stderr));
-    assert!(shown.contains("pipeline for probe-vm"), "{shown}");
+    assert!(shown.contains("made probe-vm"), "{shown}");
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     let status = child.wait().expect("wait");
     assert!(status.success(), "SIGTERM is a clean stop: {status:?}");
     let log = log.lock().expect("log").clone();
     assert!(log.contains("cradle serve: stopped"), "{log}");
     assert!(!log.contains(SECRET), "the webhook secret never reaches the log");
-    for entry in std::fs::read_dir(dir.path().join("state/runs")).expect("runs").flatten() {
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        assert!(!text.contains(SECRET), "nor a journal");
-    }
+    assert!(!all.contains(SECRET), "nor a journal");
+}
+
+#[test]
+fn a_failure_in_a_step_of_the_pipeline_reaches_failed_with_the_step() {
+    let dir = project();
+    std::fs::write(
+        dir.path().join("workflows/netbox.rhai"),
+        NETBOX_RHAI.replace(
+            "step(vm.name, \"make\", || log::info(`made ${vm.name}`));",
+            "step(vm.name, \"make\", || { throw `the clone of ${vm.name} failed`; });",
+        ),
+    )
+    .expect("write");
+    let (mut child, addr, _) = spawn_serve(dir.path());
+    assert_eq!(deliver(addr, REAL_BODY).0, 202);
+    let events = wait_events(dir.path(), |e| e.first().is_some_and(|e| !e.state.unfinished()));
+    assert_eq!(events[0].state, EventState::Failed);
+    assert!(events[0].detail.as_deref().unwrap_or_default().starts_with("failed at `make`"), "{events:?}");
+    assert!(journals(dir.path()).contains("RECORDED probe-vm failed at make: "), "failed() got the step");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    child.wait().expect("wait");
 }
 
 #[test]

@@ -55,7 +55,7 @@ capabilities! {
         /// Terraform in host-owned module directories.
         Terraform = terraform(TerraformGrant, TerraformCall<'a>);
         /// Outbound HTTP to named endpoints.
-        Http = http(HttpGrant, HttpCall<'a>);
+        Http = http(HttpGrant, HttpCall<'a>), rhai http;
     }
     scripts {
         cloudinit = creation::rhai::module;

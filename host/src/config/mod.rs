@@ -501,6 +501,7 @@ impl Config {
         config.add_implied_builtins();
         config.resolve_module_roots();
         config.resolve_guest_images();
+        config.resolve_serve_defaults();
         config
             .validate()
             .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
@@ -533,6 +534,18 @@ impl Config {
     }
 
     /// `[clusters.NAME.sim.qemu] image` is relative to cradle.toml.
+    /// `[serve.sources.NAME] defaults` is relative to cradle.toml.
+    fn resolve_serve_defaults(&mut self) {
+        let base = self.base_dir.clone();
+        for source in self.serve.sources.values_mut() {
+            if let Some(d) = source.defaults.as_mut()
+                && d.is_relative()
+            {
+                *d = base.join(&*d);
+            }
+        }
+    }
+
     fn resolve_guest_images(&mut self) {
         let base = self.base_dir.clone();
         for c in self.clusters.values_mut() {

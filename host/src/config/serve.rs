@@ -9,6 +9,7 @@
 //! [serve.sources.netbox]         # deliveries go to POST /hooks/netbox
 //! secret = { file = "/etc/cradle/netbox-webhook.secret" }
 //! environment = "lab"            # default: default_environment
+//! defaults = "netbox/defaults.yml" # inventory variables under each VM's
 //! ```
 //!
 //! The service itself is `crate::serve` (docs/SERVE.md).
@@ -19,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -64,12 +66,14 @@ pub struct SourceConfig {
     /// The environment the pipeline runs in (default: `default_environment`).
     #[serde(default)]
     pub environment: Option<String>,
-    /// The workflow run for an event (`netbox` for workflows/netbox.rhai).
+    /// The workflow run for an event (`netbox` for workflows/netbox.rhai):
+    /// its `host(event)`, `staged(event, vm)` and `failed(event, failure)`.
     #[serde(default = "default_workflow")]
     pub workflow: String,
-    /// Its function, called with the event.
-    #[serde(default = "default_function", rename = "fn")]
-    pub function: String,
+    /// Inventory variables every VM of this source starts from (a YAML
+    /// mapping, as `group_vars/all.yml`), under what `host(event)` returns.
+    #[serde(default)]
+    pub defaults: Option<PathBuf>,
 }
 
 /// Kinds of webhook sources.
@@ -113,9 +117,6 @@ fn default_grace() -> u64 {
 fn default_workflow() -> String {
     "netbox".into()
 }
-fn default_function() -> String {
-    "staged".into()
-}
 
 impl ServeConfig {
     /// Refuse values that cannot work; the message names the key.
@@ -148,10 +149,10 @@ impl ServeConfig {
             }
             let bare =
                 |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-            if !bare(&source.workflow) || !bare(&source.function) {
+            if !bare(&source.workflow) {
                 return Err(format!(
-                    "serve.sources.{name}: workflow = \"{}\" and fn = \"{}\" must be plain names (workflows/NAME.rhai and a function in it)",
-                    source.workflow, source.function
+                    "serve.sources.{name}.workflow = \"{}\" must be a plain name (workflows/NAME.rhai)",
+                    source.workflow
                 ));
             }
         }
@@ -173,7 +174,7 @@ mod tests {
         let c = parse("[sources.netbox]\nsecret = { file = \"/etc/cradle/hook\" }\n").expect("valid");
         assert_eq!((c.concurrency, c.max_body_bytes, c.max_queued), (4, 1024 * 1024, 10_000));
         let s = &c.sources["netbox"];
-        assert_eq!((s.kind, s.workflow.as_str(), s.function.as_str()), (SourceKind::Netbox, "netbox", "staged"));
+        assert_eq!((s.kind, s.workflow.as_str(), s.defaults.as_deref()), (SourceKind::Netbox, "netbox", None));
     }
 
     #[test]
@@ -184,7 +185,7 @@ mod tests {
             (format!("max_body_bytes = 10\n{src}"), "serve.max_body_bytes"),
             (format!("max_requests_per_s = 0\n{src}"), "serve.max_requests_per_s"),
             (format!("{src}environment = \"prod\"\n"), "environment = \"prod\" is not defined"),
-            (format!("{src}workflow = \"../x\"\n"), "plain names"),
+            (format!("{src}workflow = \"../x\"\n"), "plain name"),
             ("[sources.\"a b\"]\nsecret = { file = \"/x\" }\n".to_string(), "/hooks/NAME"),
             ("[sources.netbox]\nsecret = \"CANARY-INLINE\"\n".to_string(), "secret"),
             (format!("{src}kind = \"gitlab\"\n"), "unknown variant"),

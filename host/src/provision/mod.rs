@@ -63,6 +63,20 @@ pub fn vm_value(plan: &VmPlan, inv: &Inventory) -> Result<Dynamic, ProjectError>
     vm.to_dynamic().map_err(|e| ProjectError::Environment(format!("the workflow value of {}: {e}", plan.name)))
 }
 
+/// What a run about `plan`'s VM may touch: the VM, and its guest over SSH.
+pub fn scoped(plan: &VmPlan) -> ScopedVm {
+    ScopedVm {
+        name: plan.name.clone(),
+        vmid: plan.vmid.unwrap_or(0),
+        ssh: Some(SshLogin {
+            host: plan.ssh.host.clone(),
+            port: plan.ssh.port,
+            user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
+        }),
+        owned: false,
+    }
+}
+
 fn field(map: &Map, key: &str) -> Option<String> {
     map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string())
 }
@@ -157,16 +171,7 @@ pub async fn run_all(
                 func: func.into(),
                 args: vec![vm],
                 argv: std::env::args().collect(),
-                vms: vec![ScopedVm {
-                    name: plan.name.clone(),
-                    vmid: plan.vmid.unwrap_or(0),
-                    ssh: Some(SshLogin {
-                        host: plan.ssh.host.clone(),
-                        port: plan.ssh.port,
-                        user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
-                    }),
-                    owned: false,
-                }],
+                vms: vec![scoped(&plan)],
                 backend: plan.use_terraform.then(|| TERRAFORM.to_string()),
             };
             let report = tokio::task::spawn_blocking(move || project.run(&loaded, req)).await;

@@ -8,7 +8,9 @@
 //!   restart, one event in flight per VM);
 //! - `listener`: the HTTP side, with its bounds (rate, body size, time);
 //! - `dispatch`: runs pipelines with bounded concurrency;
-//! - `pipeline`: an event's pipeline is a workflow function.
+//! - `pipeline`: an event's pipeline is three workflow functions (`host`,
+//!   `staged`, `failed`), and `host`: the VM `host(event)` describes,
+//!   resolved like an inventory host.
 //!
 //! Contract of [`run`]: events left unfinished by the last process are resumed
 //! first; requests are served until `shutdown` completes; then no new
@@ -27,6 +29,7 @@ use tokio::net::TcpListener;
 
 pub mod dispatch;
 pub mod event;
+pub mod host;
 pub mod listener;
 pub mod pipeline;
 pub mod signature;

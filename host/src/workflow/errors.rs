@@ -72,6 +72,19 @@ pub enum WorkflowError {
     Task { script: String, function: String, message: String },
 }
 
+impl WorkflowError {
+    /// The innermost step the error escaped (`create` of `step 'create' for
+    /// VM 'test-0'`), if it escaped one.
+    pub fn step_name(&self) -> Option<&str> {
+        match self {
+            WorkflowError::Script { step: Some(s), .. } | WorkflowError::Limit { step: Some(s), .. } => {
+                s.strip_prefix(STEP_FRAME).and_then(|rest| rest.split('\'').next())
+            }
+            _ => None,
+        }
+    }
+}
+
 fn location(file: &str, line: usize, column: usize) -> String {
     match (line, column) {
         (0, _) => file.to_string(),

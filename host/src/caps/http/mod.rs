@@ -33,6 +33,7 @@ use crate::secrets::{Secret, SecretError, SecretRef};
 use serde::Deserialize;
 
 mod host;
+pub(crate) mod rhai;
 pub mod scope;
 
 /// Largest response body handed to a plugin.
