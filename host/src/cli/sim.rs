@@ -200,7 +200,7 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     let credentials = args.stand_in_credentials.clone().unwrap_or_else(|| cluster.root().join("stand-ins"));
     print!("{}", stand_ins.announce(&credentials)?);
     if let Some(path) = &args.write_config {
-        write_config(&cluster, &args.cluster_name, path)?;
+        crate::cluster::write_client_config(&cluster, &args.cluster_name, path).map_err(anyhow::Error::msg)?;
         println!("  config:       {}", path.display());
     }
     println!("Press Ctrl-C to stop.");
@@ -208,44 +208,4 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     cluster.shutdown().await;
     drop(stand_ins);
     Ok(ExitCode::SUCCESS)
-}
-
-/// A TOML string literal (`toml` escapes it).
-fn quoted(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
-}
-
-fn write_config(cluster: &cradle_sim::RunningCluster, name: &str, path: &std::path::Path) -> anyhow::Result<()> {
-    use std::fmt::Write as _;
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') || name.is_empty() {
-        anyhow::bail!("--cluster-name `{name}`: use letters, digits, `-` and `_`");
-    }
-    let token_path = path.with_extension("token");
-    let abs = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    crate::state::write_private_file_atomic(&token_path, cluster.token().as_bytes())?;
-    let key = cluster.node_ssh_key_path();
-    let public = std::fs::read_to_string(key.with_extension("pub"))
-        .map_err(|e| anyhow::anyhow!("cannot read the simulator's public key {}.pub: {e}", key.display()))?;
-    let endpoint = cluster.api_url().trim_end_matches("/api2/json").to_string();
-    let mut out = format!("# Written by `cradle sim serve` for {endpoint}; merge into cradle.toml.\n");
-    let _ = writeln!(out, "[clusters.{name}]\nkind = \"proxmox\"\nendpoint = {}", quoted(&endpoint));
-    let _ = writeln!(out, "token = {{ file = {} }}", quoted(&abs(&token_path).display().to_string()));
-    let _ = writeln!(out, "fingerprint = {}", quoted(&cluster.fingerprint_sha256()));
-    // Its tasks take PVE's usual durations scaled by this: polls fit them.
-    let _ = writeln!(out, "task_time_scale = {}\n\n[clusters.{name}.node_ssh]", cluster.time_scale());
-    for n in cluster.nodes() {
-        if let Some(a) = cluster.node_ssh_addr(&n) {
-            let _ = writeln!(out, "{n} = {}", quoted(&format!("root@{}:{}", a.ip(), a.port())));
-        }
-    }
-    let _ = writeln!(out, "\n[clusters.{name}.node_host_keys]");
-    for n in cluster.nodes() {
-        if let Some(k) = cluster.node_host_key(&n) {
-            let _ = writeln!(out, "{n} = {}", quoted(&k));
-        }
-    }
-    let _ = writeln!(out, "\n[ssh]\nidentity = {}", quoted(&abs(key).display().to_string()));
-    let _ = writeln!(out, "authorized_keys = [{}]", quoted(public.trim()));
-    crate::state::write_private_file_atomic(path, out.as_bytes())?;
-    Ok(())
 }

@@ -534,9 +534,17 @@ impl Config {
     }
 
     /// `[clusters.NAME.sim.qemu] image` is relative to cradle.toml.
-    /// `[serve.sources.NAME] defaults` is relative to cradle.toml.
+    /// `[serve.sources.NAME] defaults` and `[endpoints.NAME] ca_file` are
+    /// relative to cradle.toml.
     fn resolve_serve_defaults(&mut self) {
         let base = self.base_dir.clone();
+        for ep in self.endpoints.values_mut() {
+            if let Some(ca) = ep.ca_file.as_mut()
+                && ca.is_relative()
+            {
+                *ca = base.join(&*ca);
+            }
+        }
         for source in self.serve.sources.values_mut() {
             if let Some(d) = source.defaults.as_mut()
                 && d.is_relative()

@@ -73,6 +73,11 @@ pub struct EndpointConfig {
     /// How the credential is sent.
     #[serde(default)]
     pub auth: EndpointAuth,
+    /// A PEM file of the CA (or the self-signed certificate) the endpoint's
+    /// TLS certificate is checked against, besides the system's roots (a UniFi
+    /// console's own certificate, say). Relative to cradle.toml.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// How an endpoint's credential is attached.
@@ -130,10 +135,23 @@ impl Endpoints {
         let client = match ep.client.get() {
             Some(c) => c,
             None => {
-                let built =
-                    reqwest::Client::builder().redirect(same_endpoint_redirects(base.clone())).build().map_err(
-                        |e| CapError::failed(format!("endpoint `{}`: cannot build an HTTP client: {e}", req.endpoint)),
-                    )?;
+                let mut builder = reqwest::Client::builder().redirect(same_endpoint_redirects(base.clone()));
+                if let Some(ca) = &ep.config.ca_file {
+                    let pem = std::fs::read(ca).map_err(|e| {
+                        CapError::failed(format!(
+                            "endpoint `{}`: cannot read ca_file {}: {e}",
+                            req.endpoint,
+                            ca.display()
+                        ))
+                    })?;
+                    let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| {
+                        CapError::failed(format!("endpoint `{}`: ca_file {}: {e}", req.endpoint, ca.display()))
+                    })?;
+                    builder = builder.add_root_certificate(cert);
+                }
+                let built = builder.build().map_err(|e| {
+                    CapError::failed(format!("endpoint `{}`: cannot build an HTTP client: {e}", req.endpoint))
+                })?;
                 ep.client.get_or_init(|| built)
             }
         };
@@ -317,7 +335,7 @@ mod tests {
             }
             sent
         });
-        let cfg = EndpointConfig { url, token: None, auth: EndpointAuth::Bearer };
+        let cfg = EndpointConfig { url, token: None, auth: EndpointAuth::Bearer, ca_file: None };
         (Endpoints::new(&BTreeMap::from([("big".to_string(), cfg)])), server)
     }
 

@@ -2,7 +2,9 @@
 //! (`list_vms`, `next_id`, status, power, tasks and a VM's task list, config
 //! and pending changes, migration, storage (definition, free space on a node,
 //! volumes), the PVE version, `create_vm`, containers (create, config,
-//! status, power, destroy), a task's log, `agent_ping`).
+//! status, power, destroy), a task's log, `agent_ping`, HA resources and
+//! PVE 9 HA rules (`ha_resources`, `add_ha_resource(vmid, state, comment)`,
+//! `ha_rules`, `put_ha_rule(#{rule, kind, resources, nodes, strict, digest})`).
 //! Each goes through the same adapter as a plugin's call, so it is checked
 //! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
 //! records converted by serde (`()` for a none), except where scripts see a
@@ -13,7 +15,7 @@ use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, Nativ
 use serde::Serialize;
 
 use crate::caps::script::{Res, caps, int_arg, to_map, wit_throw};
-use crate::contract::bindings::cradle::host::proxmox::{Host, PowerAction, TaskSummary, VmRuntime};
+use crate::contract::bindings::cradle::host::proxmox::{HaRule, Host, PowerAction, TaskSummary, VmRuntime};
 use crate::contract::bindings::cradle::host::types::Entry;
 
 /// A `task-summary` as scripts see it: `starttime` as an INT (clamped, where
@@ -297,6 +299,26 @@ pub fn module() -> Module {
             array(tasks.into_iter().map(TaskSummaryView::from).collect())
         },
     );
+    FuncRegistration::new("ha_resources").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Array> {
+        let all = Host::list_ha_resources(&mut caps(&ctx)?).map_err(wit_throw)?;
+        all.iter().map(|r| to_map(r).map(Dynamic::from)).collect()
+    });
+    FuncRegistration::new("add_ha_resource").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vmid: i64, state: ImmutableString, comment: Dynamic| -> Res<()> {
+            let comment = if comment.is_unit() { None } else { Some(comment.to_string()) };
+            Host::add_ha_resource(&mut caps(&ctx)?, int_arg(vmid, "vmid")?, Some(state.to_string()), comment)
+                .map_err(wit_throw)
+        },
+    );
+    FuncRegistration::new("ha_rules").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Array> {
+        let all = Host::list_ha_rules(&mut caps(&ctx)?).map_err(wit_throw)?;
+        all.iter().map(|r| to_map(r).map(Dynamic::from)).collect()
+    });
+    FuncRegistration::new("put_ha_rule").set_into_module(&mut m, |ctx: NativeCallContext, rule: Map| -> Res<()> {
+        let rule: HaRule = rhai::serde::from_dynamic(&Dynamic::from(rule))?;
+        Host::put_ha_rule(&mut caps(&ctx)?, rule).map_err(wit_throw)
+    });
     FuncRegistration::new("agent_ping").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64| -> Res<()> {

@@ -41,8 +41,11 @@ pub(crate) fn caps(ctx: &NativeCallContext) -> Res<CapCtx> {
     with_run(ctx, |data| data.workflow_caps(None))
 }
 
+/// The longest `cradle::sleep`.
+const MAX_SLEEP_MS: i64 = 60_000;
+
 /// `cradle::backend()`, `cradle::environment()`, `cradle::run_id()`,
-/// `cradle::check_inputs(vm)`.
+/// `cradle::check_inputs(vm)`, `cradle::sleep(ms)`.
 pub(crate) fn cradle_module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("backend").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Dynamic> {
@@ -50,6 +53,17 @@ pub(crate) fn cradle_module() -> Module {
         handle
             .map(Dynamic::from)
             .ok_or_else(|| throw(CapError::failed("this environment's backend plugin is not loaded")))
+    });
+    // Waiting between polls of a service that has no wait of its own (a
+    // Semaphore task); bounded so a typo cannot park a run for hours.
+    FuncRegistration::new("sleep").set_into_module(&mut m, |ms: i64| -> Res<()> {
+        if !(0..=MAX_SLEEP_MS).contains(&ms) {
+            return Err(throw(CapError::invalid(format!(
+                "cradle::sleep({ms}): between 0 and {MAX_SLEEP_MS} ms; loop for longer waits"
+            ))));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+        Ok(())
     });
     FuncRegistration::new("environment").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.environment.as_str().into())

@@ -1,0 +1,340 @@
+//! The NetBox pipeline end to end, every part real but what cannot run here:
+//! a real NetBox 4.7.3 fires its own signed webhook on a real PATCH to
+//! Staged; the real `cradle serve` runs the built-in `workflows/netbox.rhai`
+//! against a Proxmox VE cluster (the simulator, in this process so its DHCP
+//! leases can be read) whose guests take their addresses from the UniFi
+//! stand-in's DHCP, and writes DNS to the Technitium stand-in.
+//!
+//! Proves: a Staged VM goes Active with its MAC in NetBox, a UniFi
+//! reservation made before the guest's first boot (the lease it got was the
+//! reservation, stamped after it), the HA resource and its node-affinity
+//! rule, the DNS record, a finalized guest and a success journal entry; a VM
+//! NetBox cannot describe goes Failed with the step and the reason, and
+//! nothing is made.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cradle_sim::services::technitium::{self, Technitium, TechnitiumConfig};
+use cradle_sim::services::unifi::{self, NetworkSpec, Unifi, UnifiConfig};
+use cradle_sim::services::{Listen, unifi::DhcpOffer};
+use cradle_sim::{Cluster, RunningCluster, SimConfig};
+use cradle_testkit::netbox::{NetBox, id, unique_name};
+use cradle_tests::cradle_bin;
+use serde_json::{Value, json};
+
+const ZONE: &str = "lab.example";
+
+/// The simulated cluster and the stand-ins, on a runtime of their own.
+struct Lab {
+    cluster: RunningCluster,
+    unifi: Unifi,
+    technitium: Technitium,
+    /// The /24 the UniFi network and the VMs' addresses are in (127.78.N.0).
+    net: u8,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn write_secret(path: &Path, value: &str) {
+    std::fs::write(path, value).expect("secret");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+}
+
+impl Lab {
+    fn start(dir: &Path) -> Lab {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
+        // A /24 of its own per test run: NetBox keeps addresses across runs.
+        let net = (std::process::id() % 200 + 20) as u8;
+        let network = NetworkSpec {
+            ip_subnet: format!("127.78.{net}.1/24"),
+            dhcp_start: format!("127.78.{net}.100").parse().expect("ip"),
+            dhcp_stop: format!("127.78.{net}.250").parse().expect("ip"),
+            ..NetworkSpec::default()
+        };
+        let localhost = "127.0.0.1:0".parse().expect("addr");
+        let unifi = rt
+            .block_on(unifi::start(UnifiConfig {
+                listen: Listen::https(localhost),
+                networks: vec![network],
+                ..UnifiConfig::default()
+            }))
+            .expect("unifi");
+        let technitium = rt
+            .block_on(technitium::start(TechnitiumConfig {
+                listen: Listen::http(localhost),
+                zones: vec![ZONE.into()],
+                ..TechnitiumConfig::default()
+            }))
+            .expect("technitium");
+        let config = SimConfig {
+            nodes: vec!["pve1".into(), "pve2".into()],
+            state_dir: Some(dir.join("pve")),
+            time_scale: 0.0,
+            listen: localhost,
+            node_ssh_port: 0,
+            dhcp: Some(unifi.dhcp("default")),
+            ..SimConfig::default()
+        };
+        let cluster = rt.block_on(Cluster::start(config)).expect("simulated cluster");
+        Lab { cluster, unifi, technitium, net, _rt: rt }
+    }
+
+    /// What the simulator persisted (VMs, HA resources and rules).
+    fn state(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.cluster.root().join("state.json")).expect("state"))
+            .expect("json")
+    }
+}
+
+/// A project for `cradle serve`: the cluster, the three endpoints, the
+/// source, the defaults every NetBox VM starts from.
+fn project(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str) -> PathBuf {
+    let cluster_toml = dir.join("cluster.toml");
+    cradle::cluster::write_client_config(&lab.cluster, "pve", &cluster_toml).expect("cluster config");
+    write_secret(&dir.join("netbox.token"), netbox.authorization().trim_start_matches("Bearer "));
+    write_secret(&dir.join("unifi.key"), lab.unifi.api_key().expect("api key").expose());
+    std::fs::write(dir.join("unifi-ca.pem"), lab.unifi.ca_pem().expect("ca")).expect("ca");
+    write_secret(&dir.join("technitium.token"), lab.technitium.api_token().expose());
+    write_secret(&dir.join("webhook.secret"), secret);
+    std::fs::write(
+        dir.join("netbox-defaults.yml"),
+        format!(
+            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\n"
+        ),
+    )
+    .expect("defaults");
+    let toml = format!(
+        r#"default_environment = "lab"
+state_dir = "state"
+
+[environments.lab]
+cluster = "pve"
+backend = "direct"
+
+[workflow.grants.lock]
+prefixes = ["*"]
+[workflow.grants.checkpoint]
+[workflow.grants.proxmox]
+nodes = ["*"]
+vmids = "100-999"
+storages = ["*"]
+[workflow.grants.ssh]
+hosts = ["guests", "nodes"]
+upload_dirs = ["/var/lib/vz/snippets"]
+[workflow.grants.http]
+endpoints = ["netbox", "unifi", "technitium"]
+
+[endpoints.netbox]
+url = "{netbox_url}"
+token = {{ file = "netbox.token" }}
+auth = "bearer"
+[endpoints.unifi]
+url = "{unifi_url}"
+token = {{ file = "unifi.key" }}
+auth = "api-key"
+ca_file = "unifi-ca.pem"
+[endpoints.technitium]
+url = "{technitium_url}"
+token = {{ file = "technitium.token" }}
+auth = "bearer"
+
+[serve]
+concurrency = 2
+[serve.sources.netbox]
+secret = {{ file = "webhook.secret" }}
+defaults = "netbox-defaults.yml"
+
+{cluster}"#,
+        cluster = std::fs::read_to_string(&cluster_toml).expect("cluster toml"),
+        netbox_url = netbox.url,
+        unifi_url = lab.unifi.api_url(),
+        technitium_url = lab.technitium.url(),
+    );
+    std::fs::write(dir.join("cradle.toml"), toml).expect("cradle.toml");
+    dir.to_path_buf()
+}
+
+/// `cradle serve` on an ephemeral port; its address and its log.
+fn serve(dir: &Path) -> (Child, String, Arc<Mutex<String>>) {
+    let mut child = Command::new(cradle_bin())
+        .current_dir(dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cradle serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
+            }
+            sink.lock().expect("log").push_str(&format!("{line}\n"));
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        let _ = child.kill();
+        panic!("cradle serve did not start:\n{}", log.lock().expect("log"))
+    });
+    (child, url, log)
+}
+
+/// The NetBox side of one test: custom fields, a cluster, the webhook and an
+/// event rule that fires for this test's VMs only.
+struct NetBoxSide {
+    netbox: NetBox,
+    cluster: Value,
+    prefix: String,
+}
+
+impl NetBoxSide {
+    fn new(serve_url: &str, secret: &str) -> NetBoxSide {
+        let netbox = NetBox::shared();
+        for (name, kind) in [
+            ("proxmox_node", "text"),
+            ("proxmox_template", "text"),
+            ("proxmox_datastore", "text"),
+            ("proxmox_vmid", "integer"),
+        ] {
+            netbox.vm_custom_field(name, kind);
+        }
+        let prefix = unique_name("p12");
+        let cluster = netbox.create_cluster(&prefix);
+        let hook = netbox.create_webhook(&prefix, &format!("{serve_url}/hooks/netbox"), secret);
+        let rule = json!({ "attr": "name", "value": format!("^{prefix}-"), "op": "regex" });
+        netbox.create_vm_update_rule(&prefix, &hook, &rule);
+        NetBoxSide { netbox, cluster, prefix }
+    }
+
+    /// A Planned VM `name` with an interface `ens18` and `address` as its
+    /// primary IPv4 (any address NetBox held from an earlier run removed).
+    fn planned_vm(&self, name: &str, address: &str, fields: Value) -> (Value, Value) {
+        for old in self.netbox.list(&format!("/api/ipam/ip-addresses/?address={address}")) {
+            self.netbox.delete(&format!("/api/ipam/ip-addresses/{}/", id(&old)));
+        }
+        let vm = self.netbox.create_vm(name, &self.cluster, "planned", &fields);
+        let iface = self.netbox.create_vm_interface(&vm, "ens18");
+        let ip = self.netbox.create_ip(&iface, &format!("{address}/24"), "");
+        self.netbox.patch_vm(&vm, &json!({ "primary_ip4": id(&ip) }));
+        (vm, iface)
+    }
+
+    /// PATCH it to Staged, then wait until NetBox says Active or Failed.
+    fn stage_and_wait(&self, vm: &Value, log: &Mutex<String>) -> Value {
+        self.netbox.patch_vm(vm, &json!({ "status": "staged" }));
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let now = self.netbox.vm(vm);
+            let status = now["status"]["value"].as_str().unwrap_or_default().to_string();
+            if status == "active" || status == "failed" {
+                return now;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "VM still {status} after 300 s; cradle serve said:\n{}",
+                log.lock().expect("log")
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+fn fields(node: &str, template: Option<&str>) -> Value {
+    json!({ "proxmox_node": node, "proxmox_template": template, "proxmox_datastore": "local-lvm" })
+}
+
+#[test]
+fn a_staged_vm_goes_active_with_its_mac_in_netbox_a_reservation_before_first_boot_ha_and_dns() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    let secret = format!("CANARY-HOOK-{}", std::process::id());
+    // The webhook needs cradle serve's address, and the project the NetBox URL.
+    let netbox = NetBox::shared();
+    let dir = project(tmp.path(), &lab, &netbox, &secret);
+    let (mut child, url, log) = serve(&dir);
+    let side = NetBoxSide::new(&url, &secret);
+    let name = format!("{}-web", side.prefix);
+    let address = format!("127.78.{}.20", lab.net);
+    let (vm, iface) = side.planned_vm(&name, &address, fields("pve1", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    let said = format!("{journal:#?}\ncradle serve:\n{}", log.lock().expect("log"));
+    assert_eq!(done["status"]["value"], "active", "{said}");
+
+    // The VM in Proxmox: one, on pve1, finalized (no cloud-init drive left).
+    let state = lab.state();
+    let made: Vec<&Value> =
+        state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name.as_str()).collect();
+    assert_eq!(made.len(), 1, "one VM: {said}");
+    let vmid = made[0]["vmid"].as_u64().expect("vmid") as u32;
+    let net0 = made[0]["config"]["net0"].as_str().expect("net0").to_string();
+    let mac = net0.split(',').next().and_then(|m| m.split('=').nth(1)).expect("mac").to_uppercase();
+    assert!(made[0]["config"].get("ide2").is_none(), "finalized: {}", made[0]["config"]);
+
+    // NetBox has the MAC on the interface.
+    assert_eq!(side.netbox.interface_mac(&iface).mac_address.as_deref(), Some(mac.as_str()));
+
+    // UniFi has the reservation, made before the guest's first DHCP request.
+    let reservation = lab.unifi.client("default", &mac).expect("UniFi knows the MAC");
+    assert!(reservation.use_fixedip && reservation.fixed_ip == Some(address.parse().expect("ip")), "{reservation:?}");
+    let leases = lab.cluster.dhcp_leases_of(vmid);
+    let first = leases.first().expect("the guest asked for an address");
+    match &first.offer {
+        DhcpOffer::Reserved { ip, reserved_at, .. } => {
+            assert_eq!(ip.to_string(), address);
+            assert!(reserved_at.before(&first.at), "the reservation came before the first boot");
+        }
+        other => panic!("the first boot got {other:?}, not the reservation"),
+    }
+
+    // HA: managed, in pve1's node-affinity rule.
+    let sid = format!("vm:{vmid}");
+    assert!(state["ha_resources"].get(&sid).is_some(), "HA resource: {}", state["ha_resources"]);
+    let rule = &state["ha_rules"]["cradle-pve1"];
+    assert!(rule.to_string().contains(&sid), "node-affinity rule: {}", state["ha_rules"]);
+
+    // DNS, and the journal entry.
+    let fqdn = format!("{name}.{ZONE}");
+    let records = lab.technitium.records_at(&fqdn);
+    assert!(records.iter().any(|r| r.record_type == "A" && r.value == address), "{records:?}");
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["kind"]["value"] == "success" && e["comments"].as_str().unwrap_or_default().contains(&mac)),
+        "{said}"
+    );
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+    let log = log.lock().expect("log").clone();
+    assert!(!log.contains(&secret), "the webhook secret never reaches the log");
+}
+
+#[test]
+fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_nothing_is_made() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    let secret = format!("CANARY-HOOK-{}", std::process::id());
+    let netbox = NetBox::shared();
+    let dir = project(tmp.path(), &lab, &netbox, &secret);
+    let (mut child, url, log) = serve(&dir);
+    let side = NetBoxSide::new(&url, &secret);
+    let name = format!("{}-bad", side.prefix);
+    let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.21", lab.net), fields("pve1", None));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    assert_eq!(done["status"]["value"], "failed", "{journal:#?}");
+    let entry = journal.iter().find(|e| e["kind"]["value"] == "danger").expect("a journal entry");
+    let text = entry["comments"].as_str().unwrap_or_default();
+    assert!(text.contains("failed at step validate") && text.contains("proxmox_template"), "{text}");
+    let vms = lab.state()["vms"].clone();
+    assert!(!vms.to_string().contains(&name), "nothing made in Proxmox");
+    assert!(lab.unifi.reservations().is_empty(), "no reservation");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
