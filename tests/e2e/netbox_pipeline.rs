@@ -149,7 +149,7 @@ defaults = "netbox-defaults.yml"
 {cluster}"#,
         cluster = std::fs::read_to_string(&cluster_toml).expect("cluster toml"),
         netbox_url = netbox.url,
-        unifi_url = lab.unifi.api_url(),
+        unifi_url = lab.unifi.api_url().trim_end_matches("/api"),
         technitium_url = lab.technitium.url(),
     );
     std::fs::write(dir.join("cradle.toml"), toml).expect("cradle.toml");
