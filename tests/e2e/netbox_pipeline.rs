@@ -27,6 +27,14 @@ use serde_json::{Value, json};
 
 const ZONE: &str = "lab.example";
 
+/// The custom fields the pipeline reads (docs/NETBOX.md).
+const CUSTOM_FIELDS: [(&str, &str); 4] = [
+    ("proxmox_node", "text"),
+    ("proxmox_template", "text"),
+    ("proxmox_datastore", "text"),
+    ("proxmox_vmid", "integer"),
+];
+
 /// The simulated cluster and the stand-ins, on a runtime of their own.
 struct Lab {
     cluster: RunningCluster,
@@ -194,14 +202,20 @@ struct NetBoxSide {
 }
 
 impl NetBoxSide {
+    /// The custom fields and a cluster, but no webhook: nothing is delivered.
+    fn without_webhook() -> NetBoxSide {
+        let netbox = NetBox::shared();
+        for (name, kind) in CUSTOM_FIELDS {
+            netbox.vm_custom_field(name, kind);
+        }
+        let prefix = unique_name("p12s");
+        let cluster = netbox.create_cluster(&prefix);
+        NetBoxSide { netbox, cluster, prefix }
+    }
+
     fn new(serve_url: &str, secret: &str) -> NetBoxSide {
         let netbox = NetBox::shared();
-        for (name, kind) in [
-            ("proxmox_node", "text"),
-            ("proxmox_template", "text"),
-            ("proxmox_datastore", "text"),
-            ("proxmox_vmid", "integer"),
-        ] {
+        for (name, kind) in CUSTOM_FIELDS {
             netbox.vm_custom_field(name, kind);
         }
         let prefix = unique_name("p12");
@@ -337,4 +351,47 @@ fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_noth
     assert!(lab.unifi.reservations().is_empty(), "no reservation");
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
+}
+
+#[test]
+fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds_none() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    let netbox = NetBox::shared();
+    let dir = project(tmp.path(), &lab, &netbox, "CANARY-UNUSED-SECRET");
+    let side = NetBoxSide::without_webhook();
+    let mut vms = Vec::new();
+    for i in 0..2 {
+        let name = format!("{}-s{i}", side.prefix);
+        let (vm, _) =
+            side.planned_vm(&name, &format!("127.78.{}.{}", lab.net, 30 + i), fields("pve2", Some("debian-12-cloud")));
+        side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
+        vms.push(vm);
+    }
+    let query = format!("name__isw={}-", side.prefix);
+    let sync = || {
+        Command::new(cradle_bin())
+            .current_dir(&dir)
+            .args(["--output", "json", "netbox", "sync", "--query", &query])
+            .output()
+            .expect("cradle netbox sync")
+    };
+    let out = sync();
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(doc["vms"].as_array().map(Vec::len), Some(2), "{text}");
+    for vm in &vms {
+        assert_eq!(side.netbox.vm(vm)["status"]["value"], "active", "{text}");
+    }
+    let again = sync();
+    let doc: Value = serde_json::from_slice(&again.stdout).expect("json");
+    assert_eq!(doc["vms"].as_array().map(Vec::len), Some(0), "nothing is Staged any more");
+    let state = lab.state();
+    for i in 0..2 {
+        let name = format!("{}-s{i}", side.prefix);
+        let n =
+            state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name.as_str()).count();
+        assert_eq!(n, 1, "one VM {name}");
+    }
 }

@@ -4,6 +4,7 @@
 
 mod completions;
 mod init;
+mod netbox;
 mod plugin_test;
 mod plugins;
 mod progress;
@@ -80,6 +81,9 @@ enum Command {
     Runs(runs::RunsCmd),
     /// Accept NetBox webhooks and run the pipeline of each VM set to Staged.
     Serve(serve::ServeArgs),
+    /// The NetBox pipeline without a webhook (`sync`: every VM NetBox has Staged).
+    #[command(subcommand)]
+    Netbox(netbox::NetboxCmd),
     /// The simulated Proxmox VE cluster.
     #[command(subcommand)]
     Sim(sim::SimCmd),
@@ -174,6 +178,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&cli, args).await,
         Command::Runs(cmd) => runs::run(&cli, cmd),
         Command::Serve(args) => serve::run(&cli, args).await,
+        Command::Netbox(cmd) => netbox::run(&cli, cmd).await,
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,
         Command::Completions(args) => completions::run(args),
     }

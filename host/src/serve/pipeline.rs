@@ -133,6 +133,34 @@ impl WorkflowPipeline {
     }
 }
 
+impl WorkflowPipeline {
+    /// The VMs `staged_vms(filter, limit)` of `source`'s workflow lists:
+    /// `(NetBox id, name)`.
+    pub fn staged_vms(
+        &self,
+        source: &str,
+        filter: &BTreeMap<String, String>,
+        limit: usize,
+    ) -> Result<Vec<(u64, String)>, String> {
+        let config =
+            self.sources.get(source).ok_or_else(|| format!("no [serve.sources.{source}] in cradle.toml"))?;
+        let filter = from_json(&json!(filter)).map_err(|e| e.to_string())?;
+        let probe = Event::found(source, 0, "netbox-sync");
+        let (_, found) = self
+            .call(config, "staged_vms", vec![filter, Dynamic::from_int(limit as i64)], Vec::new(), &probe)
+            .map_err(|f| f.message)?;
+        let list = to_json(&found);
+        let items = list.as_array().ok_or_else(|| format!("staged_vms returned {list}, not a list"))?;
+        items
+            .iter()
+            .map(|v| match (v["id"].as_u64(), v["name"].as_str()) {
+                (Some(id), Some(name)) => Ok((id, name.to_string())),
+                _ => Err(format!("staged_vms returned {v}, not #{{ id, name }}")),
+            })
+            .collect()
+    }
+}
+
 /// The event as the workflow sees it.
 fn event_arg(event: &Event) -> Result<Dynamic, String> {
     from_json(&json!({

@@ -93,6 +93,28 @@ pub struct Event {
     pub detail: Option<String>,
 }
 
+impl Event {
+    /// An event for a VM found Staged without a delivery (`cradle netbox
+    /// sync`): it is run at once and not recorded.
+    pub fn found(source: &str, vm_id: u64, vm_name: &str) -> Event {
+        Event {
+            seq: 0,
+            source: source.to_string(),
+            vm_id,
+            vm_name: vm_name.to_string(),
+            received: now(),
+            netbox_timestamp: String::new(),
+            request_id: None,
+            user: None,
+            digest: String::new(),
+            state: EventState::Running,
+            attempts: 1,
+            run_id: None,
+            detail: None,
+        }
+    }
+}
+
 /// One line of the file.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
