@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cradle_sim::services::semaphore::{self, Semaphore, SemaphoreConfig, TaskOutcome};
 use cradle_sim::services::technitium::{self, Technitium, TechnitiumConfig};
 use cradle_sim::services::unifi::{self, NetworkSpec, Unifi, UnifiConfig};
 use cradle_sim::services::{Listen, unifi::DhcpOffer};
@@ -28,11 +29,12 @@ use serde_json::{Value, json};
 const ZONE: &str = "lab.example";
 
 /// The custom fields the pipeline reads (docs/NETBOX.md).
-const CUSTOM_FIELDS: [(&str, &str); 4] = [
+const CUSTOM_FIELDS: [(&str, &str); 5] = [
     ("proxmox_node", "text"),
     ("proxmox_template", "text"),
     ("proxmox_datastore", "text"),
     ("proxmox_vmid", "integer"),
+    ("semaphore_template", "integer"),
 ];
 
 /// The simulated cluster and the stand-ins, on a runtime of their own.
@@ -40,6 +42,7 @@ struct Lab {
     cluster: RunningCluster,
     unifi: Unifi,
     technitium: Technitium,
+    semaphore: Semaphore,
     /// The /24 the UniFi network and the VMs' addresses are in (127.78.N.0).
     net: u8,
     _rt: tokio::runtime::Runtime,
@@ -76,6 +79,13 @@ impl Lab {
                 ..TechnitiumConfig::default()
             }))
             .expect("technitium");
+        let semaphore = rt
+            .block_on(semaphore::start(SemaphoreConfig {
+                listen: Listen::http(localhost),
+                time_scale: 0.01,
+                ..SemaphoreConfig::default()
+            }))
+            .expect("semaphore");
         let config = SimConfig {
             nodes: vec!["pve1".into(), "pve2".into()],
             state_dir: Some(dir.join("pve")),
@@ -86,7 +96,7 @@ impl Lab {
             ..SimConfig::default()
         };
         let cluster = rt.block_on(Cluster::start(config)).expect("simulated cluster");
-        Lab { cluster, unifi, technitium, net, _rt: rt }
+        Lab { cluster, unifi, technitium, semaphore, net, _rt: rt }
     }
 
     /// What the simulator persisted (VMs, HA resources and rules).
@@ -105,11 +115,12 @@ fn project(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str) -> PathBuf {
     write_secret(&dir.join("unifi.key"), lab.unifi.api_key().expect("api key").expose());
     std::fs::write(dir.join("unifi-ca.pem"), lab.unifi.ca_pem().expect("ca")).expect("ca");
     write_secret(&dir.join("technitium.token"), lab.technitium.api_token().expose());
+    write_secret(&dir.join("semaphore.token"), lab.semaphore.api_token().expose());
     write_secret(&dir.join("webhook.secret"), secret);
     std::fs::write(
         dir.join("netbox-defaults.yml"),
         format!(
-            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\n"
+            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n"
         ),
     )
     .expect("defaults");
@@ -132,7 +143,7 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 [workflow.grants.http]
-endpoints = ["netbox", "unifi", "technitium"]
+endpoints = ["netbox", "unifi", "technitium", "semaphore"]
 
 [endpoints.netbox]
 url = "{netbox_url}"
@@ -147,6 +158,10 @@ ca_file = "unifi-ca.pem"
 url = "{technitium_url}"
 token = {{ file = "technitium.token" }}
 auth = "bearer"
+[endpoints.semaphore]
+url = "{semaphore_url}"
+token = {{ file = "semaphore.token" }}
+auth = "bearer"
 
 [serve]
 concurrency = 2
@@ -159,6 +174,7 @@ defaults = "netbox-defaults.yml"
         netbox_url = netbox.url,
         unifi_url = lab.unifi.api_url().trim_end_matches("/api"),
         technitium_url = lab.technitium.url(),
+        semaphore_url = lab.semaphore.url(),
     );
     std::fs::write(dir.join("cradle.toml"), toml).expect("cradle.toml");
     dir.to_path_buf()
@@ -275,7 +291,9 @@ fn a_staged_vm_goes_active_with_its_mac_in_netbox_a_reservation_before_first_boo
     let side = NetBoxSide::new(&url, &secret);
     let name = format!("{}-web", side.prefix);
     let address = format!("127.78.{}.20", lab.net);
-    let (vm, iface) = side.planned_vm(&name, &address, fields("pve1", Some("debian-12-cloud")));
+    let mut with_os_config = fields("pve1", Some("debian-12-cloud"));
+    with_os_config["semaphore_template"] = json!(1);
+    let (vm, iface) = side.planned_vm(&name, &address, with_os_config);
     let done = side.stage_and_wait(&vm, &log);
     let journal = side.netbox.vm_journal(&vm);
     let said = format!("{journal:#?}\ncradle serve:\n{}", log.lock().expect("log"));
@@ -312,6 +330,13 @@ fn a_staged_vm_goes_active_with_its_mac_in_netbox_a_reservation_before_first_boo
     assert!(state["ha_resources"].get(&sid).is_some(), "HA resource: {}", state["ha_resources"]);
     let rule = &state["ha_rules"]["cradle-pve1"];
     assert!(rule.to_string().contains(&sid), "node-affinity rule: {}", state["ha_rules"]);
+
+    // OS configuration: the Semaphore template ran with the VM's variables.
+    let tasks = lab.semaphore.tasks();
+    let task = tasks.iter().find(|t| t.template_id == 1).expect("a Semaphore task");
+    assert_eq!(task.status, "success");
+    let vars = task.extra_vars.clone().unwrap_or_default();
+    assert_eq!((vars["vm_name"].as_str(), vars["vm_address"].as_str()), (Some(name.as_str()), Some(address.as_str())));
 
     // DNS, and the journal entry.
     let fqdn = format!("{name}.{ZONE}");
@@ -394,4 +419,86 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
             state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name.as_str()).count();
         assert_eq!(n, 1, "one VM {name}");
     }
+}
+
+#[test]
+fn a_failed_os_configuration_stops_the_pipeline_and_sets_failed_at_that_step() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    assert!(lab.semaphore.set_template_outcome(1, 1, TaskOutcome::Fail));
+    let secret = format!("CANARY-HOOK-{}", std::process::id());
+    let netbox = NetBox::shared();
+    let dir = project(tmp.path(), &lab, &netbox, &secret);
+    let (mut child, url, log) = serve(&dir);
+    let side = NetBoxSide::new(&url, &secret);
+    let name = format!("{}-os", side.prefix);
+    let mut f = fields("pve1", Some("debian-12-cloud"));
+    f["semaphore_template"] = json!(1);
+    let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.22", lab.net), f);
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    assert_eq!(done["status"]["value"], "failed", "{journal:#?}");
+    let text =
+        journal.iter().map(|e| e["comments"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n");
+    assert!(text.contains("failed at step os-config") && text.contains("ended error"), "{text}");
+    // It stopped there: no DNS record, no success entry.
+    assert!(lab.technitium.records_at(&format!("{name}.{ZONE}")).is_empty(), "no DNS after a failed step");
+    assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{text}");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
+
+#[test]
+fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    let secret = format!("CANARY-HOOK-{}", std::process::id());
+    let netbox = NetBox::shared();
+    let dir = project(tmp.path(), &lab, &netbox, &secret);
+    // Killed as the pipeline is about to reserve the address: the VM exists
+    // (stopped), its MAC is in NetBox, nothing else is done.
+    let side = NetBoxSide::without_webhook();
+    let name = format!("{}-k9", side.prefix);
+    let mut child = Command::new(cradle_bin())
+        .current_dir(&dir)
+        .env("CRADLE_CRASH_AT", format!("before:dhcp@{name}"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cradle serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(60)).expect("listening");
+    let hook = side.netbox.create_webhook(&side.prefix, &format!("{url}/hooks/netbox"), &secret);
+    let rule = json!({ "attr": "name", "value": format!("^{}-", side.prefix), "op": "regex" });
+    side.netbox.create_vm_update_rule(&side.prefix, &hook, &rule);
+    let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.23", lab.net), fields("pve2", Some("debian-12-cloud")));
+    side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
+    let status = child.wait().expect("wait");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "killed mid-pipeline");
+    assert!(lab.unifi.reservations().is_empty(), "killed before the reservation");
+    assert_eq!(side.netbox.vm(&vm)["status"]["value"], "staged");
+    // The restarted service resumes the event from its log: the webhook
+    // pointed at the old port, and NetBox does not send it again.
+    let (mut child, _, log) = serve(&dir);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while side.netbox.vm(&vm)["status"]["value"] != "active" {
+        assert!(Instant::now() < deadline, "not active:\n{}", log.lock().expect("log"));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let state = lab.state();
+    let n = state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name.as_str()).count();
+    assert_eq!(n, 1, "one VM, not a second clone");
+    assert_eq!(lab.unifi.reservations().len(), 1, "one reservation");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
 }

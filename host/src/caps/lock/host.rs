@@ -152,6 +152,25 @@ impl CapCtx {
     }
 }
 
+impl CapCtx {
+    /// Take back `key` when its holder is a process shown to be gone, as
+    /// `cradle unlock` does: `true` when a stale lock was removed, `false`
+    /// when the lock was free; an error (naming why) when the holder runs or
+    /// cannot be told. For a service that resumes its own work unattended
+    /// (`cradle serve` after a crash); the removal is journaled.
+    pub fn lock_reclaim(&self, key: &str) -> Result<bool, CapError> {
+        self.guard("reclaim", Call::Lock(LockCall { key, op: LockOp::Reclaim }), || {
+            match self.services.locks.remove_stale(key, &crate::caps::lock::local_liveness)? {
+                crate::caps::lock::Removal::NotLocked => Ok(false),
+                crate::caps::lock::Removal::Removed { holder } => {
+                    tracing::warn!(key, holder = ?holder.map(|h| h.to_string()), "took back a lock whose holder is gone");
+                    Ok(true)
+                }
+            }
+        })
+    }
+}
+
 impl lock::Host for CapCtx {
     fn acquire(&mut self, key: String) -> Result<Holder, WitError> {
         self.lock_acquire(&key).map_err(Into::into)

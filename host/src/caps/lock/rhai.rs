@@ -1,5 +1,5 @@
 //! `lock::acquire(key)`, `lock::release(key)`, `lock::holder(key)`,
-//! `lock::holder_gone(key)` for workflow
+//! `lock::holder_gone(key)`, `lock::reclaim(key)` for workflow
 //! scripts, through the same adapter as plugins ([`super::host`]). A holder is
 //! the WIT `holder` record (serde: `#{host, pid, started, run_id}`); `holder`
 //! gives `()` for a free lock.
@@ -30,6 +30,12 @@ pub fn module() -> Module {
             Ok(caps(&ctx)?.lock_holder_gone(&key).map_err(throw)?.map_or(Dynamic::UNIT, Dynamic::from))
         },
     );
+    // Remove a lock whose holder is a process shown to be gone (`cradle
+    // unlock`): `true` when one was removed, `false` when it was free.
+    FuncRegistration::new("reclaim")
+        .set_into_module(&mut m, |ctx: NativeCallContext, key: ImmutableString| -> Res<bool> {
+            caps(&ctx)?.lock_reclaim(&key).map_err(throw)
+        });
     FuncRegistration::new("holder").set_into_module(
         &mut m,
         |ctx: NativeCallContext, key: ImmutableString| -> Res<Dynamic> {

@@ -41,6 +41,9 @@ pub enum LockOp {
     },
     /// Read who holds the key.
     Holder,
+    /// Remove the key when its holder is a process shown to be gone (what
+    /// `cradle unlock` does); workflows only.
+    Reclaim,
 }
 
 impl Grant for LockGrant {
@@ -55,6 +58,12 @@ impl Grant for LockGrant {
             return Err(format!(
                 "release of `{key}`: this plugin did not acquire it in this run (a plugin may release only \
                  locks it acquired; the workflow's lock belongs to the workflow)"
+            )
+            .into());
+        }
+        if op == LockOp::Reclaim && !caller.scope.operator {
+            return Err(format!(
+                "reclaim of `{key}`: only a workflow may take back a lock whose holder is gone (`cradle unlock`)"
             )
             .into());
         }
@@ -84,6 +93,14 @@ mod tests {
         let m = denied(release("https://pve:8006|test-0", false));
         assert!(m.contains("release of `https://pve:8006|test-0`: this plugin did not acquire it in this run"), "{m}");
         allowed(release("https://pve:8006|test-0", true));
+    }
+
+    #[test]
+    fn a_plugin_reclaiming_a_lock_is_denied_and_a_workflow_may() {
+        let reclaim = Call::Lock(LockCall { key: "https://pve:8006|test-0", op: LockOp::Reclaim });
+        assert!(denied(reclaim).contains("only a workflow may take back"));
+        let s = RunScope { operator: true, ..scope() };
+        check(&grants(), "workflow.grants", &s, &reclaim).expect("operator");
     }
 
     #[test]
