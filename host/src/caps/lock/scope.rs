@@ -97,10 +97,10 @@ mod tests {
 
     #[test]
     fn a_plugin_reclaiming_a_lock_is_denied_and_a_workflow_may() {
-        let reclaim = Call::Lock(LockCall { key: "https://pve:8006|test-0", op: LockOp::Reclaim });
-        assert!(denied(reclaim).contains("only a workflow may take back"));
+        let reclaim = || Call::Lock(LockCall { key: "https://pve:8006|test-0", op: LockOp::Reclaim });
+        assert!(denied(reclaim()).contains("only a workflow may take back"));
         let s = RunScope { operator: true, ..scope() };
-        check(&grants(), "workflow.grants", &s, &reclaim).expect("operator");
+        check(&grants(), "workflow.grants", &s, &reclaim()).expect("operator");
     }
 
     #[test]
