@@ -109,6 +109,11 @@ impl Lab {
 /// A project for `cradle serve`: the cluster, the three endpoints, the
 /// source, the defaults every NetBox VM starts from.
 fn project(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str) -> PathBuf {
+    project_with(dir, lab, netbox, secret, "")
+}
+
+/// [`project`], with `extra` lines in the defaults every VM starts from.
+fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, extra: &str) -> PathBuf {
     let cluster_toml = dir.join("cluster.toml");
     cradle::cluster::write_client_config(&lab.cluster, "pve", &cluster_toml).expect("cluster config");
     write_secret(&dir.join("netbox.token"), netbox.authorization().trim_start_matches("Bearer "));
@@ -120,7 +125,7 @@ fn project(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str) -> PathBuf {
     std::fs::write(
         dir.join("netbox-defaults.yml"),
         format!(
-            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n"
+            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n{extra}"
         ),
     )
     .expect("defaults");
@@ -182,8 +187,13 @@ defaults = "netbox-defaults.yml"
 
 /// `cradle serve` on an ephemeral port; its address and its log.
 fn serve(dir: &Path) -> (Child, String, Arc<Mutex<String>>) {
+    serve_env(dir, &[])
+}
+
+fn serve_env(dir: &Path, env: &[(&str, &str)]) -> (Child, String, Arc<Mutex<String>>) {
     let mut child = Command::new(cradle_bin())
         .current_dir(dir)
+        .envs(env.iter().copied())
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -224,22 +234,22 @@ impl NetBoxSide {
         for (name, kind) in CUSTOM_FIELDS {
             netbox.vm_custom_field(name, kind);
         }
-        let prefix = unique_name("p12s");
+        let prefix = unique_name("p12");
         let cluster = netbox.create_cluster(&prefix);
         NetBoxSide { netbox, cluster, prefix }
     }
 
+    /// The webhook to `serve_url` and an event rule for this test's VMs.
+    fn hook(&self, serve_url: &str, secret: &str) {
+        let hook = self.netbox.create_webhook(&self.prefix, &format!("{serve_url}/hooks/netbox"), secret);
+        let rule = json!({ "attr": "name", "value": format!("^{}-", self.prefix), "op": "regex" });
+        self.netbox.create_vm_update_rule(&self.prefix, &hook, &rule);
+    }
+
     fn new(serve_url: &str, secret: &str) -> NetBoxSide {
-        let netbox = NetBox::shared();
-        for (name, kind) in CUSTOM_FIELDS {
-            netbox.vm_custom_field(name, kind);
-        }
-        let prefix = unique_name("p12");
-        let cluster = netbox.create_cluster(&prefix);
-        let hook = netbox.create_webhook(&prefix, &format!("{serve_url}/hooks/netbox"), secret);
-        let rule = json!({ "attr": "name", "value": format!("^{prefix}-"), "op": "regex" });
-        netbox.create_vm_update_rule(&prefix, &hook, &rule);
-        NetBoxSide { netbox, cluster, prefix }
+        let side = NetBoxSide::without_webhook();
+        side.hook(serve_url, secret);
+        side
     }
 
     /// A Planned VM `name` with an interface `ens18` and `address` as its
@@ -258,6 +268,11 @@ impl NetBoxSide {
     /// PATCH it to Staged, then wait until NetBox says Active or Failed.
     fn stage_and_wait(&self, vm: &Value, log: &Mutex<String>) -> Value {
         self.netbox.patch_vm(vm, &json!({ "status": "staged" }));
+        self.wait(vm, log)
+    }
+
+    /// Wait until NetBox says Active or Failed.
+    fn wait(&self, vm: &Value, log: &Mutex<String>) -> Value {
         let staged = Instant::now();
         let deadline = staged + Duration::from_secs(300);
         loop {
@@ -481,9 +496,7 @@ fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() 
         }
     });
     let url = rx.recv_timeout(Duration::from_secs(60)).expect("listening");
-    let hook = side.netbox.create_webhook(&side.prefix, &format!("{url}/hooks/netbox"), &secret);
-    let rule = json!({ "attr": "name", "value": format!("^{}-", side.prefix), "op": "regex" });
-    side.netbox.create_vm_update_rule(&side.prefix, &hook, &rule);
+    side.hook(&url, &secret);
     let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.23", lab.net), fields("pve2", Some("debian-12-cloud")));
     side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
     let status = child.wait().expect("wait");
@@ -504,4 +517,68 @@ fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() 
     assert_eq!(lab.unifi.reservations().len(), 1, "one reservation");
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
+}
+
+#[test]
+fn a_mac_unifi_knows_without_the_reservation_stops_at_dhcp_and_the_4_2_mac_objects_path_is_used() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let lab = Lab::start(tmp.path());
+    let secret = format!("CANARY-HOOK-{}", std::process::id());
+    let netbox = NetBox::shared();
+    // The MACAddress object + primary_mac_address path of NetBox 4.2–4.6.
+    let dir = project_with(tmp.path(), &lab, &netbox, &secret, "netbox_mac_write: objects\n");
+    let side = NetBoxSide::without_webhook();
+    let name = format!("{}-mac", side.prefix);
+    // The service freezes itself just before the reservation, so the test can
+    // make UniFi know the VM's MAC first (a client seen with a pool address).
+    let at = format!("before:dhcp@{name}");
+    let (mut child, url, log) = serve_env(&dir, &[("CRADLE_CRASH_AT", &at), ("CRADLE_CRASH_SIGNAL", "STOP")]);
+    side.hook(&url, &secret);
+    let (vm, iface) =
+        side.planned_vm(&name, &format!("127.78.{}.24", lab.net), fields("pve1", Some("debian-12-cloud")));
+    side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !stopped(&child) {
+        assert!(Instant::now() < deadline, "never reached dhcp:\n{}", log.lock().expect("log"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mac =
+        side.netbox.interface_mac(&iface).mac_address.expect("the MAC reached NetBox through the MACAddress object");
+    assert!(side.netbox.interface_mac(&iface).primary_mac_address_id.is_some());
+    squat(&lab, &mac);
+    let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
+    let done = side.wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    let text =
+        journal.iter().map(|e| e["comments"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n");
+    assert_eq!(done["status"]["value"], "failed", "{text}");
+    assert!(text.contains("failed at step dhcp") && text.contains("already knows"), "{text}");
+    // It stopped there: never started, no DNS.
+    assert!(lab.cluster.dhcp_leases().iter().all(|l| !l.mac.eq_ignore_ascii_case(&mac)), "never booted");
+    assert!(lab.technitium.records_at(&format!("{name}.{ZONE}")).is_empty());
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
+
+/// Whether `child` is stopped (SIGSTOP).
+fn stopped(child: &Child) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T'))
+}
+
+/// Make UniFi know `mac` as a client with no reservation, through its API.
+fn squat(lab: &Lab, mac: &str) {
+    let ca = tempfile::NamedTempFile::new().expect("ca");
+    std::fs::write(ca.path(), lab.unifi.ca_pem().expect("ca")).expect("write ca");
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+        .arg(ca.path())
+        .arg("-H")
+        .arg(format!("X-API-KEY: {}", lab.unifi.api_key().expect("key").expose()))
+        .args(["-H", "Content-Type: application/json", "-d"])
+        .arg(json!({ "mac": mac.to_lowercase(), "name": "someone-else" }).to_string())
+        .arg(format!("{}/s/default/rest/user", lab.unifi.api_url()))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{}", String::from_utf8_lossy(&out.stderr));
 }
