@@ -98,6 +98,9 @@ pub enum ConfigProblem {
     /// An endpoint URL that is not HTTP(S).
     #[error("endpoints.{name}.url = \"{url}\" must start with https:// or http://")]
     EndpointUrl { name: String, url: String },
+    /// An endpoint's login settings do not fit its `auth`.
+    #[error("endpoints.{name}: {problem}")]
+    EndpointLogin { name: String, problem: &'static str },
 }
 
 /// A `[clusters.NAME]` value that cannot work.

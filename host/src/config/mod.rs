@@ -666,6 +666,19 @@ impl Config {
             if !(ep.url.starts_with("https://") || ep.url.starts_with("http://")) {
                 return Err(ConfigProblem::EndpointUrl { name: name.clone(), url: ep.url.clone() });
             }
+            let login = ep.auth == EndpointAuth::UnifiLogin;
+            if login && (ep.username.is_none() || ep.token.is_none()) {
+                return Err(ConfigProblem::EndpointLogin {
+                    name: name.clone(),
+                    problem: "auth = \"unifi-login\" needs username and token (the password, as a secret reference)",
+                });
+            }
+            if !login && ep.username.is_some() {
+                return Err(ConfigProblem::EndpointLogin {
+                    name: name.clone(),
+                    problem: "username is only used with auth = \"unifi-login\"",
+                });
+            }
         }
         Ok(())
     }
@@ -868,6 +881,16 @@ vmids = "100-199"
         let text = GOOD.replace("kind = \"sim\"", "endpoint = \"https://pve1:8006\"\ntoken = { env = \"PVE_TOKEN\" }");
         let err = parse(&text).expect_err("no verify").to_string();
         assert!(err.contains("fingerprint"), "{err}");
+    }
+
+    #[test]
+    fn a_unifi_login_endpoint_needs_its_user_and_password_and_a_user_needs_the_login() {
+        let ep = |extra: &str| format!("{GOOD}\n[endpoints.unifi]\nurl = \"https://unifi/proxy/network\"\n{extra}");
+        let missing = parse(&ep("auth = \"unifi-login\"\ntoken = { file = \"/etc/u\" }\n")).expect_err("no user");
+        assert!(missing.to_string().contains("endpoints.unifi: auth = \"unifi-login\" needs username"), "{missing}");
+        let stray = parse(&ep("username = \"admin\"\ntoken = { file = \"/etc/u\" }\n")).expect_err("stray user");
+        assert!(stray.to_string().contains("username is only used with"), "{stray}");
+        parse(&ep("auth = \"unifi-login\"\nusername = \"admin\"\ntoken = { file = \"/etc/u\" }\n")).expect("valid");
     }
 
     #[test]

@@ -35,6 +35,7 @@ use serde::Deserialize;
 mod host;
 pub(crate) mod rhai;
 pub mod scope;
+mod unifi;
 
 /// Largest response body handed to a plugin.
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -78,6 +79,9 @@ pub struct EndpointConfig {
     /// console's own certificate, say). Relative to cradle.toml.
     #[serde(default)]
     pub ca_file: Option<std::path::PathBuf>,
+    /// The user `auth = "unifi-login"` logs in as.
+    #[serde(default)]
+    pub username: Option<String>,
 }
 
 /// How an endpoint's credential is attached.
@@ -91,6 +95,9 @@ pub enum EndpointAuth {
     Token,
     /// `X-API-KEY: <token>` (UniFi).
     ApiKey,
+    /// UniFi Network's session login with `username` and the `token` secret
+    /// as the password; the host keeps the session cookie and CSRF token.
+    UnifiLogin,
 }
 
 /// The configured endpoints and one shared HTTP client.
@@ -105,6 +112,9 @@ struct Endpoint {
     /// The credential, resolved once (a failure is kept too).
     token: OnceLock<Result<Secret, SecretError>>,
     client: OnceLock<reqwest::Client>,
+    /// The UniFi session of `auth = "unifi-login"`; held while a request is
+    /// sent, since a rotated CSRF token retires the one before it.
+    session: tokio::sync::Mutex<Option<unifi::Session>>,
 }
 
 impl Endpoints {
@@ -112,7 +122,15 @@ impl Endpoints {
     pub fn new(config: &BTreeMap<String, EndpointConfig>) -> Endpoints {
         let map = config
             .iter()
-            .map(|(k, v)| (k.clone(), Endpoint { config: v.clone(), token: OnceLock::new(), client: OnceLock::new() }))
+            .map(|(k, v)| {
+                let ep = Endpoint {
+                    config: v.clone(),
+                    token: OnceLock::new(),
+                    client: OnceLock::new(),
+                    session: tokio::sync::Mutex::new(None),
+                };
+                (k.clone(), ep)
+            })
             .collect();
         Endpoints { map: Arc::new(map) }
     }
@@ -175,26 +193,37 @@ impl Endpoints {
         for h in &req.headers {
             builder = builder.header(&h.key, &h.value);
         }
-        if let Some(token_ref) = &ep.config.token {
-            let token = ep
-                .token
-                .get_or_init(|| token_ref.resolve())
-                .as_ref()
-                .map_err(|e| CapError::failed(format!("endpoint `{}`: {e}", req.endpoint)))?;
+        let token = match &ep.config.token {
+            Some(token_ref) => Some(
+                ep.token
+                    .get_or_init(|| token_ref.resolve())
+                    .as_ref()
+                    .map_err(|e| CapError::failed(format!("endpoint `{}`: {e}", req.endpoint)))?,
+            ),
+            None => None,
+        };
+        if let Some(token) = token {
             builder = match ep.config.auth {
                 EndpointAuth::Bearer => builder.bearer_auth(token.expose()),
                 EndpointAuth::Token => builder.header("authorization", format!("Token {}", token.expose())),
                 EndpointAuth::ApiKey => builder.header("x-api-key", token.expose()),
+                EndpointAuth::UnifiLogin => builder,
             };
         }
         if let Some(body) = req.body {
             builder = builder.body(body);
         }
-        let mut resp = builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?;
+        let session = ep.config.auth == EndpointAuth::UnifiLogin;
+        let mut resp = if session {
+            send_unifi(ep, client, &base, builder, token, &req.endpoint).await?
+        } else {
+            builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?
+        };
         let status = resp.status().as_u16();
         let headers = resp
             .headers()
             .iter()
+            .filter(|(k, _)| !(session && unifi::SESSION_HEADERS.contains(&k.as_str())))
             .map(|(k, v)| Entry { key: k.to_string(), value: String::from_utf8_lossy(v.as_bytes()).into_owned() })
             .collect();
         let too_big = || CapError::failed(format!("endpoint `{}`: response body over {MAX_BODY} bytes", req.endpoint));
@@ -213,6 +242,38 @@ impl Endpoints {
         }
         Ok(Response { status, headers, body })
     }
+}
+
+/// Send `builder` with the endpoint's UniFi session, logging in first when
+/// there is none, and once more after a `401` (an expired session).
+async fn send_unifi(
+    ep: &Endpoint,
+    client: &reqwest::Client,
+    base: &reqwest::Url,
+    builder: reqwest::RequestBuilder,
+    password: Option<&Secret>,
+    name: &str,
+) -> Result<reqwest::Response, CapError> {
+    let missing = |what: &str| CapError::failed(format!("endpoint `{name}`: auth = \"unifi-login\" needs {what}"));
+    let password = password.ok_or_else(|| missing("`token` (the password, as a secret reference)"))?;
+    let username = ep.config.username.as_deref().ok_or_else(|| missing("`username`"))?;
+    let mut session = ep.session.lock().await;
+    for attempt in 0..2 {
+        if session.is_none() {
+            *session = Some(unifi::Session::login(client, name, base, username, password).await?);
+        }
+        let request =
+            builder.try_clone().ok_or_else(|| CapError::failed(format!("endpoint `{name}`: cannot resend")))?;
+        let current = session.as_mut().ok_or_else(|| missing("a session"))?;
+        let resp = current.attach(request).send().await.map_err(|e| transport_error(name, &e))?;
+        if resp.status() == reqwest::StatusCode::UNAUTHORIZED && attempt == 0 {
+            *session = None;
+            continue;
+        }
+        current.update(resp.headers());
+        return Ok(resp);
+    }
+    Err(CapError::failed(format!("endpoint `{name}`: UniFi answered 401 right after a new login")))
 }
 
 /// Check a request path before it is appended to the base URL: it starts
@@ -335,7 +396,7 @@ mod tests {
             }
             sent
         });
-        let cfg = EndpointConfig { url, token: None, auth: EndpointAuth::Bearer, ca_file: None };
+        let cfg = EndpointConfig { url, token: None, auth: EndpointAuth::Bearer, ca_file: None, username: None };
         (Endpoints::new(&BTreeMap::from([("big".to_string(), cfg)])), server)
     }
 
