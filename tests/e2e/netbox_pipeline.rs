@@ -13,7 +13,7 @@
 //! nothing is made.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use cradle_sim::services::{Listen, unifi::DhcpOffer};
 use cradle_sim::{Cluster, RunningCluster, SimConfig};
 use cradle_testkit::netbox::{NetBox, id, unique_name};
 use cradle_tests::cradle_bin;
+use cradle_tests::serve_process::Served;
 use serde_json::{Value, json};
 
 const ZONE: &str = "lab.example";
@@ -106,13 +107,8 @@ impl Lab {
     }
 }
 
-/// A project for `cradle serve`: the cluster, the three endpoints, the
-/// source, the defaults every NetBox VM starts from.
-fn project(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str) -> PathBuf {
-    project_with(dir, lab, netbox, secret, "")
-}
-
-/// [`project`], with `extra` lines in the defaults every VM starts from.
+/// A project for `cradle serve`: the cluster, the four endpoints, the
+/// source, the defaults every VM starts from (with `extra` lines).
 fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, extra: &str) -> PathBuf {
     let cluster_toml = dir.join("cluster.toml");
     cradle::cluster::write_client_config(&lab.cluster, "pve", &cluster_toml).expect("cluster config");
@@ -185,38 +181,10 @@ defaults = "netbox-defaults.yml"
     dir.to_path_buf()
 }
 
-/// `cradle serve` on an ephemeral port; its address and its log.
-fn serve(dir: &Path) -> (Child, String, Arc<Mutex<String>>) {
-    serve_env(dir, &[])
-}
-
+/// `cradle serve` on an ephemeral port with `env`; its process, URL and log.
 fn serve_env(dir: &Path, env: &[(&str, &str)]) -> (Child, String, Arc<Mutex<String>>) {
-    let mut child = Command::new(cradle_bin())
-        .current_dir(dir)
-        .envs(env.iter().copied())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cradle serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
-            }
-            sink.lock().expect("log").push_str(&format!("{line}\n"));
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
-        let _ = child.kill();
-        panic!("cradle serve did not start:\n{}", log.lock().expect("log"))
-    });
-    (child, url, log)
+    let served = Served::start(dir, env);
+    (served.child, served.url, served.log)
 }
 
 /// The NetBox side of one test: custom fields, a cluster, the webhook and an
@@ -244,12 +212,6 @@ impl NetBoxSide {
         let hook = self.netbox.create_webhook(&self.prefix, &format!("{serve_url}/hooks/netbox"), secret);
         let rule = json!({ "attr": "name", "value": format!("^{}-", self.prefix), "op": "regex" });
         self.netbox.create_vm_update_rule(&self.prefix, &hook, &rule);
-    }
-
-    fn new(serve_url: &str, secret: &str) -> NetBoxSide {
-        let side = NetBoxSide::without_webhook();
-        side.hook(serve_url, secret);
-        side
     }
 
     /// A Planned VM `name` with an interface `ens18` and `address` as its
@@ -297,16 +259,41 @@ fn fields(node: &str, template: Option<&str>) -> Value {
     json!({ "proxmox_node": node, "proxmox_template": template, "proxmox_datastore": "local-lvm" })
 }
 
+/// One test's world: the lab, its project, a NetBox side of its own.
+struct World {
+    lab: Lab,
+    netbox: NetBox,
+    dir: PathBuf,
+    secret: String,
+    side: NetBoxSide,
+    _tmp: tempfile::TempDir,
+}
+
+impl World {
+    /// With `extra` lines in the defaults every VM starts from.
+    fn new(extra: &str) -> World {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let lab = Lab::start(tmp.path());
+        let secret = format!("CANARY-HOOK-{}", std::process::id());
+        let netbox = NetBox::shared();
+        let dir = project_with(tmp.path(), &lab, &netbox, &secret, extra);
+        let side = NetBoxSide::without_webhook();
+        World { lab, netbox, dir, secret, side, _tmp: tmp }
+    }
+
+    /// `cradle serve` with `env`, and NetBox's webhook pointed at it.
+    fn serve(&self, env: &[(&str, &str)]) -> (Child, String, Arc<Mutex<String>>) {
+        let served = serve_env(&self.dir, env);
+        self.side.hook(&served.1, &self.secret);
+        served
+    }
+}
+
 #[test]
 fn a_staged_vm_goes_active_with_its_mac_in_netbox_a_reservation_before_first_boot_ha_and_dns() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
-    let secret = format!("CANARY-HOOK-{}", std::process::id());
-    // The webhook needs cradle serve's address, and the project the NetBox URL.
-    let netbox = NetBox::shared();
-    let dir = project(tmp.path(), &lab, &netbox, &secret);
-    let (mut child, url, log) = serve(&dir);
-    let side = NetBoxSide::new(&url, &secret);
+    let w = World::new("");
+    let (lab, side, netbox, secret, dir) = (&w.lab, &w.side, &w.netbox, &w.secret, &w.dir);
+    let (mut child, _, log) = w.serve(&[]);
     let name = format!("{}-web", side.prefix);
     let address = format!("127.78.{}.20", lab.net);
     let mut with_os_config = fields("pve1", Some("debian-12-cloud"));
@@ -368,19 +355,32 @@ fn a_staged_vm_goes_active_with_its_mac_in_netbox_a_reservation_before_first_boo
     );
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
-    let log = log.lock().expect("log").clone();
-    assert!(!log.contains(&secret), "the webhook secret never reaches the log");
+    // No credential reaches the log, a journal or the event log: the webhook
+    // secret, the NetBox token, the UniFi key, the Technitium and Semaphore tokens.
+    let mut written = log.lock().expect("log").clone();
+    for dir in [dir.join("state/runs"), dir.join("state/serve")] {
+        for entry in std::fs::read_dir(&dir).expect("state").flatten() {
+            written.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+    }
+    let token = netbox.authorization();
+    let secrets = [
+        secret.as_str(),
+        token.trim_start_matches("Bearer "),
+        lab.unifi.api_key().expect("key").expose(),
+        lab.technitium.api_token().expose(),
+        lab.semaphore.api_token().expose(),
+    ];
+    for (i, s) in secrets.iter().enumerate() {
+        assert!(!written.contains(s), "credential {i} was written to a log or journal");
+    }
 }
 
 #[test]
 fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_nothing_is_made() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
-    let secret = format!("CANARY-HOOK-{}", std::process::id());
-    let netbox = NetBox::shared();
-    let dir = project(tmp.path(), &lab, &netbox, &secret);
-    let (mut child, url, log) = serve(&dir);
-    let side = NetBoxSide::new(&url, &secret);
+    let w = World::new("");
+    let (lab, side) = (&w.lab, &w.side);
+    let (mut child, _, log) = w.serve(&[]);
     let name = format!("{}-bad", side.prefix);
     let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.21", lab.net), fields("pve1", None));
     let done = side.stage_and_wait(&vm, &log);
@@ -398,11 +398,8 @@ fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_noth
 
 #[test]
 fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds_none() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
-    let netbox = NetBox::shared();
-    let dir = project(tmp.path(), &lab, &netbox, "CANARY-UNUSED-SECRET");
-    let side = NetBoxSide::without_webhook();
+    let w = World::new("");
+    let (lab, side, dir) = (&w.lab, &w.side, &w.dir);
     let mut vms = Vec::new();
     for i in 0..2 {
         let name = format!("{}-s{i}", side.prefix);
@@ -414,7 +411,7 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
     let query = format!("name__isw={}-", side.prefix);
     let sync = || {
         Command::new(cradle_bin())
-            .current_dir(&dir)
+            .current_dir(dir)
             .args(["--output", "json", "netbox", "sync", "--query", &query])
             .output()
             .expect("cradle netbox sync")
@@ -441,14 +438,10 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
 
 #[test]
 fn a_failed_os_configuration_stops_the_pipeline_and_sets_failed_at_that_step() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
+    let w = World::new("");
+    let (lab, side) = (&w.lab, &w.side);
     assert!(lab.semaphore.set_template_outcome(1, 1, TaskOutcome::Fail));
-    let secret = format!("CANARY-HOOK-{}", std::process::id());
-    let netbox = NetBox::shared();
-    let dir = project(tmp.path(), &lab, &netbox, &secret);
-    let (mut child, url, log) = serve(&dir);
-    let side = NetBoxSide::new(&url, &secret);
+    let (mut child, _, log) = w.serve(&[]);
     let name = format!("{}-os", side.prefix);
     let mut f = fields("pve1", Some("debian-12-cloud"));
     f["semaphore_template"] = json!(1);
@@ -468,35 +461,13 @@ fn a_failed_os_configuration_stops_the_pipeline_and_sets_failed_at_that_step() {
 
 #[test]
 fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
-    let secret = format!("CANARY-HOOK-{}", std::process::id());
-    let netbox = NetBox::shared();
-    let dir = project(tmp.path(), &lab, &netbox, &secret);
+    let w = World::new("");
+    let (lab, side, dir) = (&w.lab, &w.side, &w.dir);
     // Killed as the pipeline is about to reserve the address: the VM exists
     // (stopped), its MAC is in NetBox, nothing else is done.
-    let side = NetBoxSide::without_webhook();
     let name = format!("{}-k9", side.prefix);
-    let mut child = Command::new(cradle_bin())
-        .current_dir(&dir)
-        .env("CRADLE_CRASH_AT", format!("before:dhcp@{name}"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cradle serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
-            }
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(60)).expect("listening");
-    side.hook(&url, &secret);
+    let at = format!("before:dhcp@{name}");
+    let (mut child, _, _) = w.serve(&[("CRADLE_CRASH_AT", &at)]);
     let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.23", lab.net), fields("pve2", Some("debian-12-cloud")));
     side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
     let status = child.wait().expect("wait");
@@ -505,7 +476,7 @@ fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() 
     assert_eq!(side.netbox.vm(&vm)["status"]["value"], "staged");
     // The restarted service resumes the event from its log: the webhook
     // pointed at the old port, and NetBox does not send it again.
-    let (mut child, _, log) = serve(&dir);
+    let (mut child, _, log) = serve_env(dir, &[]);
     let deadline = Instant::now() + Duration::from_secs(300);
     while side.netbox.vm(&vm)["status"]["value"] != "active" {
         assert!(Instant::now() < deadline, "not active:\n{}", log.lock().expect("log"));
@@ -521,19 +492,14 @@ fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_make_the_vm_exactly_once() 
 
 #[test]
 fn a_mac_unifi_knows_without_the_reservation_stops_at_dhcp_and_the_4_2_mac_objects_path_is_used() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let lab = Lab::start(tmp.path());
-    let secret = format!("CANARY-HOOK-{}", std::process::id());
-    let netbox = NetBox::shared();
     // The MACAddress object + primary_mac_address path of NetBox 4.2–4.6.
-    let dir = project_with(tmp.path(), &lab, &netbox, &secret, "netbox_mac_write: objects\n");
-    let side = NetBoxSide::without_webhook();
+    let w = World::new("netbox_mac_write: objects\n");
+    let (lab, side) = (&w.lab, &w.side);
     let name = format!("{}-mac", side.prefix);
     // The service freezes itself just before the reservation, so the test can
     // make UniFi know the VM's MAC first (a client seen with a pool address).
     let at = format!("before:dhcp@{name}");
-    let (mut child, url, log) = serve_env(&dir, &[("CRADLE_CRASH_AT", &at), ("CRADLE_CRASH_SIGNAL", "STOP")]);
-    side.hook(&url, &secret);
+    let (mut child, _, log) = w.serve(&[("CRADLE_CRASH_AT", &at), ("CRADLE_CRASH_SIGNAL", "STOP")]);
     let (vm, iface) =
         side.planned_vm(&name, &format!("127.78.{}.24", lab.net), fields("pve1", Some("debian-12-cloud")));
     side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
@@ -545,7 +511,7 @@ fn a_mac_unifi_knows_without_the_reservation_stops_at_dhcp_and_the_4_2_mac_objec
     let mac =
         side.netbox.interface_mac(&iface).mac_address.expect("the MAC reached NetBox through the MACAddress object");
     assert!(side.netbox.interface_mac(&iface).primary_mac_address_id.is_some());
-    squat(&lab, &mac);
+    squat(lab, &mac);
     let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
     let done = side.wait(&vm, &log);
     let journal = side.netbox.vm_journal(&vm);

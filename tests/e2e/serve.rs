@@ -6,12 +6,13 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cradle::serve::{Event, EventState, EventStore, Outcome, Pipeline, ServeConfig, Stopped, WebhookKey};
 use cradle_tests::cradle_bin;
+use cradle_tests::serve_process::Served;
 
 /// The real NetBox 4.7.3 delivery (VM 1, `probe-vm`, planned → staged).
 const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
@@ -337,34 +338,9 @@ fn spawn_serve(dir: &Path) -> (Child, SocketAddr, Arc<Mutex<String>>) {
 }
 
 fn spawn_serve_with(dir: &Path, env: &[(&str, &str)]) -> (Child, SocketAddr, Arc<Mutex<String>>) {
-    let mut child = Command::new(cradle_bin())
-        .current_dir(dir)
-        .envs(env.iter().copied())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cradle serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(addr) = line.split("listening on http://").nth(1) {
-                let _ = tx.send(addr.split(' ').next().unwrap_or_default().parse::<SocketAddr>());
-            }
-            sink.lock().expect("log").push_str(&format!("{line}\n"));
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(addr)) => (child, addr, log),
-        other => {
-            let _ = child.kill();
-            panic!("cradle serve did not start ({other:?}):\n{}", log.lock().expect("log"))
-        }
-    }
+    let served = Served::start(dir, env);
+    let addr = served.addr();
+    (served.child, addr, served.log)
 }
 
 fn wait_events(dir: &Path, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 pub mod bind;
 pub mod fixture;
 pub mod remote_sim;
+pub mod serve_process;
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
