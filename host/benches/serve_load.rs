@@ -20,9 +20,9 @@ const SECRET: &str = "bench-webhook-secret-0123456789";
 const BODY: &str = include_str!("../src/serve/testdata/netbox-4.7.3-vm-staged.body");
 
 fn cradle_bin() -> PathBuf {
-    std::env::var_os("CRADLE_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/cradle")
-    })
+    std::env::var_os("CRADLE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/cradle"))
 }
 
 fn project(dir: &Path, concurrency: usize, hold_ms: u64) {
