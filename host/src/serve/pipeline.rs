@@ -142,8 +142,7 @@ impl WorkflowPipeline {
         filter: &BTreeMap<String, String>,
         limit: usize,
     ) -> Result<Vec<(u64, String)>, String> {
-        let config =
-            self.sources.get(source).ok_or_else(|| format!("no [serve.sources.{source}] in cradle.toml"))?;
+        let config = self.sources.get(source).ok_or_else(|| format!("no [serve.sources.{source}] in cradle.toml"))?;
         let filter = from_json(&json!(filter)).map_err(|e| e.to_string())?;
         let probe = Event::found(source, 0, "netbox-sync");
         let (_, found) = self
