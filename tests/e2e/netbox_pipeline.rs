@@ -548,3 +548,23 @@ fn squat(lab: &Lab, mac: &str) {
         .expect("curl");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_dns_record_technitium_refuses_stops_the_pipeline_at_dns_with_technitiums_reason() {
+    // A zone the DNS server does not have: Technitium answers HTTP 200 with
+    // `status: error`, which must not pass for success.
+    let w = World::new("dns_zone: not-served.example\n");
+    let (lab, side) = (&w.lab, &w.side);
+    let (mut child, _, log) = w.serve(&[]);
+    let name = format!("{}-dns", side.prefix);
+    let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.25", lab.net), fields("pve2", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    let text =
+        journal.iter().map(|e| e["comments"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n");
+    assert_eq!(done["status"]["value"], "failed", "{text}");
+    assert!(text.contains("failed at step dns") && text.contains("Technitium"), "{text}");
+    assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{text}");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
