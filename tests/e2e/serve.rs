@@ -147,8 +147,7 @@ fn config(tweak: impl FnOnce(&mut ServeConfig)) -> ServeConfig {
 }
 
 fn store_events(dir: &Path) -> Vec<Event> {
-    let (store, _) = EventStore::open(dir, 100).expect("open the store");
-    store.events()
+    EventStore::read(dir).expect("read the event log")
 }
 
 fn serve_dir(tmp: &tempfile::TempDir) -> PathBuf {
@@ -344,49 +343,16 @@ fn spawn_serve_with(dir: &Path, env: &[(&str, &str)]) -> (Child, SocketAddr, Arc
 }
 
 fn wait_events(dir: &Path, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
-    let path = dir.join("state/serve/events.jsonl");
+    let serve = dir.join("state/serve");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let events = replay(&text);
+        let events = EventStore::read(&serve).unwrap_or_default();
         if done(&events) {
             return events;
         }
-        assert!(Instant::now() < deadline, "events never got there:\n{text}");
+        assert!(Instant::now() < deadline, "events never got there: {events:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The events of a log another process is writing (read-only: the store's
-/// own open would rewrite the file under the service).
-fn replay(text: &str) -> Vec<Event> {
-    let mut events: Vec<Event> = Vec::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let seq = v["seq"].as_u64().or_else(|| v["event"]["seq"].as_u64());
-        match v["op"].as_str() {
-            Some("accepted") => {
-                if let Ok(e) = serde_json::from_value::<Event>(v["event"].clone()) {
-                    events.push(e);
-                }
-            }
-            Some("started") => {
-                if let Some(e) = events.iter_mut().find(|e| Some(e.seq) == seq) {
-                    e.state = EventState::Running;
-                    e.attempts = v["attempt"].as_u64().unwrap_or(0) as u32;
-                }
-            }
-            Some("finished") => {
-                if let Some(e) = events.iter_mut().find(|e| Some(e.seq) == seq) {
-                    e.state = if v["ok"] == true { EventState::Done } else { EventState::Failed };
-                    e.run_id = v["run_id"].as_str().map(str::to_string);
-                    e.detail = v["detail"].as_str().map(str::to_string);
-                }
-            }
-            _ => {}
-        }
-    }
-    events
 }
 
 #[test]

@@ -228,29 +228,7 @@ impl EventStore {
     pub fn open(dir: &Path, max_queued: usize) -> Result<(EventStore, Vec<Event>), StoreError> {
         create_private_dir(dir)?;
         let path = dir.join(FILE);
-        let mut index = Index::default();
-        let text = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(StateError::io("read", &path, e).into()),
-        };
-        let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
-        for (i, line) in lines.iter().enumerate() {
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            let torn = i + 1 == lines.len() && !text.ends_with(b"\n");
-            let applied =
-                serde_json::from_slice::<Record>(line).map_err(|e| e.to_string()).and_then(|r| index.apply(r));
-            match applied {
-                Ok(()) => {}
-                // Never acknowledged: its sync had not returned.
-                Err(detail) if torn => {
-                    tracing::warn!(path = %path.display(), line = i + 1, %detail, "dropped a torn last line of the event log");
-                }
-                Err(detail) => return Err(StoreError::Corrupt { path, line: i + 1, detail }),
-            }
-        }
+        let mut index = replay(&path)?;
         let mut resume = Vec::new();
         for e in index.events.values_mut().filter(|e| e.state.unfinished()) {
             if e.attempts >= MAX_ATTEMPTS {
@@ -282,6 +260,13 @@ impl EventStore {
             .map_err(|e| StoreError::Write { path: path.clone(), detail: format!("cannot start the writer: {e}") })?;
         let store = EventStore { path, index: Mutex::new(index), writer: Mutex::new(Some(tx)), max_queued };
         Ok((store, resume))
+    }
+
+    /// Every event of the log in `dir`, oldest first, as the file says now:
+    /// read only, so it may watch a log a running service writes (a torn
+    /// last line is one being written).
+    pub fn read(dir: &Path) -> Result<Vec<Event>, StoreError> {
+        Ok(replay(&dir.join(FILE))?.events.into_values().collect())
     }
 
     /// Record `vm`'s delivery (its body's SHA-256 is `digest`) from `source`,
@@ -389,6 +374,33 @@ impl EventStore {
             _ => StoreError::Closed,
         }
     }
+}
+
+/// The index the log at `path` describes (none: empty).
+fn replay(path: &Path) -> Result<Index, StoreError> {
+    let mut index = Index::default();
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(index),
+        Err(e) => return Err(StateError::io("read", path, e).into()),
+    };
+    let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        let torn = i + 1 == lines.len() && !text.ends_with(b"\n");
+        let applied = serde_json::from_slice::<Record>(line).map_err(|e| e.to_string()).and_then(|r| index.apply(r));
+        match applied {
+            Ok(()) => {}
+            // Never acknowledged: its sync had not returned.
+            Err(detail) if torn => {
+                tracing::warn!(path = %path.display(), line = i + 1, %detail, "dropped a torn last line of the event log");
+            }
+            Err(detail) => return Err(StoreError::Corrupt { path: path.to_path_buf(), line: i + 1, detail }),
+        }
+    }
+    Ok(index)
 }
 
 fn line(record: &Record) -> Vec<u8> {
