@@ -1,16 +1,19 @@
-//! A minimal ISO 9660 reader: the names in an image's root directory, from the primary
-//! volume descriptor and, when present, the Joliet supplementary descriptor (UCS-2
-//! big-endian names). Enough to see whether an ISO carries a Windows answer file
-//! (`autounattend.xml`) in its root, as Windows Setup looks for it.
+//! A minimal ISO 9660 reader: the entries of an image's root directory, from the
+//! primary volume descriptor and, when present, the Joliet supplementary descriptor
+//! (UCS-2 big-endian names), and the bytes of a file there. Enough to see whether an
+//! ISO carries a Windows answer file (`autounattend.xml`) in its root, as Windows Setup
+//! looks for it, and to read what it says.
 //!
 //! Contract (ECMA-119 §8.4, §9.1; Joliet: escape sequences `%/@`, `%/C`, `%/E` at byte
 //! 88 of a type-2 descriptor): descriptors start at sector 16 (2048-byte sectors) and
 //! end at a type-255 terminator; the root directory record sits at byte 156 of a
-//! descriptor (extent LBA: LE u32 at +2, length: LE u32 at +10); a directory's records
-//! never cross a sector (a zero length byte means "next sector"); names carry a `;1`
-//! version that is dropped, as is a trailing `.`. Failure modes: any I/O error or a
-//! malformed image is an `Err` with a short reason — never a panic; reads are bounded
-//! (at most 64 descriptors, a root directory of at most 4 MiB).
+//! descriptor (extent LBA: LE u32 at +2, length: LE u32 at +10; the same in every
+//! directory record); a directory's records never cross a sector (a zero length byte
+//! means "next sector"); names carry a `;1` version that is dropped, as is a trailing
+//! `.`. A file is its one extent (no multi-extent files, no interleaving). Failure
+//! modes: any I/O error or a malformed image is an `Err` with a short reason — never a
+//! panic; reads are bounded (at most 64 descriptors, a root directory of at most 4 MiB,
+//! a file of at most the caller's limit).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -31,14 +34,20 @@ fn le_u32(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// The names of the root directory's entries (files and directories, without `.` and
-/// `..`): Joliet names when the image has a Joliet descriptor, else the primary names.
-pub fn root_names(path: &Path) -> Result<Vec<String>, String> {
-    let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// One entry of the root directory.
+struct Entry {
+    name: String,
+    lba: u32,
+    len: u32,
+}
+
+/// The root directory's entries (files and directories, without `.` and `..`): Joliet
+/// names when the image has a Joliet descriptor, else the primary names.
+fn root_entries(f: &mut File) -> Result<Vec<Entry>, String> {
     let mut primary = None;
     let mut joliet = None;
     for i in 0..MAX_DESCRIPTORS {
-        let d = read_at(&mut f, (16 + i) * SECTOR, SECTOR as usize)?;
+        let d = read_at(f, (16 + i) * SECTOR, SECTOR as usize)?;
         if &d[1..6] != b"CD001" {
             return Err("not an ISO 9660 image (no CD001 descriptor)".into());
         }
@@ -59,8 +68,8 @@ pub fn root_names(path: &Path) -> Result<Vec<String>, String> {
     if len > MAX_DIR {
         return Err(format!("root directory of {len} bytes is too large"));
     }
-    let dir = read_at(&mut f, u64::from(lba) * SECTOR, len as usize)?;
-    let mut names = Vec::new();
+    let dir = read_at(f, u64::from(lba) * SECTOR, len as usize)?;
+    let mut entries = Vec::new();
     let mut pos = 0usize;
     while pos < dir.len() {
         let rec_len = dir[pos] as usize;
@@ -72,6 +81,9 @@ pub fn root_names(path: &Path) -> Result<Vec<String>, String> {
         let rec = dir.get(pos..pos + rec_len).ok_or("directory record runs past the directory")?;
         let name_len = *rec.get(32).ok_or("directory record too short")? as usize;
         let raw = rec.get(33..33 + name_len).ok_or("directory record name runs past the record")?;
+        let (Some(lba), Some(len)) = (le_u32(rec, 2), le_u32(rec, 10)) else {
+            return Err("directory record too short".into());
+        };
         pos += rec_len;
         if raw == [0] || raw == [1] {
             continue; // `.` and `..`
@@ -88,14 +100,39 @@ pub fn root_names(path: &Path) -> Result<Vec<String>, String> {
         if name.ends_with('.') {
             name.pop();
         }
-        names.push(name);
+        entries.push(Entry { name, lba, len });
     }
-    Ok(names)
+    Ok(entries)
+}
+
+fn open(path: &Path) -> Result<File, String> {
+    File::open(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The names of the root directory's entries (files and directories, without `.` and
+/// `..`): Joliet names when the image has a Joliet descriptor, else the primary names.
+#[cfg(test)]
+fn root_names(path: &Path) -> Result<Vec<String>, String> {
+    Ok(root_entries(&mut open(path)?)?.into_iter().map(|e| e.name).collect())
 }
 
 /// Whether the image's root directory holds `name` (compared case-insensitively).
-pub fn has_root_file(path: &Path, name: &str) -> bool {
+#[cfg(test)]
+fn has_root_file(path: &Path, name: &str) -> bool {
     root_names(path).is_ok_and(|names| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+}
+
+/// The bytes of the root directory's file `name` (compared case-insensitively), `None`
+/// when there is none; a file over `limit` bytes is an `Err`.
+pub fn read_root_file(path: &Path, name: &str, limit: u32) -> Result<Option<Vec<u8>>, String> {
+    let mut f = open(path)?;
+    let Some(e) = root_entries(&mut f)?.into_iter().find(|e| e.name.eq_ignore_ascii_case(name)) else {
+        return Ok(None);
+    };
+    if e.len > limit {
+        return Err(format!("{} is {} bytes, over the {limit} read here", e.name, e.len));
+    }
+    read_at(&mut f, u64::from(e.lba) * SECTOR, e.len as usize).map(Some)
 }
 
 #[cfg(test)]
@@ -139,6 +176,16 @@ mod tests {
         // ISO level 1: 8.3 upper-case names, as Windows Setup would not find them either.
         assert_eq!(root_names(&iso).unwrap(), ["AUTOUNAT.XML", "SOURCES"]);
         assert!(!has_root_file(&iso, "autounattend.xml"));
+    }
+
+    #[test]
+    fn the_bytes_of_a_root_file_are_read_by_its_name_in_any_case_and_bounded() {
+        let t = tempfile::tempdir().unwrap();
+        let Some(iso) = genisoimage(t.path(), &["Autounattend.xml", "readme.txt"], &["-J", "-R"]) else { return };
+        let text = read_root_file(&iso, "autounattend.xml", 1 << 20).unwrap();
+        assert_eq!(text.as_deref(), Some(&b"<unattend/>"[..]));
+        assert_eq!(read_root_file(&iso, "missing.xml", 1 << 20).unwrap(), None);
+        assert!(read_root_file(&iso, "autounattend.xml", 4).unwrap_err().contains("over the 4"));
     }
 
     #[test]

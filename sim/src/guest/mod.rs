@@ -371,22 +371,15 @@ fn boot(
         tracing::warn!(vmid, "guest boot hangs (fault reboot-hang); it will not answer");
         return;
     }
-    if let windows::WinBoot::Setup { disk: Some(disk) } = &ident.windows {
-        let disk = disk.clone();
-        sim.after(sim.scaled(sim.cfg.timings.windows_install), move |sim| {
-            // Only the boot that started Setup finishes it (a stop or reset loses it).
-            let same = lock(&sim.guests).get(&vmid).is_some_and(|g| g.generation == generation && !g.down);
-            if !same {
-                return;
-            }
-            if let Some(vm) = lock(&sim.state).vms.get_mut(&vmid) {
-                vm.disk.windows_on = Some(disk);
-            }
-            sim.changed();
-            if let Some(g) = lock(&sim.guests).get_mut(&vmid).filter(|g| g.generation == generation) {
-                g.install_done = true;
-            }
-        });
+    if let windows::WinBoot::Setup { disk, ssh } = &ident.windows {
+        // Setup runs no sshd; the installed system's OpenSSH starts when Setup is done.
+        if let Some(disk) = disk.clone() {
+            let openssh = ssh.clone();
+            sim.after(sim.scaled(sim.cfg.timings.windows_install), move |sim| {
+                windows_installed(sim, vmid, generation, disk, openssh);
+            });
+        }
+        return;
     }
     let Some(ip) = address.filter(|a| sim.cfg.guest_subnet.contains(*a) && a.is_loopback()) else {
         tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
@@ -402,6 +395,51 @@ fn boot(
         cancel_rx,
         silent,
     );
+}
+
+/// Windows Setup of boot `generation` of `vmid` finished: `disk` holds Windows, with the
+/// OpenSSH server the answer file installed (`openssh`), whose sshd starts now on the
+/// answer file's address. Setup wiped the disk: its address, host key and keys are the
+/// answer file's (persisted for later boots).
+fn windows_installed(sim: &Arc<Sim>, vmid: u32, generation: u64, disk: String, openssh: Option<windows::WinSsh>) {
+    // Only the boot that started Setup finishes it (a stop or reset loses it).
+    let same = lock(&sim.guests).get(&vmid).is_some_and(|g| g.generation == generation && !g.down);
+    if !same {
+        return;
+    }
+    let address = openssh.as_ref().and_then(|o| o.address);
+    let host_key = openssh.and_then(|o| o.host_key.or_else(|| keys::generate_ed25519_openssh().ok()));
+    if let Some(vm) = lock(&sim.state).vms.get_mut(&vmid) {
+        vm.disk.windows_on = Some(disk);
+        vm.disk.address = address;
+        vm.disk.authorized.clear();
+        if host_key.is_some() {
+            vm.disk.host_key = host_key.clone();
+        }
+    }
+    sim.changed();
+    let cancel = {
+        let mut guests = lock(&sim.guests);
+        let Some(g) = guests.get_mut(&vmid).filter(|g| g.generation == generation) else { return };
+        g.install_done = true;
+        g.address = address;
+        g.cancel.subscribe()
+    };
+    let Some(key) = host_key.and_then(|k| russh::keys::PrivateKey::from_openssh(&k).ok()) else { return };
+    let Some(ip) = address.filter(|a| sim.cfg.guest_subnet.contains(*a) && a.is_loopback()) else {
+        tracing::warn!(vmid, ?address, "Windows' sshd has no address inside the guest subnet; it is unreachable");
+        return;
+    };
+    let ident = GuestIdent {
+        authorized: BTreeMap::new(),
+        ssh_config: Arc::new(ssh::server_config(key)),
+        has_datasource: false,
+        invalid_user_data: false,
+        container: false,
+        windows: windows::WinBoot::Installed,
+    };
+    let addr = SocketAddr::from((ip, sim.cfg.guest_ssh_port));
+    ssh::spawn_guest_sshd(sim.clone(), vmid, generation, addr, Arc::new(ident), Instant::now(), cancel, false);
 }
 
 /// Power the guest off (stop, shutdown, destroy): its sshd and sessions end (its

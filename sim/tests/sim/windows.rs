@@ -1,14 +1,16 @@
 //! Windows installed from ISO: Setup runs unattended only when an attached ISO carries
 //! `autounattend.xml` in its root, takes `timings.windows_install`, and then the guest
-//! agent reports Windows; CD-ROM media changes on a running VM.
+//! agent reports Windows — and the OpenSSH server the answer file installs answers;
+//! CD-ROM media changes on a running VM.
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use serde_json::json;
 
 use crate::common;
 
-use common::{Api, start};
+use common::{Api, client_key, guest_addr, ssh_exec, start};
 
 /// Plant `win.iso` (no answer file) and, made by the real genisoimage, `answer.iso`
 /// holding `Autounattend.xml`. `false` when genisoimage is missing (test skipped).
@@ -29,6 +31,31 @@ fn plant_isos(c: &cradle_sim::RunningCluster) -> bool {
             false
         }
     }
+}
+
+/// Plant `win.iso` and `answer.iso` (genisoimage) whose `autounattend.xml` is `text`.
+fn plant_answer(c: &cradle_sim::RunningCluster, text: &str) -> bool {
+    let iso_dir = c.node_path("pve1", "/var/lib/vz/template/iso");
+    std::fs::write(iso_dir.join("win.iso"), vec![0u8; 64 * 1024]).unwrap();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("autounattend.xml"), text).unwrap();
+    let status = std::process::Command::new("genisoimage")
+        .args(["-quiet", "-J", "-R", "-o"])
+        .arg(iso_dir.join("answer.iso"))
+        .arg(src.path())
+        .status();
+    status.is_ok_and(|s| s.success())
+}
+
+/// The ed25519 host key `ssh-keyscan` reads at `addr` (`None`: nothing answered).
+async fn keyscan(addr: std::net::SocketAddr) -> Option<String> {
+    let out = tokio::process::Command::new("ssh-keyscan")
+        .args(["-T", "5", "-t", "ed25519", "-p", &addr.port().to_string(), &addr.ip().to_string()])
+        .output()
+        .await
+        .expect("ssh-keyscan runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().find(|l| !l.starts_with('#')).and_then(|l| l.split_once(' ')).map(|(_, key)| key.trim().to_string())
 }
 
 async fn create_win(api: &Api, answer: bool) {
@@ -186,4 +213,66 @@ async fn a_linux_appliance_reports_debian_through_get_osinfo() {
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["data"]["result"]["id"], "debian");
     assert_eq!(b["data"]["result"]["pretty-name"], "Debian GNU/Linux 12 (bookworm)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_openssh_answers_only_once_setup_finished_with_the_answer_files_address_and_host_key() {
+    let c = start(0.05, |cfg| {
+        cfg.timings.windows_install = Duration::from_secs(40);
+        cfg.timings.boot_ssh = Duration::from_secs(1);
+    })
+    .await;
+    let api = Api::new(&c);
+    let key = russh::keys::PrivateKey::from(russh::keys::ssh_key::private::Ed25519Keypair::from_seed(&[7; 32]));
+    let private = key.to_openssh(russh::keys::ssh_key::LineEnding::LF).unwrap().to_string();
+    let public = key.public_key().to_openssh().unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&private);
+    let answer = format!(
+        r#"<unattend xmlns="urn:schemas-microsoft-com:unattend"><settings pass="specialize">
+<component name="Microsoft-Windows-TCPIP"><Interfaces><Interface><Identifier>Ethernet</Identifier>
+<Ipv4Settings><DhcpEnabled>false</DhcpEnabled></Ipv4Settings>
+<UnicastIpAddresses><IpAddress wcm:action="add" wcm:keyValue="1">127.54.9.11/24</IpAddress></UnicastIpAddresses>
+</Interface></Interfaces></component></settings><settings pass="oobeSystem"><FirstLogonCommands>
+<SynchronousCommand><CommandLine>powershell -Command "Add-WindowsCapability -Online -Name OpenSSH.Server~~~~0.0.1.0"</CommandLine></SynchronousCommand>
+<SynchronousCommand><CommandLine>powershell -Command "[IO.File]::WriteAllBytes('C:\ProgramData\ssh\ssh_host_ed25519_key', [Convert]::FromBase64String('{b64}'))"</CommandLine></SynchronousCommand>
+</FirstLogonCommands></settings></unattend>"#
+    );
+    if !plant_answer(&c, &answer) {
+        eprintln!("skipping: genisoimage not available");
+        return;
+    }
+    create_win(&api, true).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/400/status/start", &[]).await, "OK");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(c.guest_ssh_addr(400), None, "Setup runs no sshd (past boot_ssh, before windows_install)");
+    let addr = guest_addr(&c, 400).await;
+    assert_eq!(addr.ip().to_string(), "127.54.9.11", "the answer file's static address");
+    assert!(wait_agent(&api).await, "Setup is done");
+    assert_eq!(keyscan(addr).await.as_deref(), Some(public.trim()), "the answer file's host key");
+    let (other, _) = client_key();
+    let login = ssh_exec(addr, "Administrator", &other, "whoami", b"").await;
+    assert_eq!(login.err().as_deref(), Some("authentication rejected"), "no login is simulated");
+
+    // Installed: later boots (no ISO) run the same sshd, the key and address persisted.
+    assert_eq!(api.run("/nodes/pve1/qemu/400/status/stop", &[]).await, "OK");
+    let (s, b) = api.call("PUT", "/nodes/pve1/qemu/400/config", &[("delete", "ide0,ide2")]).await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(api.run("/nodes/pve1/qemu/400/status/start", &[]).await, "OK");
+    let addr = guest_addr(&c, 400).await;
+    assert_eq!(addr.ip().to_string(), "127.54.9.11");
+    assert_eq!(keyscan(addr).await.as_deref(), Some(public.trim()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_file_without_openssh_leaves_the_installed_windows_without_sshd() {
+    let c = start(0.0, |_| {}).await;
+    let api = Api::new(&c);
+    if !plant_isos(&c) {
+        return;
+    }
+    create_win(&api, true).await;
+    assert_eq!(api.run("/nodes/pve1/qemu/400/status/start", &[]).await, "OK");
+    assert!(wait_agent(&api).await, "Setup is done");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(c.guest_ssh_addr(400), None);
 }
