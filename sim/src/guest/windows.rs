@@ -14,9 +14,9 @@
 //! (a new boot starts Setup again). Without an ISO the VM is what it was before: an
 //! appliance booting its disk (`guest/mod.rs`).
 //!
-//! OpenSSH for Windows ([`openssh`]): an answer file that names `OpenSSH.Server`
-//! (`Add-WindowsCapability -Online -Name OpenSSH.Server~~~~0.0.1.0` in a
-//! `<CommandLine>`) installs it, so the installed Windows runs sshd — from the end of
+//! OpenSSH for Windows ([`openssh`]): an answer file with a `<CommandLine>` naming
+//! `OpenSSH.Server` (`Add-WindowsCapability -Online -Name OpenSSH.Server~~~~0.0.1.0`;
+//! `<!-- … -->` comments are not read) installs it, so the installed Windows runs sshd — from the end of
 //! Setup on, never during Setup — on its static address (the first
 //! `<IpAddress …>A.B.C.D/N</IpAddress>`, `Microsoft-Windows-TCPIP`'s
 //! `UnicastIpAddresses`), port `guest_ssh_port`. Its ed25519 host key is the OpenSSH
@@ -103,12 +103,27 @@ fn answer_host_key(answer: &str) -> Option<String> {
     None
 }
 
-/// What the answer file says about OpenSSH for Windows; `None` when it does not install
-/// it.
+/// The answer file without its `<!-- … -->` comments.
+fn without_comments(answer: &str) -> String {
+    let mut out = String::with_capacity(answer.len());
+    let mut rest = answer;
+    while let Some(i) = rest.find("<!--") {
+        out.push_str(&rest[..i]);
+        rest = rest[i..].find("-->").map_or("", |end| &rest[i + end + 3..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What the answer file says about OpenSSH for Windows; `None` when no `<CommandLine>`
+/// installs it (comments say nothing).
 pub fn openssh(answer: &str) -> Option<WinSsh> {
-    answer
-        .contains("OpenSSH.Server")
-        .then(|| WinSsh { address: static_ipv4(answer), host_key: answer_host_key(answer) })
+    let answer = without_comments(answer);
+    let installs = answer
+        .split("<CommandLine>")
+        .skip(1)
+        .any(|part| part.split("</CommandLine>").next().unwrap_or("").contains("OpenSSH.Server"));
+    installs.then(|| WinSsh { address: static_ipv4(&answer), host_key: answer_host_key(&answer) })
 }
 
 fn is_cd(v: &str) -> bool {
@@ -191,5 +206,7 @@ mod tests {
         let bare = openssh("<CommandLine>Add-WindowsCapability -Name OpenSSH.Server</CommandLine>").unwrap();
         assert_eq!(bare, WinSsh { address: None, host_key: None });
         assert_eq!(openssh("<unattend/>"), None, "no OpenSSH without OpenSSH.Server");
+        let commented = "<!-- <CommandLine>Add-WindowsCapability -Name OpenSSH.Server</CommandLine> --><x/>";
+        assert_eq!(openssh(commented), None, "a comment installs nothing");
     }
 }
