@@ -427,6 +427,10 @@ impl Project {
             http: Endpoints::new(&self.config.endpoints),
             ssh: Some(Arc::new(ssh)),
             dns,
+            ansible: Some(Arc::new(crate::caps::ssh::playbook::Ansible {
+                command: self.config.ansible.resolved(&self.config.base_dir),
+                log_dir: self.state.root().join("ansible"),
+            })),
             terraform,
             rt,
             cluster_id: crate::cluster::cluster_id(&environment.cluster, cluster),

@@ -2,6 +2,7 @@
 //! there) and the end-to-end tests in `cradle-tests`. Test code only: it
 //! panics on any setup failure, naming what went wrong.
 
+pub mod ansible;
 pub mod bind;
 pub mod etcd;
 pub mod netbox;

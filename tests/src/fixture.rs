@@ -200,6 +200,7 @@ storages = ["*"]
 [workflow.grants.ssh]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
+playbooks = ["playbooks"]
 "#,
         );
         if self.workflow_destructive {

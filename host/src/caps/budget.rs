@@ -164,6 +164,8 @@ pub enum TimeoutArg {
     Http,
     /// One terraform command (`[terraform] timeout_s`).
     Terraform,
+    /// One `ssh::playbook` run.
+    Playbook,
 }
 
 impl TimeoutArg {
@@ -173,7 +175,7 @@ impl TimeoutArg {
             TimeoutArg::WaitTask | TimeoutArg::SshExec => Duration::from_secs(30 * 60),
             TimeoutArg::SshWaitFor => Duration::from_secs(15 * 60),
             TimeoutArg::Http => Duration::from_secs(60),
-            TimeoutArg::Terraform => Duration::from_secs(24 * 60 * 60),
+            TimeoutArg::Terraform | TimeoutArg::Playbook => Duration::from_secs(24 * 60 * 60),
         }
     }
 
@@ -195,6 +197,7 @@ impl TimeoutArg {
             TimeoutArg::SshWaitFor => "ssh.wait-for",
             TimeoutArg::Http => "http.send",
             TimeoutArg::Terraform => "terraform",
+            TimeoutArg::Playbook => "ssh::playbook",
         }
     }
 }

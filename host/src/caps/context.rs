@@ -89,6 +89,8 @@ pub struct Services {
     pub ssh: Option<Arc<super::ssh::SshClient>>,
     /// The environment's DNS provider (`dns = "NAME"` → `[dns.NAME]`), when it has one.
     pub dns: Option<Arc<super::dns::Rfc2136>>,
+    /// How to run Ansible playbooks (`[ansible]`), for `ssh::playbook`.
+    pub ansible: Option<Arc<super::ssh::playbook::Ansible>>,
     /// The environment's terraform (`[terraform]`, talking to its cluster).
     pub terraform: Option<Arc<super::terraform::Terraform>>,
     /// The tokio runtime host calls run their I/O on (host calls are made from
@@ -125,6 +127,7 @@ impl Services {
             http: super::http::Endpoints::default(),
             ssh: None,
             dns: None,
+            ansible: None,
             terraform: None,
             rt: rt.handle().clone(),
             cluster_id: "test".into(),

@@ -108,6 +108,8 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 # Snippets, and the disk images of VM types built from an image (docs/VM-TYPES.md).
 upload_dirs = ["/var/lib/vz/snippets", "/var/tmp/cradle-images"]
+# Ansible playbooks a post_provision stage may run (docs/PROVISIONING.md).
+playbooks = ["playbooks"]
 
 "#;
 

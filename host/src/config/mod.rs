@@ -64,6 +64,9 @@ pub struct Config {
     /// SSH login settings.
     #[serde(default)]
     pub ssh: SshConfig,
+    /// How `ssh::playbook` runs Ansible (`[ansible]`).
+    #[serde(default)]
+    pub ansible: AnsibleConfig,
     /// The terraform binary and provider (`[terraform]`).
     #[serde(default)]
     pub terraform: TerraformConfig,
@@ -214,11 +217,32 @@ pub struct SimSettings {
     /// default 9.0.3.
     #[serde(default)]
     pub pve_version: Option<String>,
+    /// `[clusters.NAME.sim.appliance]`: what appliances booted from an image
+    /// have on the network (docs/SIMULATOR.md); default nothing.
+    #[serde(default)]
+    pub appliance: Option<SimAppliance>,
+}
+
+/// `[clusters.NAME.sim.appliance]`: the address each appliance (a VM booted
+/// from its image without cloud-init) gets, as a DHCP reservation would give
+/// it, and the port its web UI answers HTTP on.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimAppliance {
+    /// VM name → address inside the guest subnet (`127.x.y.z`).
+    #[serde(default)]
+    pub addresses: BTreeMap<String, std::net::Ipv4Addr>,
+    /// The web UI's port (Home Assistant: 8123); none = no web UI.
+    #[serde(default)]
+    pub http_port: Option<u16>,
 }
 
 impl SimSettings {
-    /// Apply the node disk sizes and the version to `config`.
+    /// Apply the node disk sizes, the version and the appliances' network to `config`.
     pub fn apply_node_settings(&self, config: &mut cradle_sim::SimConfig) {
+        if let Some(a) = &self.appliance {
+            config.appliance = cradle_sim::ApplianceSpec { addresses: a.addresses.clone(), http_port: a.http_port };
+        }
         if let Some(b) = self.node_root_bytes {
             config.node_disk.root_bytes = b;
         }
@@ -315,6 +339,7 @@ impl Default for SimSettings {
             node_root_bytes: None,
             node_tmp_bytes: None,
             pve_version: None,
+            appliance: None,
         }
     }
 }
@@ -342,6 +367,37 @@ fn default_multiplex() -> bool {
 impl Default for SshConfig {
     fn default() -> Self {
         SshConfig { identity: None, authorized_keys: Vec::new(), multiplex: default_multiplex() }
+    }
+}
+
+/// `[ansible]`: the `ansible-playbook` that `ssh::playbook` runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnsibleConfig {
+    /// A bare name is looked up on `PATH`; a relative path is relative to
+    /// cradle.toml's directory.
+    #[serde(default = "default_ansible_playbook")]
+    pub command: PathBuf,
+}
+
+fn default_ansible_playbook() -> PathBuf {
+    PathBuf::from("ansible-playbook")
+}
+
+impl Default for AnsibleConfig {
+    fn default() -> Self {
+        AnsibleConfig { command: default_ansible_playbook() }
+    }
+}
+
+impl AnsibleConfig {
+    /// The command to run, with a relative path made absolute against `base_dir`.
+    pub fn resolved(&self, base_dir: &std::path::Path) -> PathBuf {
+        if self.command.components().count() > 1 && self.command.is_relative() {
+            base_dir.join(&self.command)
+        } else {
+            self.command.clone()
+        }
     }
 }
 

@@ -126,6 +126,22 @@ impl SshClient {
 
     /// The `ssh` arguments for `command` on `t` through the master at `control`
     /// (none: a connection of its own). No secret is ever among them.
+    /// The options that make a connection as strict as cradle's own: no
+    /// prompts, host keys only from cradle's known_hosts, only the given
+    /// identity. Shared with the `ssh` that `ansible-playbook` runs.
+    pub(crate) fn trust_options(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("BatchMode", "yes".into()),
+            ("StrictHostKeyChecking", "yes".into()),
+            ("UserKnownHostsFile", self.settings.known_hosts.clone().into_os_string()),
+            ("GlobalKnownHostsFile", "/dev/null".into()),
+            ("UpdateHostKeys", "no".into()),
+            ("CheckHostIP", "no".into()),
+            ("IdentitiesOnly", "yes".into()),
+            ("ConnectTimeout", self.settings.connect_timeout.as_secs().max(1).to_string().into()),
+        ]
+    }
+
     pub(crate) fn args(&self, t: &Target, command: &str, control: Option<&Path>) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         let mut opt = |k: &str, v: OsString| {
@@ -134,14 +150,9 @@ impl SshClient {
             s.push(v);
             a.push(s);
         };
-        opt("BatchMode", "yes".into());
-        opt("StrictHostKeyChecking", "yes".into());
-        opt("UserKnownHostsFile", self.settings.known_hosts.clone().into_os_string());
-        opt("GlobalKnownHostsFile", "/dev/null".into());
-        opt("UpdateHostKeys", "no".into());
-        opt("CheckHostIP", "no".into());
-        opt("IdentitiesOnly", "yes".into());
-        opt("ConnectTimeout", self.settings.connect_timeout.as_secs().max(1).to_string().into());
+        for (k, v) in self.trust_options() {
+            opt(k, v);
+        }
         opt("ServerAliveInterval", "15".into());
         opt("ServerAliveCountMax", "3".into());
         match control {

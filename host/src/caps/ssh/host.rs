@@ -57,6 +57,75 @@ impl CapCtx {
     }
 }
 
+impl CapCtx {
+    /// Run the project's playbook `playbook` against `t` with `extra_vars`
+    /// (`ssh::playbook`, workflows only), checked as a login to `t` plus the
+    /// playbook's path against `ssh.playbooks`, and journaled. The path must
+    /// also resolve (symlinks followed) inside a granted directory.
+    pub(crate) fn playbook(
+        &self,
+        t: &ssh::Target,
+        playbook: &str,
+        extra_vars: &serde_json::Value,
+        timeout_ms: u64,
+    ) -> Result<super::playbook::Recap, CapError> {
+        // A playbook may change anything the run read from the guest.
+        self.run.held_reads.forget_changeable();
+        self.guard("playbook", login(t, SshAction::Playbook(playbook)), || {
+            let client = self.ssh_client()?;
+            let ansible = self.services.ansible.clone().ok_or_else(|| {
+                CapError::failed("ssh::playbook: this environment has no Ansible configured ([ansible] in cradle.toml)")
+            })?;
+            let resolved = self.resolve_playbook(playbook)?;
+            let name = self
+                .scope
+                .vms
+                .iter()
+                .find(|vm| vm.ssh.as_ref().is_some_and(|l| l.host == t.host && l.port == t.port))
+                .map_or_else(|| t.host.clone(), |vm| vm.name.clone());
+            let run = super::playbook::PlaybookRun {
+                playbook: &resolved,
+                shown: playbook,
+                name: &name,
+                target: &target(t),
+                extra_vars,
+                project_dir: &self.services.project_dir,
+                run_id: &self.run.run_id,
+                timeout: self.clamp_timeout(timeout_ms, crate::caps::budget::TimeoutArg::Playbook),
+            };
+            self.block_on(ansible.run(&client, &run))
+        })
+    }
+
+    /// `playbook` inside the project, with symlinks followed, when it lies in
+    /// one of the granted directories (also resolved); else `denied`.
+    fn resolve_playbook(&self, playbook: &str) -> Result<std::path::PathBuf, CapError> {
+        let project = &self.services.project_dir;
+        let path = project.join(playbook);
+        let real = std::fs::canonicalize(&path).map_err(|e| {
+            CapError::not_found(format!(
+                "ssh::playbook: playbook `{playbook}` cannot be read ({}: {e}); write it there or fix the path",
+                path.display()
+            ))
+        })?;
+        let dirs = self.grants.ssh.as_ref().map(|g| g.playbooks.as_slice()).unwrap_or_default();
+        let inside =
+            dirs.iter().filter_map(|d| std::fs::canonicalize(project.join(d)).ok()).any(|d| real.starts_with(d));
+        if !inside || !real.is_file() {
+            return Err(CapError::new(
+                crate::contract::ErrorKind::Denied,
+                format!(
+                    "ssh: playbook `{playbook}` resolves to {}, which is not a file inside {}.ssh.playbooks (a \
+                     symlink may not lead out of the granted directory)",
+                    real.display(),
+                    self.origin
+                ),
+            ));
+        }
+        Ok(real)
+    }
+}
+
 fn target(t: &ssh::Target) -> Target {
     Target { host: t.host.clone(), port: t.port, user: t.user.clone() }
 }

@@ -52,6 +52,7 @@ mod keyscan;
 mod known_hosts;
 mod mux;
 mod mux_client;
+pub mod playbook;
 pub(crate) mod rhai;
 pub mod scope;
 mod stream;
@@ -59,6 +60,8 @@ mod upload;
 
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod playbook_tests;
 #[cfg(test)]
 mod sshd_fixture;
 #[cfg(test)]

@@ -4,6 +4,9 @@
 //! (`"guests"` are the run's VMs, `"nodes"` the cluster's) and journaled.
 //! `exec` returns the WIT `exec-output` record (`#{exit_code, stdout, stderr}`,
 //! `exit_code` `()` when a signal killed the command).
+//! `playbook(target, path, vars, timeout_ms)` runs the project's Ansible
+//! playbook against the target (`playbook.rs`), returning the host's recap
+//! `#{ok, changed, unreachable, failed, skipped, rescued, ignored, log}`.
 
 use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
@@ -86,6 +89,17 @@ pub fn module() -> Module {
             )
             .map(Into::into)
             .map_err(wit_throw)
+        },
+    );
+    FuncRegistration::new("playbook").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, path: ImmutableString, vars: Map, timeout_ms: i64| -> Res<Map> {
+            let target = target(&t, "ssh::playbook")?;
+            let vars = crate::workflow::values::to_json(&rhai::Dynamic::from_map(vars));
+            let recap = caps(&ctx)?
+                .playbook(&target, &path, &vars, millis(timeout_ms, "ssh::playbook")?)
+                .map_err(crate::caps::script::throw)?;
+            to_map(&recap)
         },
     );
     FuncRegistration::new("forget_host_key").set_into_module(&mut m, |ctx: NativeCallContext, t: Map| -> Res<()> {

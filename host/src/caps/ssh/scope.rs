@@ -3,8 +3,10 @@
 //! looks at ([`SshCall`]: the login and what the call does), and the rules
 //! that compare the two: the login (user, host and port) must be one of the
 //! call's guests or nodes or a listed host, an upload must land in a granted
-//! directory, and only the operator may trust or forget a host key that is
-//! not of a guest its run owns. Checked through [`crate::caps::policy::check`]
+//! directory, only the operator may trust or forget a host key that is
+//! not of a guest its run owns, and only the operator's workflow may run an
+//! Ansible playbook against a login, from a granted playbook directory.
+//! Checked through [`crate::caps::policy::check`]
 //! like every call.
 
 use std::path::{Component, Path, PathBuf};
@@ -24,6 +26,10 @@ pub struct SshGrant {
     /// Absolute remote directories `upload` may write into.
     #[serde(default)]
     pub upload_dirs: Vec<PathBuf>,
+    /// Project-relative directories `ssh::playbook` may run playbooks from
+    /// (workflows only: a playbook runs code on the control node too).
+    #[serde(default)]
+    pub playbooks: Vec<PathBuf>,
 }
 
 /// The scope-relevant arguments of an SSH call.
@@ -48,6 +54,9 @@ pub enum SshAction<'a> {
     Upload(&'a str),
     /// Pin or forget the host key of `host:port` in cradle's known_hosts.
     HostKey,
+    /// Run the playbook at this project-relative path against the login
+    /// (`ansible-playbook` on the control node, connecting as the login).
+    Playbook(&'a str),
 }
 
 impl Grant for SshGrant {
@@ -60,6 +69,15 @@ impl Grant for SshGrant {
                     key: "ssh.upload_dirs",
                     value: dir.display().to_string(),
                     problem: "must be an absolute remote path".into(),
+                });
+            }
+        }
+        for dir in &self.playbooks {
+            if !plain_relative(dir) {
+                return Err(GrantError {
+                    key: "ssh.playbooks",
+                    value: dir.display().to_string(),
+                    problem: "must be a directory relative to the project (no `..`, not absolute)".into(),
                 });
             }
         }
@@ -140,6 +158,17 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
             }
         }
     }
+    if let SshAction::Playbook(_) = action
+        && !scope.operator
+    {
+        // ansible-playbook runs on the control node, where a playbook's
+        // `delegate_to: localhost` or lookup plugins run code as cradle.
+        return Err(format!(
+            "running a playbook against `{shown}` is operator-only: a playbook runs code on the control node, so \
+             only the operator's workflows may start one"
+        )
+        .into());
+    }
     let allowed = g.hosts.iter().any(|h| match h.as_str() {
         "*" => true,
         "guests" => scope.vms.iter().any(|vm| vm.ssh.as_ref().is_some_and(|l| login_matches(l, host, port, user))),
@@ -185,7 +214,22 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
         )
         .into());
     }
+    if let SshAction::Playbook(path) = action
+        && !(plain_relative(Path::new(path))
+            && g.playbooks.iter().any(|d| Path::new(path).starts_with(d) && Path::new(path) != d))
+    {
+        return Err(format!(
+            "playbook `{path}` is not in {origin}.ssh.playbooks ({}): it must be a project-relative path without `..`",
+            g.playbooks.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+        )
+        .into());
+    }
     Ok(())
+}
+
+/// Whether `p` is relative, non-empty and has only normal components.
+fn plain_relative(p: &Path) -> bool {
+    p.components().next().is_some() && p.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// The granted upload directory `path` lies in (the deepest, if several
@@ -304,6 +348,55 @@ mod tests {
     #[test]
     fn a_plugin_may_pin_the_host_key_of_a_guest_its_run_owns() {
         allowed(host_key("127.0.10.5", 22));
+    }
+
+    fn playbook<'a>(host: &'a str, path: &'a str) -> Call<'a> {
+        Call::Ssh(SshCall { host, port: 22, user: Some("cradle"), action: SshAction::Playbook(path) })
+    }
+
+    fn as_operator(call: Call<'_>) -> Result<(), String> {
+        let s = RunScope { operator: true, ..scope() };
+        check(&grants(), "workflow.grants", &s, &call).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_plugin_running_a_playbook_is_denied_even_against_its_own_guest() {
+        let m = denied(playbook("127.0.10.5", "playbooks/site.yml"));
+        assert!(m.contains("operator-only: a playbook runs code on the control node"), "{m}");
+    }
+
+    #[test]
+    fn the_operator_workflow_may_run_a_granted_playbook_against_a_guest_of_its_run() {
+        as_operator(playbook("127.0.10.5", "playbooks/site.yml")).expect("granted");
+        as_operator(playbook("127.0.10.5", "playbooks/roles/x/tasks.yml")).expect("nested");
+    }
+
+    #[test]
+    fn a_playbook_outside_the_granted_directories_is_denied_including_traversal_and_absolute_paths() {
+        for path in
+            ["other/site.yml", "playbooks/../cradle.toml", "/etc/ansible/site.yml", "playbooks", "./playbooks/x.yml"]
+        {
+            let m = as_operator(playbook("127.0.10.5", path)).expect_err(path);
+            assert!(
+                m.contains(&format!("playbook `{path}` is not in workflow.grants.ssh.playbooks (playbooks)")),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_playbook_against_a_host_outside_the_run_is_denied() {
+        let m = as_operator(playbook("10.9.9.9", "playbooks/site.yml")).expect_err("denied");
+        assert!(m.contains("host `cradle@10.9.9.9:22` is not one of this call's guests or nodes"), "{m}");
+    }
+
+    #[test]
+    fn a_playbook_grant_outside_the_project_is_refused_at_load() {
+        for dir in ["/etc/ansible", "../shared", ""] {
+            let g: Grants = toml::from_str(&format!("[ssh]\nplaybooks = [{dir:?}]")).expect("parses");
+            let e = g.ssh.as_ref().expect("ssh").validate().expect_err(dir);
+            assert_eq!(e.key, "ssh.playbooks", "{dir}");
+        }
     }
 
     #[test]
