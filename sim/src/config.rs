@@ -5,6 +5,7 @@
 //! faults. [`SimConfig::validate`] rejects what the simulator cannot honour (no nodes,
 //! non-loopback guest subnet, negative time scale) before anything is started.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -204,6 +205,23 @@ pub struct SimConfig {
     /// DHCP get its reservation for their NIC's MAC, else a pool address; `None` (the
     /// default) = no DHCP server, such guests get no address.
     pub dhcp: Option<crate::services::unifi::UnifiDhcp>,
+    /// What appliances booted from an image do on the network (default: nothing).
+    pub appliance: ApplianceSpec,
+}
+
+/// What a simulated appliance (a VM booted from its disk image, never named by
+/// cloud-init: Home Assistant OS, say) has on the network, standing in for what
+/// the real appliance and the operator's network give it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplianceSpec {
+    /// Each appliance's address by VM name: the address the network's DHCP
+    /// reservation for the VM gives the appliance at every boot (an appliance
+    /// without an entry has no address, as with no DHCP server).
+    pub addresses: BTreeMap<String, Ipv4Addr>,
+    /// The port its web UI answers HTTP on, at its address (Home Assistant:
+    /// 8123), from `timings.boot_ssh` after power-on until it stops; `None` =
+    /// no web UI.
+    pub http_port: Option<u16>,
 }
 
 /// What a started VM runs.
@@ -317,6 +335,7 @@ impl Default for SimConfig {
             node_disk: NodeDisk::default(),
             pve_version: "9.0.3".into(),
             dhcp: None,
+            appliance: ApplianceSpec::default(),
         }
     }
 }
@@ -390,6 +409,17 @@ impl SimConfig {
         }
         if let GuestMode::Qemu(q) = &self.guest_mode {
             q.image_files()?;
+        }
+        for (vm, ip) in &self.appliance.addresses {
+            if !self.guest_subnet.contains(*ip) || !ip.is_loopback() {
+                return Err(SimError::Config(format!(
+                    "appliance address {ip} of {vm} must lie inside the guest subnet {}/{}",
+                    self.guest_subnet.addr, self.guest_subnet.prefix
+                )));
+            }
+        }
+        if self.appliance.http_port == Some(0) {
+            return Err(SimError::Config("appliance http_port must be a port (1-65535)".into()));
         }
         for t in &self.templates {
             if !self.nodes.contains(&t.node) {

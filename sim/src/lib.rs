@@ -34,11 +34,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use config::{
-    Accel, GuestMode, GuestSubnet, NodeDisk, QemuSettings, SimConfig, StorageSpec, TemplateSpec, Timings,
+    Accel, ApplianceSpec, GuestMode, GuestSubnet, NodeDisk, QemuSettings, SimConfig, StorageSpec, TemplateSpec, Timings,
 };
 pub use error::SimError;
 pub use faults::{FaultKind, FaultSpec};
 pub use guest::dhcp::DhcpLease;
+pub use guest::http::GuestHttpRequest;
 
 use crate::sim::{Sim, lock};
 
@@ -245,6 +246,11 @@ impl RunningCluster {
     /// The DHCP exchanges of one guest, oldest first (the first is its first boot's).
     pub fn dhcp_leases_of(&self, vmid: u32) -> Vec<DhcpLease> {
         lock(&self.sim.dhcp_leases).iter().filter(|l| l.vmid == vmid).cloned().collect()
+    }
+
+    /// Every request an appliance's web UI answered so far, oldest first.
+    pub fn guest_http_requests(&self) -> Vec<GuestHttpRequest> {
+        lock(&self.sim.guest_http).clone()
     }
 
     /// The current boot ID of a running guest.

@@ -58,6 +58,8 @@ pub struct Sim {
     pub disk_usage: crate::nodefs::Usage,
     /// Every DHCP exchange of a guest so far, in order (`guest::dhcp`).
     pub dhcp_leases: Mutex<Vec<crate::guest::dhcp::DhcpLease>>,
+    /// Every request an appliance's web UI answered, in order (`guest::http`).
+    pub guest_http: Mutex<Vec<crate::guest::http::GuestHttpRequest>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -139,6 +141,7 @@ impl Sim {
             persist: crate::persist::Persist::default(),
             disk_usage: crate::nodefs::Usage::default(),
             dhcp_leases: Mutex::new(Vec::new()),
+            guest_http: Mutex::new(Vec::new()),
             cfg,
         });
         for node in &sim.cfg.nodes {

@@ -107,6 +107,7 @@ pub fn boot(sim: &Arc<Sim>, vmid: u32) -> Result<(), String> {
         invalid_user_data: false,
         container: true,
         windows: super::windows::WinBoot::No,
+        appliance: false,
     };
     let hostname = disk.hostname.clone().unwrap_or(name);
     let leases = super::dhcp::acquire(sim, vmid, &dhcp_nics, &hostname, true);

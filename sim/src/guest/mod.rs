@@ -8,8 +8,9 @@
 //! `cloud_init` later on the first boot of an instance (at once on later boots). An
 //! in-guest reboot does not re-read snippets nor apply pending changes. A VM booted
 //! without a cloud-init drive and never given an identity (an appliance from an image)
-//! has no address and no sshd; its host name is the VM's `name`, and its guest agent
-//! (when the config enables one) answers from `boot_ssh` after power-on until it stops.
+//! has no sshd; its host name is the VM's `name`, its guest agent (when the config
+//! enables one) answers from `boot_ssh` after power-on until it stops, and its address
+//! and web UI are what `SimConfig::appliance` gives it (none by default; [`http`]).
 //! An interface network-data configures with DHCP asks the cluster's DHCP server at
 //! every boot ([`dhcp`]); the guest's address is its static one, else its lease.
 //! One tokio task per guest (the accept loop) plus one per open connection; no threads.
@@ -17,6 +18,7 @@
 mod cloudinit;
 mod commands;
 pub mod dhcp;
+pub mod http;
 pub mod keys;
 pub mod lxc;
 mod net_cmd;
@@ -98,6 +100,9 @@ pub struct GuestIdent {
     pub container: bool,
     /// Windows from the disk or Windows Setup from an ISO (`windows.rs`).
     pub windows: windows::WinBoot,
+    /// An appliance booted from its image: no sshd; a web UI when
+    /// `SimConfig::appliance` gives it an address and a port ([`http`]).
+    pub appliance: bool,
 }
 
 fn read_snippet(sim: &Sim, node: &str, volid: &str) -> Result<String, String> {
@@ -250,21 +255,25 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
             vm.disk.host_key = keys::generate_ed25519_openssh().ok();
         }
         let win = if seed.is_none() { windows::plan(sim, vm) } else { windows::WinBoot::No };
+        // Never named by cloud-init (no seed now or before, no DataSourceNone) and not
+        // Windows: an appliance from an image.
+        let appliance = seed.is_none() && vm.disk.instance_id.is_none() && matches!(win, windows::WinBoot::No);
         let disk = vm.disk.clone();
         let qemu_vm = qemu::settings(sim, vmid).map(|_| vm.clone());
         let name = vm.config.get("name").cloned();
         let dhcp_nics = dhcp::nics(vm);
         sim.changed();
-        (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics)
+        (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics, appliance)
     };
-    let (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics) = prepared;
+    let (disk, first_boot, fallback, qemu_vm, name, win, dhcp_nics, appliance) = prepared;
     if let Some(vm) = qemu_vm {
         // The real guest keeps its own disk; the model above only remembers what
         // its cloud-init was given (the network the forward is planned from).
         return qemu::power_on(sim, &vm, &disk, seed.as_ref());
     }
     // An appliance booted from an image (no cloud-init ever named it) calls itself by
-    // the VM's name; it has no address and no sshd, only its guest agent answers.
+    // the VM's name; it has no sshd, only its guest agent and, when the simulator's
+    // config gives it an address and a port, its web UI answer.
     let hostname = disk.hostname.clone().or(name).unwrap_or_else(|| format!("vm{vmid}"));
     let leases = dhcp::acquire(sim, vmid, &dhcp_nics, &hostname, true);
     let Some(mut ident) = build_ident(&disk, seed.is_some() || fallback) else {
@@ -272,8 +281,15 @@ pub fn power_on(sim: &Arc<Sim>, vmid: u32, seed: Option<CiSeed>) -> Result<(), S
         return Ok(());
     };
     ident.windows = win;
-    boot(sim, vmid, Arc::new(ident), hostname, BootNet::new(disk.address, leases), first_boot, Duration::ZERO);
+    ident.appliance = appliance;
+    let address = if appliance { appliance_address(sim, &hostname) } else { disk.address };
+    boot(sim, vmid, Arc::new(ident), hostname, BootNet::new(address, leases), first_boot, Duration::ZERO);
     Ok(())
+}
+
+/// The address `SimConfig::appliance` gives the appliance named `name`, if any.
+fn appliance_address(sim: &Sim, name: &str) -> Option<Ipv4Addr> {
+    sim.cfg.appliance.addresses.get(name).copied()
 }
 
 fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<GuestIdent> {
@@ -290,6 +306,7 @@ fn build_ident(disk: &crate::model::GuestDisk, has_datasource: bool) -> Option<G
         invalid_user_data: disk.invalid_user_data,
         container: false,
         windows: windows::WinBoot::No,
+        appliance: false,
     })
 }
 
@@ -385,6 +402,19 @@ fn boot(
         tracing::warn!(vmid, ?address, "guest has no address inside the guest subnet; it is unreachable");
         return;
     };
+    if ident.appliance {
+        if let Some(port) = sim.cfg.appliance.http_port {
+            http::spawn_appliance_http(
+                sim.clone(),
+                vmid,
+                generation,
+                SocketAddr::from((ip, port)),
+                ssh_up_at,
+                cancel_rx,
+            );
+        }
+        return;
+    }
     ssh::spawn_guest_sshd(
         sim.clone(),
         vmid,
@@ -437,6 +467,7 @@ fn windows_installed(sim: &Arc<Sim>, vmid: u32, generation: u64, disk: String, o
         invalid_user_data: false,
         container: false,
         windows: windows::WinBoot::Installed,
+        appliance: false,
     };
     let addr = SocketAddr::from((ip, sim.cfg.guest_ssh_port));
     ssh::spawn_guest_sshd(sim.clone(), vmid, generation, addr, Arc::new(ident), Instant::now(), cancel, false);
@@ -484,6 +515,7 @@ pub fn guest_reboot(sim: &Arc<Sim>, vmid: u32, downtime: Duration) {
                 let st = lock(&sim.state);
                 st.vms.get(&vmid).map(|vm| (vm.disk.address, dhcp::nics(vm))).unwrap_or_default()
             };
+            let static_address = if ident.appliance { appliance_address(sim, &hostname) } else { static_address };
             let leases = dhcp::acquire(sim, vmid, &nics, &hostname, false);
             boot(sim, vmid, ident, hostname, BootNet::new(static_address, leases), false, Duration::ZERO);
         }
