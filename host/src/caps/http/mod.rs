@@ -21,6 +21,13 @@
 //!   another origin and no other origin's response comes back.
 //! - Each request is bounded by a timeout of at most 60 s, clamped to the time
 //!   left on the plugin call ([`crate::caps::context::CapCtx::clamp_timeout`]).
+//!
+//! A health probe ([`probe`], `http::probe` in workflows) is the one request
+//! to no named endpoint: a `GET` of an `http`/`https` URL at one of the run's
+//! guests (the policy checks its host and port against the VMs of the call
+//! and `http.guest_ports`), without credentials, proxies or redirects
+//! followed (a 3xx is an answer), whose status alone is returned (the body is
+//! never read). A refused connection or a timeout is `transient`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -276,6 +283,49 @@ async fn send_unifi(
     Err(CapError::failed(format!("endpoint `{name}`: UniFi answered 401 right after a new login")))
 }
 
+/// A health probe's URL: `http` or `https`, with a host and no user or
+/// password (a probe carries no credentials).
+pub(crate) fn probe_url(url: &str) -> Result<reqwest::Url, CapError> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| CapError::invalid(format!("health URL `{url}` is not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(CapError::invalid(format!("health URL `{url}`: only http and https are probed")));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(CapError::invalid(format!("health URL `{url}` names no host")));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(CapError::invalid(format!(
+            "health URL `{url}`: a probe sends no credentials; remove the user and password"
+        )));
+    }
+    Ok(parsed)
+}
+
+/// `GET url` once: the status of the answer (any status; redirects are not
+/// followed). No proxy, no credentials, no idle connection kept; the body is
+/// not read. A refused connection or a timeout is `transient`.
+pub(crate) async fn probe(url: reqwest::Url, timeout: Duration) -> Result<u16, CapError> {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    let client = match CLIENT.get() {
+        Some(c) => c,
+        None => {
+            let built = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .build()
+                .map_err(|e| CapError::failed(format!("cannot build an HTTP client for health probes: {e}")))?;
+            CLIENT.get_or_init(|| built)
+        }
+    };
+    let resp = client.get(url.clone()).timeout(timeout).send().await.map_err(|e| {
+        let kind = if e.is_timeout() || e.is_connect() { ErrorKind::Transient } else { ErrorKind::Failed };
+        CapError::new(kind, format!("GET {url}: {e}"))
+    })?;
+    Ok(resp.status().as_u16())
+}
+
 /// Check a request path before it is appended to the base URL: it starts
 /// with `/`, and no segment, once percent-decoded, is `.` or `..` or holds a
 /// `/`, `\\`, control character or invalid UTF-8; no `?` or `#`.
@@ -428,6 +478,32 @@ mod tests {
         assert!(err.message.contains("response body over"), "{}", err.message);
         let sent = server.await.expect("server");
         assert!(sent < 4 * MAX_BODY, "the host kept reading: {sent} bytes sent");
+    }
+
+    #[test]
+    fn a_health_url_is_http_or_https_with_a_host_and_no_credentials() {
+        for ok in ["http://127.0.0.1:8123/", "https://ha.lab/api/", "http://[::1]:8123/"] {
+            probe_url(ok).expect(ok);
+        }
+        for bad in ["ftp://127.0.0.1/", "http://user:pw@127.0.0.1:8123/", "not a url", "file:///etc/passwd"] {
+            assert!(probe_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_probe_returns_the_status_and_follows_no_redirect() {
+        let head = "HTTP/1.1 302 Found\r\nlocation: http://10.0.0.1/\r\ncontent-length: 0\r\n\r\n".to_string();
+        let (eps, server) = serve_once(head, 0).await;
+        let base = eps.map["big"].config.url.clone();
+        let status = probe(probe_url(&base).expect("url"), Duration::from_secs(10)).await.expect("answer");
+        assert_eq!(status, 302, "a redirect is an answer, not followed");
+        server.abort();
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/", closed.local_addr().expect("addr"));
+        drop(closed);
+        let e = probe(probe_url(&url).expect("url"), Duration::from_secs(10)).await.expect_err("refused");
+        assert_eq!(e.kind, ErrorKind::Transient, "{}", e.message);
+        assert!(e.message.contains(&url), "{}", e.message);
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //!   `http::post(endpoint, path, body)`, `http::put(...)`, `http::patch(...)`:
 //!   the same with no query or headers.
 //!
+//! - `http::probe(url)`, `http::probe(url, timeout_ms)` → `#{status}`: one
+//!   health probe of a guest (`GET url`, no credentials, no redirect
+//!   followed, the body not read), allowed when the URL's host is the
+//!   inventory address of a VM of the run and its port is in
+//!   `[workflow.grants.http] guest_ports`; default timeout 5 s. A refused
+//!   connection or a timeout throws `transient`.
+//!
 //! Any HTTP status is an answer (the workflow decides what a 4xx means); only
 //! a refused or failed request throws `#{kind, message}`. Unknown keys in the
 //! request are an error, so a typo does not silently drop a field.
@@ -123,6 +130,16 @@ fn send(ctx: &NativeCallContext, req: &Map) -> Res<Map> {
     Host::send(&mut caps(ctx)?, req).map(response).map_err(wit_throw)
 }
 
+/// A probe's time limit unless the script gives one.
+const PROBE_TIMEOUT_MS: u64 = 5000;
+
+fn probe(ctx: &NativeCallContext, url: &str, timeout_ms: u64) -> Res<Map> {
+    let status = caps(ctx)?.probe_guest(url, timeout_ms).map_err(throw)?;
+    let mut m = Map::new();
+    m.insert("status".into(), Dynamic::from_int(i64::from(status)));
+    Ok(m)
+}
+
 fn shortcut(endpoint: &str, method: &str, path: &str, body: Option<Dynamic>) -> Map {
     let mut m = Map::new();
     m.insert("endpoint".into(), endpoint.into());
@@ -138,6 +155,14 @@ fn shortcut(endpoint: &str, method: &str, path: &str, body: Option<Dynamic>) -> 
 pub fn module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("send").set_into_module(&mut m, |ctx: NativeCallContext, req: Map| send(&ctx, &req));
+    FuncRegistration::new("probe")
+        .set_into_module(&mut m, |ctx: NativeCallContext, url: ImmutableString| probe(&ctx, &url, PROBE_TIMEOUT_MS));
+    FuncRegistration::new("probe").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, url: ImmutableString, timeout_ms: i64| {
+            probe(&ctx, &url, u64::try_from(timeout_ms).unwrap_or(0))
+        },
+    );
     for name in ["get", "delete"] {
         FuncRegistration::new(name).set_into_module(
             &mut m,
