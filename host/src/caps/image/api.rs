@@ -8,6 +8,20 @@
 //! upload leaves nothing in the storage. A volume of the final name and the
 //! image's size is reused (PVE overwrites on upload, and a copy PVE did not
 //! finish is removed by PVE or has another size).
+//!
+//! Free space: the storage must have room for the image, once. PVE's handler
+//! (pve-storage `src/PVE/API2/Storage/Status.pm` `upload`) has the body
+//! streamed to `/var/tmp/pveupload-*` on the node that *received* the request,
+//! and its `imgcopy` worker `cp`s that file into the storage (`scp` when the
+//! storage's node is another) before it unlinks it, so the image is briefly
+//! there twice. Both copies fall on one filesystem only when the VM's node is
+//! the node the API endpoint reaches *and* the storage's directory shares a
+//! filesystem with its `/var/tmp` (a default install's `local`); the calls
+//! made here reveal neither, so twice the size is not required (it would
+//! refuse uploads that fit). An upload that does not fit fails inside PVE,
+//! which removes what it wrote (`write to temporary file failed - No space
+//! left on device`, or `import failed` with the partial copy unlinked):
+//! nothing is left behind and nothing is used.
 
 use super::Staged;
 use super::local::ImageFile;

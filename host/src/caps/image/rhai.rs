@@ -6,9 +6,10 @@
 //! the node directory of an SSH upload, default [`super::DEFAULT_NODE_DIR`])
 //! or `#{volume}` (already on Proxmox storage, e.g. `local:import/haos.qcow2`).
 //!
-//! - `disk_image::check(vm, source)` → `#{kind: "file", path, size, name}` or
-//!   `#{kind: "volume", volid}`: the image exists (the volume on `vm.node`),
-//!   with the size the source gives; changes nothing.
+//! - `disk_image::check(vm, source)` → `#{kind: "file", path, size, name,
+//!   sha256}` or `#{kind: "volume", volid}`: the image exists (the volume on
+//!   `vm.node`), with the size and the SHA-256 the source gives (the file is
+//!   hashed only then; `sha256` is `()` otherwise); changes nothing.
 //! - `disk_image::stage(vm, source)` → `#{import_from, via, uploaded, bytes,
 //!   sha256}`: the source a disk is imported from, on `vm.node` (a volume is
 //!   its own source: `via` `volume`).
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::media::{IsoSource, answer_iso, check_iso, stage_iso};
-use super::{ImageSource, StageOptions, Transfer, check_file, stage};
+use super::{ImageSource, StageOptions, Transfer, check_file, check_image, stage};
 use crate::caps::creation::rhai::str_of;
 use crate::caps::script::{Res, caps, throw, to_map};
 use crate::contract::CapError;
@@ -168,14 +169,15 @@ pub fn module() -> Module {
         let what = format!("{name}: image");
         match source(&src, &what)?.0 {
             ImageSource::Volume(volid) => check_volume(&ctx, &node, &volid, &what),
-            ImageSource::File { path, size, .. } => {
+            ImageSource::File { path, size, sha256 } => {
                 let project = caps(&ctx)?.services.project_dir.clone();
-                let f = check_file(&project, &path, size, &what).map_err(throw)?;
+                let (f, digest) = check_image(&project, &path, size, sha256.as_deref(), &what).map_err(throw)?;
                 let mut out = Map::new();
                 out.insert("kind".into(), "file".into());
                 out.insert("path".into(), f.path.display().to_string().into());
                 out.insert("size".into(), Dynamic::from_int(i64::try_from(f.size).unwrap_or(i64::MAX)));
                 out.insert("name".into(), f.name.into());
+                out.insert("sha256".into(), digest.map_or(Dynamic::UNIT, Dynamic::from));
                 Ok(out)
             }
         }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::local::{ImageFile, check_digest, sha256_file};
+use super::local::{ImageFile, check_digest, sha256_cached};
 use super::{Staged, long_timeout};
 use crate::caps::context::CapCtx;
 use crate::caps::creation::snippets::node_target;
@@ -57,6 +57,20 @@ fn run(c: &mut CapCtx, t: &ssh::Target, command: String, what: &str) -> Result<S
         )));
     }
     Ok(out.stdout)
+}
+
+/// `command` (which ends in a path argument) run on `dir`, else on its
+/// parent, and so on up to `/`: a shell `||` chain, so what a directory that
+/// does not exist yet would be on is read from its nearest existing ancestor
+/// without creating it (`findmnt --target` and `df` fail on a missing path).
+fn on_nearest_existing(command: &str, dir: &str) -> String {
+    let mut alternatives = Vec::new();
+    let mut p = Some(std::path::Path::new(dir));
+    while let Some(d) = p {
+        alternatives.push(format!("{command} {}", shell_quote(&d.display().to_string())));
+        p = d.parent();
+    }
+    alternatives.join(" || ")
 }
 
 /// The hex digest `sha256sum` printed for one file, if it printed one.
@@ -124,7 +138,9 @@ pub fn stage(
     if opts.transfer != Transfer::Api {
         check_dir_text(&opts.dir, what)?;
     }
-    let digest = sha256_file(&image.path)?;
+    // Hashed at the check already (the same process, the file unchanged):
+    // that digest is reused, else the file is read now.
+    let digest = sha256_cached(&image.path)?;
     if let Some(want) = sha256 {
         check_digest(image, want, &digest, what)?;
     }
@@ -158,7 +174,8 @@ fn stage_ssh(
     let t = node_target(c, node)?;
     let s = if t.user == "root" { "" } else { "sudo -n " };
     let qdir = shell_quote(dir);
-    let fstype = run(c, &t, format!("{s}mkdir -p {qdir} && {s}findmnt -n -o FSTYPE --target {qdir}"), what)?;
+    // Refused before anything is created on the node.
+    let fstype = run(c, &t, on_nearest_existing(&format!("{s}findmnt -n -o FSTYPE --target"), dir), what)?;
     if fstype.trim() == "tmpfs" {
         return Err(CapError::invalid(format!(
             "{what}: {dir} on node {node} is on a tmpfs (memory, cleared at boot): set the image directory to one on \
@@ -186,7 +203,7 @@ fn stage_ssh(
     if have.exit_code == Some(0) && parse_sha256sum(&have.stdout).as_deref() == Some(digest.as_str()) {
         return Ok(staged(false));
     }
-    let avail_out = run(c, &t, format!("{s}df -B1 --output=avail {qdir}"), what)?;
+    let avail_out = run(c, &t, on_nearest_existing(&format!("{s}df -B1 --output=avail"), dir), what)?;
     let avail = parse_df_avail(&avail_out).ok_or_else(|| {
         CapError::failed(format!("{what}: cannot read the free space of {dir} on node {node} from `df`: {avail_out:?}"))
     })?;
@@ -197,6 +214,12 @@ fn stage_ssh(
             image.name, image.size
         )));
     }
+    // A `.part` file is never trusted, and never written to again: it is
+    // removed first, so this upload writes a new file. An upload a killed run
+    // left going (its `ssh` outlives it) then writes only to the unlinked old
+    // one, and never renames it (the rename is this process's next command).
+    let qpart = shell_quote(&part);
+    run(c, &t, format!("{s}mkdir -p {qdir} && {s}rm -f {qpart}"), what)?;
     let sudo = !s.is_empty();
     let out = c.upload_file(&t, &image.path, &part, &final_path, sudo, long_timeout(image.size))?;
     if out.exit_code != Some(0) {
@@ -239,6 +262,18 @@ mod tests {
             assert!(check_dir_text(dir, "ha-1").is_err(), "{dir}");
         }
         check_dir_text(DEFAULT_NODE_DIR, "ha-1").expect("the default");
+    }
+
+    #[test]
+    fn the_staging_filesystem_is_read_from_the_nearest_existing_directory_without_creating_it() {
+        let cmd = on_nearest_existing("sudo -n findmnt -n -o FSTYPE --target", "/var/tmp/cradle images");
+        assert_eq!(
+            cmd,
+            "sudo -n findmnt -n -o FSTYPE --target '/var/tmp/cradle images' || sudo -n findmnt -n -o FSTYPE \
+             --target '/var/tmp' || sudo -n findmnt -n -o FSTYPE --target '/var' || sudo -n findmnt -n -o FSTYPE \
+             --target '/'"
+        );
+        assert!(!cmd.contains("mkdir"), "nothing is created before the tmpfs refusal");
     }
 
     #[test]
