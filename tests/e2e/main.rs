@@ -15,6 +15,7 @@ mod lxc;
 mod netbox_pipeline;
 mod netbox_real;
 mod plugin_kit;
+mod post_provision;
 mod progress_pty;
 mod provision;
 mod provision_dns;

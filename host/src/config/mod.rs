@@ -589,11 +589,23 @@ impl Config {
         self.resolve(self.workflow.dir.as_deref().unwrap_or(Path::new(DEFAULT_WORKFLOW_DIR)))
     }
 
-    /// `[clusters.NAME.sim.qemu] image` is relative to cradle.toml.
-    /// `[serve.sources.NAME] defaults` and `[endpoints.NAME] ca_file` are
-    /// relative to cradle.toml.
+    /// `[serve.sources.NAME] defaults`, `[endpoints.NAME] ca_file` and every
+    /// secret `{ file = .. }` are relative to cradle.toml.
+    /// Secret files, like every other path, are relative to cradle.toml.
     fn resolve_serve_defaults(&mut self) {
         let base = self.base_dir.clone();
+        let secrets = self
+            .clusters
+            .values_mut()
+            .filter_map(|c| c.token.as_mut())
+            .chain(self.endpoints.values_mut().filter_map(|e| e.token.as_mut()))
+            .chain(self.serve.sources.values_mut().map(|s| &mut s.secret))
+            .chain(self.dns.values_mut().map(|d| &mut d.secret))
+            .chain(self.coordination.password.as_mut())
+            .chain(self.coordination.records_key.as_mut());
+        for secret in secrets {
+            secret.anchor(&base);
+        }
         for ep in self.endpoints.values_mut() {
             if let Some(ca) = ep.ca_file.as_mut()
                 && ca.is_relative()
@@ -825,6 +837,21 @@ prefixes = ["*"]
 nodes = ["pve1"]
 vmids = "100-199"
 "#;
+
+    #[test]
+    fn secret_files_are_relative_to_cradle_toml_not_to_the_working_directory() {
+        let text = format!(
+            "{GOOD}[endpoints.sem]\nurl = \"http://127.0.0.1:3000\"\ntoken = {{ file = \"sem.token\" }}\n\
+             [endpoints.abs]\nurl = \"http://127.0.0.1:3001\"\ntoken = {{ file = \"/etc/cradle/abs.token\" }}\n"
+        );
+        let c = parse(&text).expect("valid");
+        let token = |name: &str| match &c.endpoints[name].token {
+            Some(SecretRef::File(p)) => p.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(token("sem"), PathBuf::from("/proj/sem.token"));
+        assert_eq!(token("abs"), PathBuf::from("/etc/cradle/abs.token"));
+    }
 
     #[test]
     fn a_valid_config_loads_with_paths_relative_to_its_directory() {

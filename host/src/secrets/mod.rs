@@ -171,6 +171,16 @@ impl fmt::Display for SecretRef {
 }
 
 impl SecretRef {
+    /// A relative `file` made absolute against `base` (cradle.toml's
+    /// directory), so the secret does not depend on the working directory.
+    pub fn anchor(&mut self, base: &std::path::Path) {
+        if let SecretRef::File(p) = self
+            && p.is_relative()
+        {
+            *p = base.join(&*p);
+        }
+    }
+
     /// Reads the secret from its source and registers it with the redactor.
     pub fn resolve(&self) -> Result<Secret, SecretError> {
         let value = match self {
