@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use cradle::provision::{Action, HostResult};
 use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{
-    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, example_project, sim_vms, writes,
+    Cluster, ProjectConfig, SimCluster, SimSession, Workflows, assert_ok, error_of, example_project, held_locks,
+    sim_vms, writes,
 };
 use cradle_tests::remote_sim::RemoteSim;
 
@@ -40,14 +41,44 @@ impl Example {
     /// The example with an image of `image_bytes` (none: no image file), on
     /// a simulator with the `[clusters.sim.sim]` lines `sim`.
     fn new(image_bytes: Option<usize>, sim: &[&str]) -> Example {
+        Example::with_config(image_bytes, sim, "")
+    }
+
+    /// [`Example::new`] with `toml` appended to cradle.toml.
+    fn with_config(image_bytes: Option<usize>, sim: &[&str], toml: &str) -> Example {
         let ex = Example { dir: example_project("vm-types") };
         if let Some(n) = image_bytes {
             std::fs::create_dir_all(ex.dir.path().join("images")).expect("images dir");
             std::fs::write(ex.dir.path().join("images/haos.qcow2"), qcow2(n, 6 << 30)).expect("image");
         }
         let cluster = SimCluster { extra: sim.iter().map(|l| l.to_string()).collect(), ..SimCluster::three_nodes(0.0) };
-        ProjectConfig::new(Cluster::Sim(cluster)).workflows(Workflows::Dir("workflows".into())).write(ex.dir.path());
+        ProjectConfig::new(Cluster::Sim(cluster))
+            .workflows(Workflows::Dir("workflows".into()))
+            .append(toml)
+            .write(ex.dir.path());
         ex
+    }
+
+    /// Append `yaml` lines to the type's group variables.
+    fn group_vars(&self, yaml: &str) {
+        let file = self.inventory().join("group_vars/homeassistant.yml");
+        let mut text = std::fs::read_to_string(&file).expect("group vars");
+        text.push_str(yaml);
+        std::fs::write(file, text).expect("write group vars");
+    }
+
+    /// Give `ha-1` and `ha-2` the inventory addresses `a1` and `a2`.
+    fn addresses(&self, a1: &str, a2: &str) {
+        let file = self.inventory().join("hosts.yml");
+        let text = std::fs::read_to_string(&file).expect("hosts");
+        let edited = text.replace("10.0.30.11", a1).replace("10.0.30.12", a2);
+        assert_ne!(text, edited, "the example's hosts changed shape");
+        std::fs::write(file, edited).expect("write hosts");
+    }
+
+    /// The image's path as the check names it.
+    fn image_path(&self) -> String {
+        self.dir.path().join("images/haos.qcow2").display().to_string()
     }
 
     /// Add `entries` (Rhai map entries) to the type's image source.
@@ -102,10 +133,39 @@ fn by_name<'a>(results: &'a [HostResult], name: &str) -> &'a HostResult {
     results.iter().find(|r| r.name == name).expect("result of the host")
 }
 
+/// Nothing was changed: no write to the cluster, no VM, no checkpoint, no
+/// image staged, no lock left.
+fn assert_no_side_effect(ex: &Example, s: &SimSession) {
+    assert!(writes(&s.counts().unwrap_or_default()).is_empty(), "nothing was written to the cluster");
+    assert!(vm_names(&ex.state()).is_empty(), "no VM");
+    let cps = ex.state().join("checkpoints");
+    let left = std::fs::read_dir(&cps).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "no checkpoint written");
+    if s.counts().is_some() {
+        assert!(ex.node_files(s, "pve1", "/var/lib/vz/import").is_empty(), "no volume uploaded");
+        assert!(ex.node_files(s, "pve1", "/var/tmp/cradle-images").is_empty(), "nothing staged over SSH");
+    }
+    assert!(held_locks(&ex.state()).is_empty(), "no lock left");
+}
+
+/// `provision --check` (the verify step) of both hosts: `expected` with
+/// VMIDs 200 and 201, each named in the reason too.
+fn assert_check(ex: &Example, s: &SimSession, expected: &str) {
+    let check = ex.run(s, Action::Check);
+    for (name, vmid) in [("ha-1", 200), ("ha-2", 201)] {
+        let r = by_name(&check, name);
+        assert_ok(r, expected);
+        assert_eq!(r.vmid, Some(vmid), "{name}: --check resolves the VMID provision and remove use");
+        let why = r.detail.clone().unwrap_or_default();
+        assert!(why.contains(&format!("vmid {vmid}")), "{name}: the check's result names its VMID: {why}");
+    }
+}
+
 #[test]
 fn two_hosts_of_one_image_type_on_one_node_get_base_plus_index_vmids_and_provision_rerun_and_remove() {
     let ex = Example::new(Some(3 << 20), &[]);
     let s = SimSession::open(&ex.config());
+    assert_check(&ex, &s, "create");
     let first = ex.run(&s, Action::Provision);
     for (name, vmid) in [("ha-1", 200), ("ha-2", 201)] {
         let r = by_name(&first, name);
@@ -140,8 +200,7 @@ fn two_hosts_of_one_image_type_on_one_node_get_base_plus_index_vmids_and_provisi
         assert_ok(by_name(&again, name), "skipped");
     }
     assert_eq!(writes(&s.counts().expect("counts")), before, "a rerun of complete VMs writes nothing");
-    let check = ex.run(&s, Action::Check);
-    assert_ok(by_name(&check, "ha-1"), "skip");
+    assert_check(&ex, &s, "skip");
 
     let removed = ex.run(&s, Action::Remove);
     for (name, vmid) in [("ha-1", 200), ("ha-2", 201)] {
@@ -162,11 +221,100 @@ fn a_missing_image_fails_before_any_side_effect_with_the_path_and_the_fix() {
         assert!(e.contains("images/haos.qcow2"), "{e}");
         assert!(e.contains("put the image there or fix the path in the inventory"), "{e}");
     }
-    assert!(writes(&s.counts().unwrap_or_default()).is_empty(), "nothing was written to the cluster");
-    assert!(vm_names(&ex.state()).is_empty());
-    let cps = ex.state().join("checkpoints");
-    let left = std::fs::read_dir(&cps).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(left, 0, "no checkpoint written");
+    assert_no_side_effect(&ex, &s);
+}
+
+/// The SHA-256 of `file`, as `sha256sum` prints it.
+fn sha256sum(file: &str) -> String {
+    let out = Command::new("sha256sum").arg(file).output().expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().expect("digest").to_string()
+}
+
+#[test]
+fn a_wrong_sha256_fails_before_any_side_effect_and_in_check_naming_the_file_both_digests_and_the_fix() {
+    let ex = Example::new(Some(1 << 20), &[]);
+    let wrong = "ab".repeat(32);
+    ex.group_vars(&format!("homeassistant_image_sha256: \"{wrong}\"\n"));
+    let actual = sha256sum(&ex.image_path());
+    let s = SimSession::open(&ex.config());
+    for action in [Action::Check, Action::Provision] {
+        let results = ex.run(&s, action);
+        for name in ["ha-1", "ha-2"] {
+            let e = error_of(by_name(&results, name));
+            assert!(e.contains("step 'image'"), "{action:?} {name}: fails at the image check: {e}");
+            assert!(e.contains(&ex.image_path()), "{action:?} {name}: names the file: {e}");
+            assert!(e.contains(&wrong) && e.contains(&actual), "{action:?} {name}: expected and actual: {e}");
+            assert!(e.contains("correct the sha256 in the inventory"), "{action:?} {name}: the fix: {e}");
+        }
+    }
+    assert_no_side_effect(&ex, &s);
+}
+
+#[test]
+fn a_wrong_size_fails_before_any_side_effect_and_in_check_naming_the_file_both_sizes_and_the_fix() {
+    let ex = Example::new(Some(1 << 20), &[]);
+    ex.group_vars("homeassistant_image_size: 1000000\n");
+    let s = SimSession::open(&ex.config());
+    for action in [Action::Check, Action::Provision] {
+        let results = ex.run(&s, action);
+        for name in ["ha-1", "ha-2"] {
+            let e = error_of(by_name(&results, name));
+            assert!(e.contains("step 'image'"), "{action:?} {name}: fails at the image check: {e}");
+            assert!(e.contains(&ex.image_path()), "{action:?} {name}: names the file: {e}");
+            let both = format!("is {} bytes, the inventory says 1000000", 1 << 20);
+            assert!(e.contains(&both), "{action:?} {name}: expected and actual: {e}");
+            assert!(e.contains("correct the size in the inventory"), "{action:?} {name}: the fix: {e}");
+        }
+    }
+    assert_no_side_effect(&ex, &s);
+}
+
+#[test]
+fn an_appliance_verified_by_its_health_url_is_provisioned_once_the_url_answers() {
+    let ex = Example::with_config(
+        Some(1 << 20),
+        &[r#"appliance = { http_port = 8123, addresses = { ha-1 = "127.0.86.11", ha-2 = "127.0.86.12" } }"#],
+        "\n[workflow.grants.http]\nguest_ports = [8123]\n",
+    );
+    ex.addresses("127.0.86.11", "127.0.86.12");
+    ex.group_vars("homeassistant_verify: http\n");
+    let s = SimSession::open(&ex.config());
+    let first = ex.run(&s, Action::Provision);
+    assert_ok(by_name(&first, "ha-1"), "created");
+    assert_ok(by_name(&first, "ha-2"), "created");
+    let asked = s.project.sims.get("sim").expect("sim").guest_http_requests();
+    for (vmid, addr) in [(200, "127.0.86.11:8123"), (201, "127.0.86.12:8123")] {
+        assert!(
+            asked.iter().any(|r| r.vmid == vmid && r.addr.to_string() == addr && r.method == "GET" && r.path == "/"),
+            "the verify step asked http://{addr}/ of VM {vmid}: {asked:?}"
+        );
+    }
+    assert!(asked.iter().all(|r| r.method == "GET"), "a probe only reads: {asked:?}");
+    let again = ex.run(&s, Action::Provision);
+    assert_ok(by_name(&again, "ha-1"), "skipped");
+    let removed = ex.run(&s, Action::Remove);
+    assert_ok(by_name(&removed, "ha-1"), "removed");
+}
+
+#[test]
+fn an_appliance_whose_health_url_never_answers_fails_at_the_verify_step_naming_the_url() {
+    // The web UI listens on 8123, but the simulated network gives ha-1 no
+    // address: http://127.0.87.11:8123/ refuses every connection.
+    let ex = Example::with_config(
+        Some(1 << 20),
+        &["appliance = { http_port = 8123 }"],
+        "\n[workflow.grants.http]\nguest_ports = [8123]\n",
+    );
+    ex.addresses("127.0.87.11", "127.0.87.12");
+    ex.group_vars("homeassistant_verify: http\nhomeassistant_verify_ms: 3000\n");
+    let s = SimSession::open(&ex.config());
+    let results = s.run(&ex.inventory(), Some("ha-1"), Action::Provision, 1);
+    let e = error_of(by_name(&results, "ha-1"));
+    assert!(e.contains("step 'verify'"), "{e}");
+    assert!(e.contains("the health URL http://127.0.87.11:8123/ did not answer"), "{e}");
+    assert!(e.contains("within 3000 ms"), "{e}");
+    assert!(s.project.sims.get("sim").expect("sim").guest_http_requests().is_empty());
+    assert!(vm_names(&ex.state()).contains(&"ha-1".to_string()), "the VM stays for the rerun to finish");
 }
 
 #[test]
@@ -291,23 +439,23 @@ fn an_ssh_upload_killed_mid_transfer_leaves_only_a_part_file_and_the_rerun_compl
     assert!(files.iter().any(|(_, len)| *len < IMAGE as u64), "it is partial: {files:?} (cut at {cut:?})");
     assert!(sim.vms().iter().all(|v| v["config"]["name"] != "ha-1"), "no VM was created from it");
 
-    // The run died holding ha-1's lock and the image's staging lock: the
-    // operator frees the VM's; the rerun stops at once on the image's (its
-    // holder is gone), naming the command; the operator frees it too.
-    let unlock = cradle(dir.path(), &["unlock", "ha-1"]);
-    assert!(unlock.status.success(), "{}", String::from_utf8_lossy(&unlock.stderr));
+    // The run died holding ha-1's lock and the image's staging lock. The
+    // VM's lock stays the operator's call (workflows/lib/image.rhai: what a
+    // killed run's children still do only the operator can see): the rerun
+    // stops at once, naming the dead holder and `cradle unlock ha-1`.
     let blocked = cradle(dir.path(), &["--output", "json", "provision", "-i", &inv, "--limit", "ha-1"]);
     let said = format!("{}{}", String::from_utf8_lossy(&blocked.stdout), String::from_utf8_lossy(&blocked.stderr));
-    assert!(!blocked.status.success() && said.contains("cradle unlock '#image:pve1:images/haos.qcow2'"), "{said}");
-    let unlock = cradle(dir.path(), &["unlock", "#image:pve1:images/haos.qcow2"]);
+    assert!(!blocked.status.success() && said.contains("cradle unlock ha-1"), "{said}");
+    let unlock = cradle(dir.path(), &["unlock", "ha-1"]);
     assert!(unlock.status.success(), "{}", String::from_utf8_lossy(&unlock.stderr));
+    // The staging lock is taken back by the rerun itself (its holder is
+    // shown gone; its `.part` file is removed and written anew): no second
+    // unlock.
     let rerun = cradle(dir.path(), &["--output", "json", "provision", "-i", &inv, "--limit", "ha-1"]);
-    assert!(
-        rerun.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&rerun.stdout),
-        String::from_utf8_lossy(&rerun.stderr)
-    );
+    let rerun_said = format!("{}\n{}", String::from_utf8_lossy(&rerun.stdout), String::from_utf8_lossy(&rerun.stderr));
+    assert!(rerun.status.success(), "{rerun_said}");
+    assert!(rerun_said.contains("took back the image lock '#image:pve1:images/haos.qcow2'"), "{rerun_said}");
+    assert!(held_locks(&dir.path().join("state")).is_empty(), "no lock left");
     let files = remote_node_files(&sim, "pve1", "/var/tmp/cradle-images");
     assert_eq!(files.len(), 1, "the verified copy only: {files:?}");
     assert!(!files[0].0.starts_with('.') && files[0].1 == IMAGE as u64, "{files:?}");
