@@ -41,7 +41,7 @@ impl World {
     fn ctx(&self, command: PathBuf) -> CapCtx {
         let port = self.sshd.port;
         let grants: Grants =
-            toml::from_str(&format!("[ssh]\nhosts = [\"guests\"]\nplaybooks = [\"playbooks\"]\n")).expect("grants");
+            toml::from_str("[ssh]\nhosts = [\"guests\"]\nplaybooks = [\"playbooks\"]\n").expect("grants");
         let login = SshLogin { host: "127.0.0.1".into(), port, user: self.sshd.user.clone() };
         let scope = RunScope {
             vms: vec![ScopedVm { name: "web-1".into(), vmid: 150, ssh: Some(login), owned: true }],
