@@ -135,6 +135,21 @@ fn a_failed_post_provision_stage_keeps_its_checkpoint_and_the_rerun_runs_only_th
 }
 
 #[test]
+fn an_owed_post_provision_stage_the_inventory_no_longer_asks_for_clears_its_checkpoint() {
+    let lab = Lab::new(7, "{ semaphore: { project: 1, template: 1 } }");
+    assert!(lab.semaphore.set_template_outcome(1, 1, TaskOutcome::Fail));
+    let s = lab.open();
+    error_of(&lab.provision(&s));
+    assert_eq!(lab.checkpoint_stage().as_deref(), Some("post-provision"));
+    let host_vars = lab.dir.path().join("inventory/host_vars").join(format!("{}.yml", lab.hosts.name(0)));
+    std::fs::write(&host_vars, "---\n").expect("drop post_provision");
+    assert_ok(&lab.provision(&s), "configured");
+    assert_eq!(lab.checkpoint_stage(), None);
+    assert_eq!(lab.semaphore.tasks().len(), 1, "the stage did not run again");
+    assert_ok(&lab.provision(&s), "skipped");
+}
+
+#[test]
 fn an_ansible_post_provision_stage_reaches_the_guest_over_cradles_pinned_ssh_and_its_failure_names_the_task() {
     // The simulated guest accepts the SSH login Ansible makes with cradle's
     // known_hosts (a wrong pin would be "could not reach the host"), then has
