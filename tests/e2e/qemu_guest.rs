@@ -2,7 +2,8 @@
 //! cluster that is a real qemu VM booting Debian 12 with real cloud-init 22.4 and
 //! OpenSSH (docs/SIMULATOR.md, "Guest mode qemu"). A green run proves that cradle's
 //! rendered user-data, network-data and meta-data work on the real tool, and that
-//! its verification, reboot and finalization work on a real Linux guest.
+//! its verification, reboot and finalization work on a real Linux guest, and
+//! that the post-provision stage configures it with the real ansible-core.
 //!
 //! Needs root (the image is built by `scripts/guest-image` with debootstrap; cached,
 //! so only the first run pays), `qemu-system-x86_64`, `genisoimage` and `ssh`
@@ -117,6 +118,38 @@ vms_wait:
         self.dir.path().join("state")
     }
 
+    /// Give guest 0 a post-provision stage: the real `ansible-playbook`
+    /// (`scripts/ansible`) runs `playbooks/site.yml` against it over cradle's
+    /// pinned SSH once it is finalized (workflows/lib/post.rhai).
+    fn with_post_provision(self) -> QemuLab {
+        let playbooks = self.dir.path().join("playbooks");
+        std::fs::create_dir_all(&playbooks).expect("mkdir playbooks");
+        std::fs::write(playbooks.join("site.yml"), SITE_PLAYBOOK).expect("site.yml");
+        let host_vars = self.inventory.join("host_vars");
+        std::fs::create_dir_all(&host_vars).expect("mkdir host_vars");
+        std::fs::write(
+            host_vars.join("qemu-0.yml"),
+            "post_provision:\n  ansible: playbooks/site.yml\n  extra_vars: { site: lab-81 }\n  timeout_s: 900\n",
+        )
+        .expect("host_vars");
+        let mut toml = std::fs::read_to_string(&self.config).expect("cradle.toml");
+        toml.push_str(&format!(
+            "\n[ansible]\ncommand = \"{}\"\n",
+            cradle_testkit::ansible::playbook_command().display()
+        ));
+        std::fs::write(&self.config, toml).expect("cradle.toml");
+        self
+    }
+
+    /// The `PLAY RECAP` lines in cradle's Ansible logs (one per run).
+    fn playbook_runs(&self) -> usize {
+        let Ok(dir) = std::fs::read_dir(self.state().join("ansible")) else { return 0 };
+        dir.flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default().matches("PLAY RECAP").count())
+            .sum()
+    }
+
     fn cradle(&self, args: &[&str]) -> Out {
         self.cradle_env(args, &[])
     }
@@ -191,6 +224,21 @@ vms_wait:
     }
 }
 
+/// The post-provision playbook of the CI test: facts from the real guest,
+/// a file written with sudo (become), a group.
+const SITE_PLAYBOOK: &str = r#"- hosts: all
+  become: true
+  tasks:
+    - name: Record the configuration
+      ansible.builtin.copy:
+        dest: /etc/cradle-configured
+        content: "{{ vm_name }} {{ vmid }} {{ site }} {{ ansible_facts['distribution'] }} {{ ansible_facts['distribution_major_version'] }}\n"
+        mode: "0644"
+    - name: Add the operators group
+      ansible.builtin.group:
+        name: operators
+"#;
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
@@ -251,14 +299,22 @@ fn assert_finalized_guest(lab: &QemuLab, i: u8) {
 }
 
 #[test]
-fn a_vm_provisions_finalizes_reruns_and_is_removed_on_a_real_debian_guest() {
-    let lab = QemuLab::new(81, 481);
+fn a_vm_provisions_finalizes_is_configured_by_ansible_reruns_and_is_removed_on_a_real_debian_guest() {
+    let lab = QemuLab::new(81, 481).with_post_provision();
     let first = lab.provision();
     assert_eq!(first, ["created"], "console:\n{}", lab.console(481));
 
     assert_finalized_guest(&lab, 0);
 
+    // The post-provision stage: real ansible-core against the real guest,
+    // with its facts, sudo and cradle's extra vars.
+    let configured = lab.ssh("cat /etc/cradle-configured && getent group operators");
+    assert_eq!(configured.code, 0, "{configured:#?}");
+    assert!(configured.stdout.starts_with("qemu-0 481 lab-81 Debian 12\noperators:"), "{configured:#?}");
+    assert_eq!(lab.playbook_runs(), 1);
+
     assert_eq!(lab.provision(), ["skipped"], "a rerun skips the finished guest");
+    assert_eq!(lab.playbook_runs(), 1, "and does not configure it again");
 
     let removed = lab.cradle(&["remove", "-i", s(&lab.inventory), "--limit", "qemu-0", "--yes"]);
     assert_eq!(removed.code, 0, "{removed:#?}");
