@@ -225,6 +225,25 @@ fn a_missing_virtio_driver_iso_fails_before_any_side_effect_with_the_volume_and_
 }
 
 #[test]
+fn a_missing_or_unrenderable_answer_file_template_fails_before_any_side_effect_naming_the_file() {
+    let ex = Example::new();
+    let template = ex.dir.path().join("windows/autounattend.xml");
+    let original = std::fs::read_to_string(&template).expect("template");
+    std::fs::remove_file(&template).expect("remove the template");
+    let s = SimSession::open(&ex.config());
+    ex.upload(&s, &[INSTALLER, DRIVERS]);
+    let e = error_of(&ex.run(&s, Action::Provision)[0]);
+    assert!(e.contains("win-1: answer file") && e.contains("windows/autounattend.xml"), "{e}");
+    assert_untouched(&ex, &s, &[DRIVERS, INSTALLER]);
+
+    // A placeholder the type gives no value for is caught as early.
+    std::fs::write(&template, format!("{original}<!-- {{{{ product_key }}}} -->")).expect("template");
+    let e = error_of(&ex.run(&s, Action::Provision)[0]);
+    assert!(e.contains("`{{ product_key }}`"), "{e}");
+    assert_untouched(&ex, &s, &[DRIVERS, INSTALLER]);
+}
+
+#[test]
 fn an_unknown_install_probe_or_ssh_without_its_fingerprint_fails_before_any_side_effect_naming_the_variable() {
     let ex = Example::new();
     ex.group_vars("windows_install_probe: winrm");

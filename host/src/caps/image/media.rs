@@ -148,6 +148,23 @@ pub fn render_answer(template: &str, vars: &BTreeMap<String, String>, what: &str
 
 /// Build the answer ISO of `vm_name` from the template at `path` and upload
 /// it to `storage` on `node`; its volume id.
+/// The answer file rendered from the template at `path` (relative to the
+/// project) with `vars`: what `answer_iso` puts on the ISO, and what
+/// `disk_image::check_answer` checks before any side effect (the file
+/// exists, is UTF-8, every placeholder has a value).
+pub fn answer_file(
+    project: &std::path::Path,
+    path: &str,
+    vars: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<String, CapError> {
+    let f = check_file(project, path, None, what)?;
+    let template = std::fs::read_to_string(&f.path).map_err(|e| {
+        CapError::invalid(format!("{what}: the answer file {} is not UTF-8 text: {e}", f.path.display()))
+    })?;
+    render_answer(&template, vars, what)
+}
+
 pub fn answer_iso(
     c: &mut CapCtx,
     node: &str,
@@ -157,11 +174,7 @@ pub fn answer_iso(
     vars: &BTreeMap<String, String>,
     what: &str,
 ) -> Result<String, CapError> {
-    let f = check_file(&c.services.project_dir.clone(), path, None, what)?;
-    let template = std::fs::read_to_string(&f.path).map_err(|e| {
-        CapError::invalid(format!("{what}: the answer file {} is not UTF-8 text: {e}", f.path.display()))
-    })?;
-    let answer = render_answer(&template, vars, what)?;
+    let answer = answer_file(&c.services.project_dir, path, vars, what)?;
     let iso = super::iso::build("cradle_answer", &[("autounattend.xml".into(), answer.into_bytes())])
         .map_err(|e| CapError::invalid(format!("{what}: {e}")))?;
     let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&iso));

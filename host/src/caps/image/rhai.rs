@@ -16,6 +16,8 @@
 //!
 //! - `disk_image::check_iso(vm, iso)`, `disk_image::stage_iso(vm, iso)` (an
 //!   ISO: `#{volume}` or `#{path, storage?}`, see [`super::media`]) and
+//!   `disk_image::check_answer(vm, #{path, vars})` renders the answer file
+//!   template without uploading anything (before any side effect).
 //!   `disk_image::answer_iso(vm, #{path, vars, storage?})` → the volume id of
 //!   the answer-file ISO built from the template at `path`.
 //!
@@ -26,7 +28,7 @@ use std::collections::BTreeMap;
 
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use super::media::{IsoSource, answer_iso, check_iso, stage_iso};
+use super::media::{IsoSource, answer_file, answer_iso, check_iso, stage_iso};
 use super::{ImageSource, StageOptions, Transfer, check_file, check_image, stage};
 use crate::caps::creation::rhai::str_of;
 use crate::caps::script::{Res, caps, throw, to_map};
@@ -123,6 +125,21 @@ fn iso_source(map: &Map, what: &str) -> Res<IsoSource> {
     Ok(IsoSource::File { path, storage: opt_str(map, "storage", what)?.unwrap_or_else(|| "local".into()) })
 }
 
+/// `#{path, vars, storage?}`: the template's path, the storage (default
+/// `local`) and the placeholder values.
+fn answer_spec(spec: &Map, what: &str) -> Res<(String, String, BTreeMap<String, String>)> {
+    let path = opt_str(spec, "path", what)?
+        .ok_or_else(|| invalid(format!("{what}: `path` (the answer file template) is missing")))?;
+    let storage = opt_str(spec, "storage", what)?.unwrap_or_else(|| "local".into());
+    let mut vars = BTreeMap::new();
+    if let Some(v) = spec.get("vars").and_then(|v| v.read_lock::<Map>().map(|m| m.clone())) {
+        for (k, val) in v {
+            vars.insert(k.to_string(), val.to_string());
+        }
+    }
+    Ok((path, storage, vars))
+}
+
 /// The `disk_image` module.
 pub fn module() -> Module {
     let mut m = Module::new();
@@ -146,21 +163,25 @@ pub fn module() -> Module {
             stage_iso(&mut caps(&ctx)?, &node, &source, &what).map(Into::into).map_err(throw)
         },
     );
+    // `disk_image::check_answer(vm, #{path, vars})`: the template exists and
+    // renders (every placeholder has a value); changes nothing.
+    FuncRegistration::new("check_answer").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, vm: Map, spec: Map| -> Res<()> {
+            let (name, _) = vm_of(&vm)?;
+            let what = format!("{name}: answer file");
+            let (path, _, vars) = answer_spec(&spec, &what)?;
+            let project = crate::caps::script::with_run(&ctx, |d| d.services.project_dir.clone())?;
+            answer_file(&project, &path, &vars, &what).map(|_| ()).map_err(throw)
+        },
+    );
     // `disk_image::answer_iso(vm, #{path, vars, storage?})` → the answer ISO's volume id.
     FuncRegistration::new("answer_iso").set_into_module(
         &mut m,
         |ctx: NativeCallContext, vm: Map, spec: Map| -> Res<ImmutableString> {
             let (name, node) = vm_of(&vm)?;
             let what = format!("{name}: answer file");
-            let path = opt_str(&spec, "path", &what)?
-                .ok_or_else(|| invalid(format!("{what}: `path` (the answer file template) is missing")))?;
-            let storage = opt_str(&spec, "storage", &what)?.unwrap_or_else(|| "local".into());
-            let mut vars = BTreeMap::new();
-            if let Some(v) = spec.get("vars").and_then(|v| v.read_lock::<Map>().map(|m| m.clone())) {
-                for (k, val) in v {
-                    vars.insert(k.to_string(), val.to_string());
-                }
-            }
+            let (path, storage, vars) = answer_spec(&spec, &what)?;
             answer_iso(&mut caps(&ctx)?, &node, &storage, &name, &path, &vars, &what).map(Into::into).map_err(throw)
         },
     );
