@@ -258,3 +258,87 @@ async fn credentials_are_generated_written_owner_only_and_never_in_debug_output(
     let classic_with_key = UnifiConfig { api_key: Some(Secret::new("k")), ..classic() };
     assert!(unifi::start(classic_with_key).await.unwrap_err().to_string().contains("UniFi OS only"));
 }
+
+/// Log in as `admin`/`pw`; returns the `Cookie` header and the CSRF token (UniFi OS).
+async fn login(http: &reqwest::Client, u: &unifi::Unifi) -> (String, Option<String>) {
+    let (path, name) = match u.style() {
+        UnifiStyle::Classic => ("/api/login", "unifises"),
+        UnifiStyle::UnifiOs => ("/api/auth/login", "TOKEN"),
+    };
+    let resp = http
+        .post(format!("{}{path}", u.url()))
+        .json(&json!({"username": "admin", "password": "pw"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let csrf = resp.headers().get("x-csrf-token").map(|v| v.to_str().unwrap().to_string());
+    (format!("{name}={}", set_cookie(&resp, name).unwrap()), csrf)
+}
+
+/// `GET {api}/self/sites` with a session.
+async fn sites(http: &reqwest::Client, u: &unifi::Unifi, session: &(String, Option<String>)) -> (u16, Value) {
+    let mut req = http.get(format!("{}/self/sites", u.api_url())).header("cookie", &session.0);
+    if let Some(csrf) = &session.1 {
+        req = req.header("x-csrf-token", csrf);
+    }
+    let (s, b, _) = call(req).await;
+    (s, b)
+}
+
+#[tokio::test]
+async fn an_expired_session_gets_401_login_required_until_the_client_logs_in_again() {
+    // STAND-INS.md: api.err.LoginRequired comes with 401 (log in again).
+    let login_required = json!({"meta": {"rc": "error", "msg": "api.err.LoginRequired"}, "data": []});
+    for cfg in [classic(), UnifiConfig { password: Some(Secret::new("pw")), ..UnifiConfig::default() }] {
+        let u = unifi::start(cfg).await.unwrap();
+        let http = client(u.ca_pem());
+        assert_eq!(u.logins(), 0);
+        let old = login(&http, &u).await;
+        assert_eq!(u.logins(), 1);
+        assert_eq!(sites(&http, &u, &old).await.0, 200, "{:?}", u.style());
+        u.expire_sessions();
+        for _ in 0..2 {
+            assert_eq!(sites(&http, &u, &old).await, (401, login_required.clone()), "{:?}", u.style());
+        }
+        assert_eq!(u.logins(), 1, "a refused request is no login");
+        let new = login(&http, &u).await;
+        assert_eq!(u.logins(), 2);
+        assert_ne!(new.0, old.0, "a new session");
+        assert_eq!(sites(&http, &u, &new).await.0, 200, "{:?}", u.style());
+        assert_eq!(sites(&http, &u, &old).await.0, 401, "the expired one stays expired");
+    }
+}
+
+#[tokio::test]
+async fn sessions_live_session_ttl_from_the_login_and_the_token_says_so() {
+    let ttl = std::time::Duration::from_secs(2);
+    let cfg = UnifiConfig {
+        listen: Listen::loopback(),
+        password: Some(Secret::new("pw")),
+        session_ttl: Some(ttl),
+        ..UnifiConfig::default()
+    };
+    let u = unifi::start(cfg).await.unwrap();
+    let http = client(None);
+    let session = login(&http, &u).await;
+    // The TOKEN is JWT-shaped; real consoles put exp = iat + 2 h, the stand-in iat + ttl.
+    use base64::Engine as _;
+    let payload = session.0.trim_start_matches("TOKEN=").split('.').nth(1).unwrap();
+    let claims: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    assert_eq!(claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(), 2);
+    assert_eq!(sites(&http, &u, &session).await.0, 200);
+    tokio::time::sleep(ttl + std::time::Duration::from_millis(200)).await;
+    let (s, b) = sites(&http, &u, &session).await;
+    assert_eq!((s, b["meta"]["msg"].as_str()), (401, Some("api.err.LoginRequired")));
+    let again = login(&http, &u).await;
+    assert_eq!((sites(&http, &u, &again).await.0, u.logins()), (200, 2));
+
+    // A zero lifetime: a controller that refuses every session right after its login.
+    let cfg = UnifiConfig { session_ttl: Some(std::time::Duration::ZERO), ..classic() };
+    let u = unifi::start(cfg).await.unwrap();
+    let http = client(u.ca_pem());
+    let session = login(&http, &u).await;
+    assert_eq!(sites(&http, &u, &session).await.0, 401);
+}

@@ -3,10 +3,12 @@
 //!
 //! Contract: see the parent module. Unknown paths under the API prefix answer 404
 //! with `api.err.NotFound` once authenticated; paths outside it answer an empty 404.
-//! A missing or unknown session (or a wrong API key) is 401 `api.err.LoginRequired`;
-//! on UniFi OS a missing or stale `X-Csrf-Token` is 403 `Invalid CSRF Token`.
+//! A missing, unknown, ended or expired session (or a wrong API key) is 401
+//! `api.err.LoginRequired`; on UniFi OS a missing or stale `X-Csrf-Token` is 403
+//! `Invalid CSRF Token`. Sessions expire `session_ttl` after their login.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -32,6 +34,7 @@ pub(super) struct Api {
     login_limit: Option<LoginLimit>,
     put_returns_empty: bool,
     rotate_csrf: bool,
+    session_ttl: Option<Duration>,
     server_version: String,
     uuid: String,
     user_id: String,
@@ -62,6 +65,7 @@ impl Api {
             login_limit: cfg.login_limit,
             put_returns_empty: cfg.put_returns_empty,
             rotate_csrf: cfg.rotate_csrf,
+            session_ttl: cfg.session_ttl,
             server_version: cfg.server_version.clone(),
             uuid: crate::model::ids::random_uuid(),
             user_id: crate::model::ids::random_uuid(),
@@ -93,7 +97,7 @@ impl Api {
             Ok(true) => {}
         }
         let (token, csrf) = (random_hex(16), random_hex(16));
-        lock(&self.state).sessions.insert(token.clone(), Session { csrf: csrf.clone() });
+        lock(&self.state).add_session(token.clone(), csrf.clone());
         let secure = if self.tls { "; Path=/; Secure" } else { "; Path=/" };
         ok(vec![])
             .with_header("set-cookie", format!("unifises={token}{}", self.cookie_attrs()))
@@ -108,13 +112,13 @@ impl Api {
         }
         let Some(limit) = self.login_limit else { return false };
         let now = tokio::time::Instant::now();
-        while st.logins.front().is_some_and(|t| now.duration_since(*t) >= limit.window) {
-            st.logins.pop_front();
+        while st.login_attempts.front().is_some_and(|t| now.duration_since(*t) >= limit.window) {
+            st.login_attempts.pop_front();
         }
-        if st.logins.len() >= limit.max as usize {
+        if st.login_attempts.len() >= limit.max as usize {
             return true;
         }
-        st.logins.push_back(now);
+        st.login_attempts.push_back(now);
         false
     }
 
@@ -131,11 +135,13 @@ impl Api {
         let csrf = crate::model::ids::random_uuid();
         let now = crate::model::ids::now_unix();
         let header = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+        // Real consoles' JWTs say `exp` = `iat` + 2 h; with a `session_ttl`, `iat` + that.
+        let lifetime = self.session_ttl.map_or(7200, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
         let payload = json!({"userId": self.user_id, "csrfToken": csrf, "jti": crate::model::ids::random_uuid(),
-            "iat": now, "exp": now + 7200});
+            "iat": now, "exp": now + lifetime});
         let signature: [u8; 32] = crate::model::ids::random_bytes();
         let token = format!("{header}.{}.{}", b64(payload.to_string().as_bytes()), b64(&signature));
-        lock(&self.state).sessions.insert(token.clone(), Session { csrf: csrf.clone() });
+        lock(&self.state).add_session(token.clone(), csrf.clone());
         let body = json!({"unique_id": self.user_id, "username": self.username, "isOwner": true});
         Response::json(200, &body)
             .with_header("set-cookie", format!("TOKEN={token}{}; SameSite=None", self.cookie_attrs()))
@@ -149,6 +155,11 @@ impl Api {
         ok(vec![])
     }
 
+    /// The live (not ended, not expired) session of cookie value `token`.
+    fn session<'a>(&self, st: &'a mut State, token: &str) -> Option<&'a mut Session> {
+        st.session(token, self.session_ttl, tokio::time::Instant::now())
+    }
+
     /// UniFi OS auth: an API key, or the `TOKEN` session plus its CSRF token. `Ok`
     /// carries the rotated CSRF token to announce, if any.
     fn authorize_os(&self, req: &Request) -> Result<Option<String>, Response> {
@@ -159,7 +170,7 @@ impl Api {
             };
         }
         let mut st = lock(&self.state);
-        let Some(session) = req.cookie("TOKEN").and_then(|t| st.sessions.get_mut(t)) else {
+        let Some(session) = req.cookie("TOKEN").and_then(|t| self.session(&mut st, t)) else {
             return Err(err(LOGIN_REQUIRED));
         };
         let sent = req.header("x-csrf-token").unwrap_or_default();
@@ -273,7 +284,8 @@ impl Handler for Api {
                 "/api/login" if post => self.login_classic(req),
                 "/api/logout" if post => self.logout(req.cookie("unifises")),
                 p if p.starts_with("/api/") => {
-                    let known = req.cookie("unifises").is_some_and(|t| lock(&self.state).sessions.contains_key(t));
+                    let known =
+                        req.cookie("unifises").is_some_and(|t| self.session(&mut lock(&self.state), t).is_some());
                     if !known {
                         return err(LOGIN_REQUIRED);
                     }

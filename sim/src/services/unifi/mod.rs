@@ -10,7 +10,9 @@
 //! CSRF; logins are rate-limited with 429). Answers use the envelope
 //! `{"meta":{"rc":"ok"},"data":[...]}` or `{"meta":{"rc":"error","msg":"api.err.X"},
 //! "data":[]}` (400; 401 for `LoginRequired`; `NoSiteContext` with the configured
-//! status). The DHCP side ([`UnifiDhcp`]) gives a MAC its reservation's `fixed_ip`,
+//! status). Sessions can expire (`session_ttl`, or [`Unifi::expire_sessions`] at once):
+//! the old cookie then gets 401 `api.err.LoginRequired` until the client logs in again;
+//! [`Unifi::logins`] counts the logins. The DHCP side ([`UnifiDhcp`]) gives a MAC its reservation's `fixed_ip`,
 //! else a free pool address, and records the client as seen — so a later `POST
 //! rest/user` for that MAC fails with `api.err.MacUsed`, as on a real controller.
 //! State lives in memory for the life of the handle.
@@ -115,6 +117,12 @@ pub struct UnifiConfig {
     /// UniFi OS: every authenticated answer carries `X-Updated-Csrf-Token` with a new
     /// token, and the old one stops working (default false).
     pub rotate_csrf: bool,
+    /// How long a login session lives, counted from the login (UniFi OS consoles: the
+    /// `TOKEN` JWT's `exp` is `iat` + 2 h). After it, the cookie gets 401
+    /// `api.err.LoginRequired`, as a logged-out one. `None` (default) = sessions last
+    /// as long as the stand-in; `Some(Duration::ZERO)` = a controller that refuses
+    /// every session right after its login.
+    pub session_ttl: Option<Duration>,
     /// `server_version` in `/status` (default `9.0.114`).
     pub server_version: String,
 }
@@ -133,6 +141,7 @@ impl Default for UnifiConfig {
             login_limit: Some(LoginLimit { max: 20, window: Duration::from_secs(60) }),
             put_returns_empty: false,
             rotate_csrf: false,
+            session_ttl: None,
             server_version: "9.0.114".into(),
         }
     }
@@ -312,6 +321,17 @@ impl Unifi {
     /// Refuse the next `n` logins with 429 (UniFi OS), whatever the rate.
     pub fn refuse_next_logins(&self, n: u32) {
         lock(&self.state).forced_429 = n;
+    }
+
+    /// End every session now, as if each had reached its lifetime: the next request
+    /// with one of their cookies gets 401 `api.err.LoginRequired`.
+    pub fn expire_sessions(&self) {
+        lock(&self.state).sessions.clear();
+    }
+
+    /// How many logins succeeded (sessions made) so far.
+    pub fn logins(&self) -> u64 {
+        lock(&self.state).logins
     }
 
     /// Write the credentials into `dir` (0600 files `unifi.username`,

@@ -1,6 +1,6 @@
 //! The UniFi Network controller's data: sites, networks (`networkconf`), known clients
-//! (`user`: reservations and clients the DHCP server has seen), sessions and the login
-//! rate limiter. Pure data plus the validation rules of `rest/user` writes.
+//! (`user`: reservations and clients the DHCP server has seen), sessions (with their
+//! age, for the session lifetime), the login count and the login rate limiter. Pure data plus the validation rules of `rest/user` writes.
 //!
 //! Contract: every write goes through [`State::create_user`] / [`State::replace_user`],
 //! which enforce `api.err.InvalidPayload` (shape), `api.err.MacUsed` (one client per MAC
@@ -171,6 +171,20 @@ impl User {
 #[derive(Debug, Clone)]
 pub(super) struct Session {
     pub csrf: String,
+    /// When the login made it (the lifetime counts from here, as a JWT's `exp` does
+    /// from its `iat`).
+    pub created: tokio::time::Instant,
+}
+
+impl Session {
+    pub fn new(csrf: String) -> Self {
+        Session { csrf, created: tokio::time::Instant::now() }
+    }
+
+    /// Whether the session has outlived `ttl` at `now` (`None` = it never expires).
+    pub fn expired(&self, ttl: Option<std::time::Duration>, now: tokio::time::Instant) -> bool {
+        ttl.is_some_and(|ttl| now.saturating_duration_since(self.created) >= ttl)
+    }
 }
 
 /// Everything the controller holds.
@@ -184,7 +198,9 @@ pub(super) struct State {
     /// Sessions by cookie value.
     pub sessions: HashMap<String, Session>,
     /// Recent login attempts (for the rate limit).
-    pub logins: VecDeque<tokio::time::Instant>,
+    pub login_attempts: VecDeque<tokio::time::Instant>,
+    /// Successful logins (sessions made) so far.
+    pub logins: u64,
     /// Login attempts still to refuse with 429 (a test's lever).
     pub forced_429: u32,
 }
@@ -240,6 +256,26 @@ impl State {
             st.nets.push(net);
         }
         Ok(st)
+    }
+
+    /// The live session of cookie value `token` at `now`; an expired one is dropped
+    /// (its cookie then is as unknown as a made-up one).
+    pub fn session(
+        &mut self,
+        token: &str,
+        ttl: Option<std::time::Duration>,
+        now: tokio::time::Instant,
+    ) -> Option<&mut Session> {
+        if self.sessions.get(token).is_some_and(|s| s.expired(ttl, now)) {
+            self.sessions.remove(token);
+        }
+        self.sessions.get_mut(token)
+    }
+
+    /// A new session under cookie value `token`, counted as a login.
+    pub fn add_session(&mut self, token: String, csrf: String) {
+        self.sessions.insert(token, Session::new(csrf));
+        self.logins += 1;
     }
 
     pub fn site(&self, name: &str) -> Option<&Site> {
@@ -402,5 +438,22 @@ mod tests {
         assert_eq!(st.replace_user("default", "0", &moved).unwrap_err(), ID_INVALID);
         assert_eq!(st.forget("default", &["BC:24:11:AA:BB:CC".into()]).len(), 1);
         assert!(st.users.is_empty());
+    }
+
+    #[test]
+    fn a_session_lives_for_its_lifetime_from_the_login_and_is_then_gone() {
+        let mut st = state();
+        let (ttl, secs) = (Some(std::time::Duration::from_secs(7200)), std::time::Duration::from_secs);
+        st.add_session("t".into(), "c".into());
+        assert_eq!(st.logins, 1);
+        let iat = st.sessions["t"].created;
+        assert!(st.session("t", ttl, iat + secs(7199)).is_some(), "still inside its lifetime");
+        assert!(st.session("t", None, iat + secs(1 << 30)).is_some(), "no lifetime: it never expires");
+        assert!(st.session("t", ttl, iat + secs(7200)).is_none(), "expired at iat + lifetime");
+        assert!(st.session("t", None, iat).is_none(), "and dropped, not only hidden");
+        st.add_session("u".into(), "c".into());
+        let now = st.sessions["u"].created;
+        assert!(st.session("u", Some(std::time::Duration::ZERO), now).is_none(), "a zero lifetime refuses every one");
+        assert_eq!(st.logins, 2);
     }
 }
