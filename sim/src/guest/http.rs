@@ -15,16 +15,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::ssh::fired;
+use super::ssh::{fired, listen_when_up};
 use crate::sim::{Sim, lock};
 
 /// One HTTP request an appliance's web UI answered.
@@ -57,28 +55,8 @@ pub fn spawn_appliance_http(
 ) {
     tokio::spawn(async move {
         let mut down = sim.shutdown.subscribe();
-        tokio::select! {
-            () = tokio::time::sleep_until(up_at) => {}
-            _ = fired(&mut cancel) => return,
-            _ = fired(&mut down) => return,
-        }
-        // The previous boot's listener may still be closing (an instant reboot).
-        let mut attempts = 0;
-        let listener = loop {
-            match TcpListener::bind(addr).await {
-                Ok(l) => break l,
-                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 100 => {
-                    attempts += 1;
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                        _ = fired(&mut cancel) => return,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(vmid, %addr, error = %e, "appliance web UI cannot bind; it will not answer");
-                    return;
-                }
-            }
+        let Some(listener) = listen_when_up(vmid, addr, up_at, &mut cancel, &mut down, "appliance web UI").await else {
+            return;
         };
         loop {
             let accepted = tokio::select! {

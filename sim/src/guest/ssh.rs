@@ -268,29 +268,8 @@ pub fn spawn_guest_sshd(
 ) {
     tokio::spawn(async move {
         let mut down = sim.shutdown.subscribe();
-        tokio::select! {
-            () = tokio::time::sleep_until(up_at) => {}
-            _ = fired(&mut cancel) => return,
-            _ = fired(&mut down) => return,
-        }
-        // The previous boot's listener may still be closing (an instant reboot): retry
-        // "address in use" briefly instead of leaving the guest unreachable.
-        let mut attempts = 0;
-        let listener = loop {
-            match TcpListener::bind(addr).await {
-                Ok(l) => break l,
-                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 100 => {
-                    attempts += 1;
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                        _ = fired(&mut cancel) => return,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(vmid, %addr, error = %e, "guest sshd cannot bind; guest unreachable");
-                    return;
-                }
-            }
+        let Some(listener) = listen_when_up(vmid, addr, up_at, &mut cancel, &mut down, "guest sshd").await else {
+            return;
         };
         let bound = listener.local_addr().ok();
         {
@@ -368,6 +347,43 @@ pub async fn spawn_node_sshd(
 
 /// Resolves when the flag becomes true or its sender is gone (never holds the guard
 /// across an await, so callers stay `Send`).
+/// Wait until the guest's service is up (`up_at`), then bind `addr`. The
+/// previous boot's listener may still be closing (an instant reboot): "address
+/// in use" is retried briefly instead of leaving the guest unreachable. `None`
+/// when the boot is cancelled, the simulator shuts down, or the address cannot
+/// be bound (warned, naming `what`).
+pub(super) async fn listen_when_up(
+    vmid: u32,
+    addr: SocketAddr,
+    up_at: Instant,
+    cancel: &mut watch::Receiver<bool>,
+    down: &mut watch::Receiver<bool>,
+    what: &str,
+) -> Option<TcpListener> {
+    tokio::select! {
+        () = tokio::time::sleep_until(up_at) => {}
+        _ = fired(cancel) => return None,
+        _ = fired(down) => return None,
+    }
+    let mut attempts = 0;
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Some(l),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 100 => {
+                attempts += 1;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = fired(cancel) => return None,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(vmid, %addr, error = %e, "{what} cannot bind; it will not answer");
+                return None;
+            }
+        }
+    }
+}
+
 pub async fn fired(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|x| *x).await.map(|_| ());
 }
