@@ -7,7 +7,8 @@
 //! controller — keeps the session cookie (`TOKEN`, or `unifises` +
 //! `csrf_token`) and the CSRF token (`X-CSRF-Token` of the login answer, or
 //! the `csrf_token` cookie), and sends both on every request, taking the
-//! newer token from `X-Updated-Csrf-Token`. A `401` logs in again once. None
+//! newer token from `X-Updated-Csrf-Token`. A `401` (an expired or ended
+//! session: a UniFi OS `TOKEN` lives 2 h) logs in again, once per request. None
 //! of it reaches the caller: the cookies and tokens are taken out of the
 //! answer's headers and registered with the redactor.
 //!

@@ -107,3 +107,110 @@ async fn a_rate_limited_login_says_to_wait() {
     let (status, _, _) = networks(&eps).await;
     assert_eq!(status, 200);
 }
+
+/// The whole answer as text (headers and body), to look for session values in.
+fn answer_text(r: &crate::contract::bindings::cradle::host::http::Response) -> String {
+    let headers: Vec<String> = r.headers.iter().map(|h| format!("{}: {}", h.key, h.value)).collect();
+    format!("{}\n\n{}", headers.join("\n"), String::from_utf8_lossy(&r.body))
+}
+
+/// The stand-in of `style` (HTTPS, rotating CSRF on UniFi OS, `session_ttl`) and an
+/// endpoint logging in to it.
+async fn controller(
+    dir: &std::path::Path,
+    style: UnifiStyle,
+    session_ttl: Option<Duration>,
+) -> (unifi::Unifi, Endpoints) {
+    let u = unifi::start(UnifiConfig {
+        listen: Listen::https("127.0.0.1:0".parse().expect("addr")),
+        style,
+        rotate_csrf: style == UnifiStyle::UnifiOs,
+        session_ttl,
+        ..UnifiConfig::default()
+    })
+    .await
+    .expect("unifi");
+    let base = match style {
+        UnifiStyle::UnifiOs => u.api_url().trim_end_matches("/api").to_string(),
+        UnifiStyle::Classic => u.url(),
+    };
+    let eps = endpoints(dir, base, u.username(), u.password().expose(), u.ca_pem());
+    (u, eps)
+}
+
+/// After the controller ends the session, the next request logs in once more and
+/// succeeds; the caller sees that answer only, without the new session in it.
+async fn an_expired_session_is_logged_in_again_once(style: UnifiStyle) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (u, eps) = controller(dir.path(), style, None).await;
+    let (status, _, _) = networks(&eps).await;
+    assert_eq!((status, u.logins()), (200, 1), "{style:?}");
+    u.expire_sessions();
+    let r = eps.send(get("/api/s/default/rest/networkconf"), Duration::from_secs(10)).await.expect("send");
+    let doc: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+    assert_eq!((r.status, doc["meta"]["rc"].as_str(), u.logins()), (200, Some("ok"), 2), "{style:?}: {doc}");
+    assert_eq!(doc["data"][0]["ip_subnet"], "127.77.0.1/24", "{style:?}: the answer to the request, not the login");
+    let text = answer_text(&r);
+    for h in super::SESSION_HEADERS {
+        assert!(!r.headers.iter().any(|k| k.key.eq_ignore_ascii_case(h)), "{style:?}: {h} reached the caller");
+    }
+    // The new cookie and CSRF token are registered with the redactor: redacting
+    // the answer changes nothing when none of them is in it.
+    assert_eq!(crate::secrets::redact(&text), text, "{style:?}: a session value reached the caller");
+    assert!(!text.contains("TOKEN=") && !text.contains("unifises="), "{style:?}: {text}");
+    // The new session (and, on UniFi OS, its rotated CSRF token) is kept: no
+    // further logins.
+    for _ in 0..2 {
+        let (status, _, _) = networks(&eps).await;
+        assert_eq!((status, u.logins()), (200, 2), "{style:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_expired_unifi_os_session_is_logged_in_again_once_and_the_caller_sees_only_the_answer() {
+    an_expired_session_is_logged_in_again_once(UnifiStyle::UnifiOs).await;
+}
+
+#[tokio::test]
+async fn an_expired_classic_session_is_logged_in_again_once_and_the_caller_sees_only_the_answer() {
+    an_expired_session_is_logged_in_again_once(UnifiStyle::Classic).await;
+}
+
+#[tokio::test]
+async fn a_session_past_its_lifetime_is_logged_in_again_on_the_next_request() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ttl = Duration::from_secs(2);
+    let (u, eps) = controller(dir.path(), UnifiStyle::UnifiOs, Some(ttl)).await;
+    assert_eq!((networks(&eps).await.0, u.logins()), (200, 1));
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    assert_eq!((networks(&eps).await.0, u.logins()), (200, 2));
+}
+
+#[tokio::test]
+async fn a_controller_that_refuses_every_fresh_session_gets_one_new_login_per_request_not_a_loop() {
+    let dir = tempfile::tempdir().expect("tmp");
+    for style in [UnifiStyle::UnifiOs, UnifiStyle::Classic] {
+        // A zero lifetime: every session is refused right after its login.
+        let (u, eps) = controller(dir.path(), style, Some(Duration::ZERO)).await;
+        for (request, logins) in [(1, 2), (2, 3), (3, 4)] {
+            let sent = eps.send(get("/api/s/default/rest/networkconf"), Duration::from_secs(10)).await;
+            // The first request logs in, is refused, and logs in once more; every
+            // later one starts with the refused session and logs in once.
+            assert_eq!(u.logins(), logins, "{style:?}: request {request}");
+            match sent {
+                Err(e) => {
+                    assert!(e.message.contains("401") && e.message.contains("unifi"), "{style:?}: {}", e.message);
+                    assert_eq!(crate::secrets::redact(&e.message), e.message, "{style:?}: a secret in the error");
+                }
+                // mod.rs's send_unifi hands the second 401 to the caller as an
+                // answer (its "401 right after a new login" error is unreachable).
+                Ok(r) => {
+                    let doc: serde_json::Value = serde_json::from_slice(&r.body).expect("json");
+                    assert_eq!((r.status, doc["meta"]["msg"].as_str()), (401, Some("api.err.LoginRequired")));
+                    let text = answer_text(&r);
+                    assert_eq!(crate::secrets::redact(&text), text, "{style:?}: a session value reached the caller");
+                }
+            }
+        }
+    }
+}
