@@ -273,14 +273,23 @@ async fn send_unifi(
             builder.try_clone().ok_or_else(|| CapError::failed(format!("endpoint `{name}`: cannot resend")))?;
         let current = session.as_mut().ok_or_else(|| missing("a session"))?;
         let resp = current.attach(request).send().await.map_err(|e| transport_error(name, &e))?;
-        if resp.status() == reqwest::StatusCode::UNAUTHORIZED && attempt == 0 {
-            *session = None;
-            continue;
+        if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+            // One new login per request: a session refused right after its
+            // login is the controller's problem (the account's role, a
+            // clock), not something another login fixes.
+            if attempt == 0 {
+                *session = None;
+                continue;
+            }
+            break;
         }
         current.update(resp.headers());
         return Ok(resp);
     }
-    Err(CapError::failed(format!("endpoint `{name}`: UniFi answered 401 right after a new login")))
+    Err(CapError::failed(format!(
+        "endpoint `{name}`: UniFi answered 401 right after a new login: check the account's role on the controller \
+         and that the controller's clock is right"
+    )))
 }
 
 /// A health probe's URL: `http` or `https`, with a host and no user or
