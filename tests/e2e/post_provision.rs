@@ -187,3 +187,58 @@ fn a_post_provision_with_two_drivers_or_an_unknown_key_fails_validation_before_a
         assert!(!Path::new(&lab.dir.path().join("state/checkpoints").join("vm-0.json")).exists());
     }
 }
+
+/// kill -9 of `cradle` around the post-provision stage, then `cradle unlock`
+/// and a rerun: the stage runs again only when its success was not recorded
+/// (killed before it began: once in all; killed after it succeeded but before
+/// its checkpoint was cleared: once more, which is why it must be idempotent),
+/// and the VM ends configured with no checkpoint. The simulator runs as its
+/// own process so it survives the kill.
+#[test]
+fn kill_9_around_the_post_provision_stage_then_unlock_and_rerun_configure_the_vm() {
+    use std::os::unix::process::ExitStatusExt;
+    for (subnet, at, tasks) in [(8u8, "before:post-provision@vm-0", 1usize), (9, "after:post-provision@vm-0", 2)] {
+        let lab = Lab::new(subnet, "{ semaphore: { project: 1, template: 1 } }");
+        let sim = cradle_tests::remote_sim::RemoteSim::start(lab.dir.path(), "0");
+        let extra = format!(
+            "\n[workflow.grants.http]\nendpoints = [\"semaphore\"]\n[endpoints.semaphore]\nurl = \"{}\"\ntoken = {{ file = \
+             \"semaphore.token\" }}\nauth = \"bearer\"\n",
+            lab.semaphore.url(),
+        );
+        let config =
+            ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).append(&extra).write(lab.dir.path());
+        let inventory = lab.dir.path().join("inventory");
+        let cradle = |args: &[&str], crash: Option<&str>| {
+            let mut cmd = std::process::Command::new(cradle_tests::cradle_bin());
+            cmd.arg("--config").arg(&config).args(args).env_remove("CRADLE_CRASH_AT");
+            if let Some(at) = crash {
+                cmd.env("CRADLE_CRASH_AT", at);
+            }
+            cmd.stdin(std::process::Stdio::null()).output().expect("run cradle")
+        };
+        let provision = |crash: Option<&str>| {
+            cradle(&["--output", "json", "provision", "-i", inventory.to_str().expect("utf-8")], crash)
+        };
+        let results = |o: &std::process::Output| -> Vec<String> {
+            let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"));
+            doc["hosts"]
+                .as_array()
+                .expect("hosts")
+                .iter()
+                .map(|h| h["result"].as_str().unwrap_or("").to_string())
+                .collect()
+        };
+
+        let killed = provision(Some(at));
+        assert_eq!(killed.status.signal(), Some(9), "{at}: died of SIGKILL: {killed:?}");
+        assert_eq!(lab.checkpoint_stage().as_deref(), Some("post-provision"), "{at}: the stage is owed");
+        let unlock = cradle(&["unlock", "vm-0"], None);
+        assert!(unlock.status.success(), "{at}: {unlock:?}");
+
+        assert_eq!(results(&provision(None)), ["configured"], "{at}");
+        assert_eq!(lab.semaphore.tasks().len(), tasks, "{at}: the template ran {tasks} time(s) in all");
+        assert_eq!(lab.checkpoint_stage(), None, "{at}");
+        assert_eq!(results(&provision(None)), ["skipped"], "{at}");
+        assert_eq!(lab.semaphore.tasks().len(), tasks, "{at}");
+    }
+}
