@@ -4,7 +4,8 @@
 //! a duplicate is `resource ID 'vm:N' already defined`; the old `group` option fails with
 //! `ha groups have been migrated to rules`. Rules reference HA-managed resources only
 //! (`cannot use unmanaged resource(s)`), a resource sits in at most one node-affinity
-//! rule, PUT replaces `resources` and honours `digest`.
+//! rule, PUT replaces `resources` and honours `digest`. A rule ID is PVE's `pve-configid`
+//! (`[a-z][a-z0-9_-]+`, any case): another is refused as parameter verification does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +39,19 @@ fn check_state(s: &str) -> Result<(), ApiError> {
                 "value '{s}' does not have a value in the enumeration 'started, stopped, enabled, disabled, ignored'"
             ),
         ))
+    }
+}
+
+/// PVE's `pve-configid` format, which `pve-ha-rule-id` uses: a letter, then at least one
+/// letter, digit, `_` or `-` (pve-common's `$CONFIGID_RE`, case-insensitive).
+fn check_rule_id(id: &str) -> Result<(), ApiError> {
+    let mut chars = id.chars();
+    let first = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    let rest: Vec<char> = chars.collect();
+    if first && !rest.is_empty() && rest.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+        Ok(())
+    } else {
+        Err(ApiError::param("rule", format!("invalid format - invalid configuration ID '{id}'")))
     }
 }
 
@@ -238,6 +252,7 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
         ));
     }
     let id = p.required("rule")?.to_string();
+    check_rule_id(&id)?;
     let resources = parse_resources(p.required("resources")?)?;
     p.bool("strict", false)?;
     p.bool("disable", false)?;
@@ -255,6 +270,7 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
 }
 
 pub fn rule_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
+    check_rule_id(id)?;
     let st = lock(&sim.state);
     let d = digest_of(&st.ha_rules);
     let r = st.ha_rules.get(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
@@ -263,6 +279,7 @@ pub fn rule_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
 
 pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     p.only(&["type", "resources", "nodes", "strict", "disable", "comment", "affinity", "delete", "digest"])?;
+    check_rule_id(id)?;
     let mut st = lock(&sim.state);
     if let Some(d) = p.get("digest")
         && d != digest_of(&st.ha_rules)
@@ -293,8 +310,29 @@ pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
 }
 
 pub fn rule_delete(sim: &Arc<Sim>, id: &str) -> ApiResult {
+    check_rule_id(id)?;
     let mut st = lock(&sim.state);
     st.ha_rules.remove(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
     sim.changed();
     Ok(Reply::data(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_ids_are_pve_configids_and_others_fail_parameter_verification() {
+        for ok in ["r1", "cradle-pve1", "prod_rule", "Rule-2"] {
+            assert!(check_rule_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["r", "1r", "-r1", "lab.cradle-pve1", "a/b", ""] {
+            match check_rule_id(bad) {
+                Err(ApiError::Params(m)) => {
+                    assert_eq!(m.get("rule"), Some(&format!("invalid format - invalid configuration ID '{bad}'")));
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 }
