@@ -8,9 +8,15 @@
 //! Proves: a Staged VM goes Active with its MAC in NetBox, a UniFi
 //! reservation made before the guest's first boot (the lease it got was the
 //! reservation, stamped after it), the HA resource and its node-affinity
-//! rule, the DNS record, a finalized guest and a success journal entry; a VM
-//! NetBox cannot describe goes Failed with the step and the reason, and
-//! nothing is made.
+//! rule, the DNS record, a finalized guest and a success journal entry — on
+//! the direct backend and on Terraform's `bpg` flavour (the VM created stopped
+//! by `terraform apply`, held by its module's state); a failure at any step
+//! (validate, mac, netbox-mac, dhcp, ha, os-config, dns, active) sets the VM
+//! Failed with the step and the reason, and nothing after that step happens.
+//! The failures are real refusals: a VM config without net0, NetBox
+//! permissions (no `dcim.add_macaddress`; a VM change constrained by status),
+//! UniFi's and Technitium's answers, PVE's parameter verification of an HA
+//! rule ID, a failed Semaphore task.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -107,11 +113,42 @@ impl Lab {
     }
 }
 
+/// How a test's project differs from the plain one (the direct backend,
+/// nic0 on vmbr0 by DHCP).
+#[derive(Default)]
+struct Setup<'a> {
+    /// More lines for the defaults every VM starts from.
+    extra: &'a str,
+    /// The defaults' NICs, the lines under `vms_config:` (`None`: nic0 on vmbr0 by DHCP).
+    nics: Option<&'a str>,
+    /// The environment's backend is Terraform, of this flavour (`bpg`, `telmate`).
+    terraform: Option<&'static str>,
+}
+
+const NIC0: &str = "  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
+
 /// A project for `cradle serve`: the cluster, the four endpoints, the
-/// source, the defaults every VM starts from (with `extra` lines).
-fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, extra: &str) -> PathBuf {
+/// source, the defaults every VM starts from, as `setup` says.
+fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, setup: &Setup) -> PathBuf {
     let cluster_toml = dir.join("cluster.toml");
     cradle::cluster::write_client_config(&lab.cluster, "pve", &cluster_toml).expect("cluster config");
+    let mut cluster = std::fs::read_to_string(&cluster_toml).expect("cluster toml");
+    let mut backend = ("direct", String::new());
+    if let Some(flavour) = setup.terraform {
+        // Terraform's providers check the certificate against a CA, never a
+        // pinned fingerprint (docs/TERRAFORM.md): trust the simulator's CA.
+        let ca = dir.join("pve-root-ca.pem");
+        std::fs::write(&ca, lab.cluster.ca_pem()).expect("pve ca");
+        let pinned = cluster.lines().filter(|l| l.starts_with("fingerprint = ")).count();
+        assert_eq!(pinned, 1, "the written config pins one fingerprint:\n{cluster}");
+        cluster = cluster
+            .lines()
+            .map(|l| if l.starts_with("fingerprint = ") { format!("ca_file = \"{}\"", ca.display()) } else { l.into() })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cli_config = cradle_tests::terraform_cli_config(dir);
+        backend = ("terraform", cradle_tests::fixture::terraform_toml(flavour, &cli_config));
+    }
     write_secret(&dir.join("netbox.token"), netbox.authorization().trim_start_matches("Bearer "));
     write_secret(&dir.join("unifi.key"), lab.unifi.api_key().expect("api key").expose());
     std::fs::write(dir.join("unifi-ca.pem"), lab.unifi.ca_pem().expect("ca")).expect("ca");
@@ -121,7 +158,9 @@ fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, extra: &st
     std::fs::write(
         dir.join("netbox-defaults.yml"),
         format!(
-            "vms_config:\n  cores: 1\n  memory: 512\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\nansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n{extra}"
+            "vms_config:\n  cores: 1\n  memory: 512\n{nics}ansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n{extra}",
+            nics = setup.nics.unwrap_or(NIC0),
+            extra = setup.extra,
         ),
     )
     .expect("defaults");
@@ -131,7 +170,7 @@ state_dir = "state"
 
 [environments.lab]
 cluster = "pve"
-backend = "direct"
+backend = "{backend}"
 
 [workflow.grants.lock]
 prefixes = ["*"]
@@ -170,8 +209,10 @@ concurrency = 2
 secret = {{ file = "webhook.secret" }}
 defaults = "netbox-defaults.yml"
 
-{cluster}"#,
-        cluster = std::fs::read_to_string(&cluster_toml).expect("cluster toml"),
+{cluster}
+{backend_toml}"#,
+        backend = backend.0,
+        backend_toml = backend.1,
         netbox_url = netbox.url,
         unifi_url = lab.unifi.api_url().trim_end_matches("/api"),
         technitium_url = lab.technitium.url(),
@@ -272,11 +313,16 @@ struct World {
 impl World {
     /// With `extra` lines in the defaults every VM starts from.
     fn new(extra: &str) -> World {
+        World::with(&Setup { extra, ..Setup::default() })
+    }
+
+    /// The project as `setup` says.
+    fn with(setup: &Setup) -> World {
         let tmp = tempfile::tempdir().expect("tmp");
         let lab = Lab::start(tmp.path());
         let secret = format!("CANARY-HOOK-{}", std::process::id());
         let netbox = NetBox::shared();
-        let dir = project_with(tmp.path(), &lab, &netbox, &secret, extra);
+        let dir = project_with(tmp.path(), &lab, &netbox, &secret, setup);
         let side = NetBoxSide::without_webhook();
         World { lab, netbox, dir, secret, side, _tmp: tmp }
     }
@@ -287,6 +333,69 @@ impl World {
         self.side.hook(&served.1, &self.secret);
         served
     }
+
+    /// `cradle serve` talks to NetBox as a user of this test's own, not a
+    /// superuser, holding only `grants` (NetBox object permissions: object
+    /// types, actions, constraints): its v2 token replaces the project's.
+    fn netbox_user(&self, grants: &[(&[&str], &[&str], Option<Value>)]) {
+        let name = unique_name("p12-user");
+        let password = format!("Pw-{}-{:x}", name, std::process::id());
+        let user = self.netbox.post("/api/users/users/", &json!({ "username": name, "password": password }));
+        for (i, (types, actions, constraints)) in grants.iter().enumerate() {
+            self.netbox.post(
+                "/api/users/permissions/",
+                &json!({
+                    "name": format!("{name}-{i}"),
+                    "object_types": types,
+                    "actions": actions,
+                    "constraints": constraints,
+                    "users": [id(&user)],
+                }),
+            );
+        }
+        // A v2 token made by the admin: its plaintext is only in this answer.
+        let made = self.netbox.post("/api/users/tokens/", &json!({ "user": id(&user) }));
+        let token = format!("nbt_{}.{}", made["key"].as_str().expect("key"), made["token"].as_str().expect("token"));
+        write_secret(&self.dir.join("netbox.token"), &token);
+    }
+
+    /// A call to the simulated Proxmox VE API, as an operator would make it (`curl`).
+    fn pve(&self, method: &str, path: &str, form: &[&str]) {
+        let ca = self.dir.join("pve-api-ca.pem");
+        std::fs::write(&ca, self.lab.cluster.ca_pem()).expect("ca");
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "--cacert"])
+            .arg(&ca)
+            .arg("-H")
+            .arg(format!("Authorization: PVEAPIToken={}", self.lab.cluster.token()));
+        for f in form {
+            curl.args(["--data-urlencode", f]);
+        }
+        let out = curl.arg(format!("{}{path}", self.lab.cluster.api_url())).output().expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "200",
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The VMs Proxmox has under `name`.
+    fn vms_named(&self, name: &str) -> Vec<Value> {
+        let state = self.lab.state();
+        state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name).cloned().collect()
+    }
+}
+
+/// The journal entries' comments, one a line.
+fn journal_text(journal: &[Value]) -> String {
+    journal.iter().map(|e| e["comments"].as_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// SIGTERM to `cradle serve`, and wait for it.
+fn stop(mut child: Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
 }
 
 #[test]
@@ -567,4 +676,204 @@ fn a_dns_record_technitium_refuses_stops_the_pipeline_at_dns_with_technitiums_re
     assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{text}");
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
+}
+
+/// The VM failed at `step`: NetBox says Failed, and the last journal entry is
+/// the danger entry naming the step and containing `reason`. Its journal.
+fn failed_at(side: &NetBoxSide, vm: &Value, done: &Value, step: &str, reason: &str) -> Vec<Value> {
+    let journal = side.netbox.vm_journal(vm);
+    let text = journal_text(&journal);
+    assert_eq!(done["status"]["value"], "failed", "{text}");
+    let last = journal.iter().max_by_key(|e| id(e)).expect("a journal entry");
+    let said = last["comments"].as_str().unwrap_or_default();
+    assert_eq!(last["kind"]["value"], "danger", "{text}");
+    assert!(said.contains(&format!("failed at step {step}:")) && said.contains(reason), "{text}");
+    journal
+}
+
+/// What the pipeline's NetBox account needs besides the VM itself: its
+/// interface (the MAC), its IP, journal entries, MAC addresses.
+const NETBOX_TYPES: [&str; 4] =
+    ["virtualization.vminterface", "ipam.ipaddress", "extras.journalentry", "dcim.macaddress"];
+
+#[test]
+fn a_vm_whose_config_has_no_net0_stops_at_mac_and_nothing_after_it_is_done() {
+    // The defaults put the VM's only NIC in slot net1, and the template has no
+    // network device: the clone has net1 and no net0, whose MAC the pipeline
+    // writes to the NetBox interface that holds the primary IP.
+    let nics = "  nic1:\n    bridge: vmbr0\n    ip: dhcp\n    interface: ens19\n";
+    let w = World::with(&Setup { nics: Some(nics), ..Setup::default() });
+    w.pve("PUT", "/nodes/pve1/qemu/9000/config", &["delete=net0"]);
+    let (lab, side) = (&w.lab, &w.side);
+    let (child, _, log) = w.serve(&[]);
+    let name = format!("{}-nonet0", side.prefix);
+    let (vm, iface) =
+        side.planned_vm(&name, &format!("127.78.{}.26", lab.net), fields("pve1", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = failed_at(side, &vm, &done, "mac", "has no net0 with a MAC");
+    // The VM was made, stopped, with net1 only; nothing after `mac` happened.
+    let made = w.vms_named(&name);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let config = &made[0]["config"];
+    assert!(config.get("net0").is_none() && config.get("net1").is_some(), "{config}");
+    assert_eq!(made[0]["power"], "stopped", "never started");
+    let vmid = made[0]["vmid"].as_u64().expect("vmid") as u32;
+    assert!(lab.cluster.dhcp_leases_of(vmid).is_empty(), "never booted");
+    assert_eq!(side.netbox.interface_mac(&iface).mac_address, None, "no MAC in NetBox");
+    assert!(lab.unifi.reservations().is_empty(), "no reservation");
+    assert_eq!(lab.state()["ha_resources"].as_object().map(|m| m.len()).unwrap_or(0), 0, "no HA resource");
+    assert!(lab.technitium.records_at(&format!("{name}.{ZONE}")).is_empty(), "no DNS");
+    assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{}", journal_text(&journal));
+    stop(child);
+}
+
+#[test]
+fn netbox_refusing_the_mac_stops_at_netbox_mac_with_its_reason_and_no_reservation_is_made() {
+    // cradle's NetBox account may change interfaces but not create MAC
+    // addresses (dcim.add_macaddress), which NetBox 4.7 requires for a new
+    // `mac_address` on an interface: it answers 403.
+    let w = World::new("");
+    let (lab, side) = (&w.lab, &w.side);
+    let without_macs: [&str; 3] = ["virtualization.vminterface", "ipam.ipaddress", "extras.journalentry"];
+    w.netbox_user(&[
+        (&without_macs, &["view", "add", "change"], None),
+        (&["virtualization.virtualmachine"], &["view", "change"], None),
+    ]);
+    let (child, _, log) = w.serve(&[]);
+    let name = format!("{}-nbmac", side.prefix);
+    let (vm, iface) =
+        side.planned_vm(&name, &format!("127.78.{}.27", lab.net), fields("pve2", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = failed_at(side, &vm, &done, "netbox-mac", "You do not have permission to create MAC addresses");
+    assert_eq!(side.netbox.interface_mac(&iface).mac_address, None, "NetBox kept no MAC");
+    // It stopped there: no reservation, no HA, never started, no DNS.
+    let made = w.vms_named(&name);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0]["power"], "stopped", "never started");
+    assert!(lab.unifi.reservations().is_empty(), "no DHCP reservation after a failed netbox-mac");
+    assert_eq!(lab.state()["ha_resources"].as_object().map(|m| m.len()).unwrap_or(0), 0, "no HA resource");
+    assert!(lab.cluster.dhcp_leases().is_empty(), "never booted");
+    assert!(lab.technitium.records_at(&format!("{name}.{ZONE}")).is_empty(), "no DNS");
+    assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{}", journal_text(&journal));
+    stop(child);
+}
+
+#[test]
+fn pve_refusing_the_ha_rule_stops_at_ha_with_its_reason_and_the_vm_is_never_started() {
+    // A rule prefix whose IDs PVE refuses: HA rule IDs are `pve-configid`s
+    // (a letter, then letters, digits, `_` or `-`), so `lab.cradle-pve1` fails
+    // PVE's parameter verification.
+    let w = World::new("ha_rule_prefix: lab.cradle-\n");
+    let (lab, side) = (&w.lab, &w.side);
+    let (child, _, log) = w.serve(&[]);
+    let name = format!("{}-ha", side.prefix);
+    let address = format!("127.78.{}.28", lab.net);
+    let (vm, _) = side.planned_vm(&name, &address, fields("pve1", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = failed_at(side, &vm, &done, "ha", "invalid configuration ID 'lab.cradle-pve1'");
+    // What came before it is there: the MAC, the reservation.
+    let made = w.vms_named(&name);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let vmid = made[0]["vmid"].as_u64().expect("vmid") as u32;
+    let reservation = lab.unifi.reservations();
+    assert_eq!(reservation.len(), 1, "{reservation:?}");
+    // It stopped there: no rule, never started (no boot, no lease), no DNS.
+    let state = lab.state();
+    assert_eq!(state["ha_rules"].as_object().map(|m| m.len()).unwrap_or(0), 0, "{}", state["ha_rules"]);
+    assert_eq!(made[0]["power"], "stopped", "never started");
+    assert!(lab.cluster.dhcp_leases_of(vmid).is_empty(), "never booted");
+    assert!(lab.technitium.records_at(&format!("{name}.{ZONE}")).is_empty(), "no DNS");
+    assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{}", journal_text(&journal));
+    stop(child);
+}
+
+#[test]
+fn netbox_refusing_active_stops_at_active_with_its_reason_and_the_vm_stays_failed() {
+    // cradle's NetBox account may change a VM only while it is not Active
+    // (an object permission constrained by status, as when people approve
+    // Active themselves): NetBox refuses the PATCH to Active with 403, and
+    // allows Failed.
+    let w = World::new("");
+    let (lab, side) = (&w.lab, &w.side);
+    w.netbox_user(&[
+        (&NETBOX_TYPES, &["view", "add", "change"], None),
+        (&["virtualization.virtualmachine"], &["view"], None),
+        (
+            &["virtualization.virtualmachine"],
+            &["change"],
+            Some(json!({ "status__in": ["planned", "staged", "failed", "offline"] })),
+        ),
+    ]);
+    let (child, _, log) = w.serve(&[]);
+    let name = format!("{}-act", side.prefix);
+    let address = format!("127.78.{}.29", lab.net);
+    let (vm, _) = side.planned_vm(&name, &address, fields("pve2", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = failed_at(
+        side,
+        &vm,
+        &done,
+        "active",
+        "HTTP 403: {\"detail\":\"You do not have permission to perform this action.\"}",
+    );
+    // Everything before it was done: the VM runs, its DNS record is there.
+    let made = w.vms_named(&name);
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0]["power"], "running");
+    let records = lab.technitium.records_at(&format!("{name}.{ZONE}"));
+    assert!(records.iter().any(|r| r.record_type == "A" && r.value == address), "{records:?}");
+    assert_eq!(side.netbox.vm(&vm)["status"]["value"], "failed", "{}", journal_text(&journal));
+    stop(child);
+}
+
+#[test]
+fn a_staged_vm_goes_active_through_the_terraform_bpg_backend_created_stopped_with_its_state_and_reservation() {
+    let w = World::with(&Setup { terraform: Some("bpg"), ..Setup::default() });
+    let (lab, side) = (&w.lab, &w.side);
+    let (child, _, log) = w.serve(&[]);
+    let name = format!("{}-tf", side.prefix);
+    let address = format!("127.78.{}.30", lab.net);
+    // pve2: the clone is made on the template's node (pve1), then migrated.
+    let (vm, iface) = side.planned_vm(&name, &address, fields("pve2", Some("debian-12-cloud")));
+    let done = side.stage_and_wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    let said = format!("{}\ncradle serve:\n{}", journal_text(&journal), log.lock().expect("log"));
+    assert_eq!(done["status"]["value"], "active", "{said}");
+
+    // One VM, on pve2, running, finalized.
+    let made = w.vms_named(&name);
+    assert_eq!(made.len(), 1, "{said}");
+    assert_eq!((made[0]["node"].as_str(), made[0]["power"].as_str()), (Some("pve2"), Some("running")));
+    assert!(made[0]["config"].get("ide2").is_none(), "finalized: {}", made[0]["config"]);
+    let vmid = made[0]["vmid"].as_u64().expect("vmid");
+    let net0 = made[0]["config"]["net0"].as_str().expect("net0");
+    let mac = net0.split(',').next().and_then(|m| m.split('=').nth(1)).expect("mac").to_uppercase();
+
+    // Terraform made it: the module's state holds it under its name and VMID,
+    // created stopped (`started = false`, never refreshed since).
+    let tfstate = w.dir.join("terraform").join(&name).join("terraform.tfstate");
+    let text = std::fs::read_to_string(&tfstate).unwrap_or_else(|e| panic!("{}: {e}\n{said}", tfstate.display()));
+    let state: Value = serde_json::from_str(&text).expect("state JSON");
+    let resource = &state["resources"][0];
+    assert_eq!(resource["type"], "proxmox_virtual_environment_vm", "{state}");
+    let attrs = &resource["instances"][0]["attributes"];
+    assert_eq!((attrs["name"].as_str(), attrs["vm_id"].as_u64()), (Some(name.as_str()), Some(vmid)), "{attrs}");
+    assert_eq!(attrs["started"], false, "created stopped: {attrs}");
+
+    // The MAC in NetBox; the reservation before the guest's first DHCP request.
+    assert_eq!(side.netbox.interface_mac(&iface).mac_address.as_deref(), Some(mac.as_str()));
+    let leases = lab.cluster.dhcp_leases_of(vmid as u32);
+    match &leases.first().expect("the guest asked for an address").offer {
+        DhcpOffer::Reserved { ip, reserved_at, .. } => {
+            assert_eq!(ip.to_string(), address);
+            assert!(reserved_at.before(&leases[0].at), "the reservation came before the first boot");
+        }
+        other => panic!("the first boot got {other:?}, not the reservation"),
+    }
+    // HA and DNS, as on the direct backend.
+    let sim = lab.state();
+    assert!(sim["ha_rules"]["cradle-pve2"].to_string().contains(&format!("vm:{vmid}")), "{}", sim["ha_rules"]);
+    let records = lab.technitium.records_at(&format!("{name}.{ZONE}"));
+    assert!(records.iter().any(|r| r.record_type == "A" && r.value == address), "{records:?}");
+    stop(child);
 }
