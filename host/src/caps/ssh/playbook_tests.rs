@@ -190,9 +190,10 @@ fn a_playbook_past_its_timeout_is_killed_with_its_process_group_and_is_transient
     }
     let w = World::new();
     w.playbook("slow.yml", "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: Wait a long time\n      ansible.builtin.pause:\n        seconds: 600\n");
-    let e = w.run(&w.pinned(), "playbooks/slow.yml", serde_json::json!({}), 8_000).expect_err("stopped");
+    let e = w.run(&w.pinned(), "playbooks/slow.yml", serde_json::json!({}), 20_000).expect_err("stopped");
     assert_eq!(e.kind, ErrorKind::Transient, "{e}");
-    assert!(e.message.contains("did not finish within 8 s and was stopped (last task: Wait a long time)"), "{e}");
+    // The task reached depends on how fast Ansible starts on a loaded machine.
+    assert!(e.message.contains("did not finish within 20 s and was stopped (last task: "), "{e}");
     let project = w.project.path().display().to_string();
     let alive: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
