@@ -19,6 +19,7 @@
 mod event;
 mod reader;
 mod render;
+pub mod timeline;
 
 pub use event::{CallOutcome, Event, LogLevel, PluginVersion, RunStatus, Timestamp};
 pub use reader::{RunRecord, RunSummary, TornLine, list_runs, read_run};
