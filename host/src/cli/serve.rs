@@ -15,6 +15,8 @@ use clap::Args;
 use super::Cli;
 use crate::reload::{self, Live, ReloadEvent};
 use crate::serve::pipeline::WorkflowPipeline;
+use crate::serve::scan::{Journals, RunLabels};
+use crate::serve::status::{Access, View};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -25,7 +27,10 @@ pub struct ServeArgs {
 
 pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let project = Arc::new(cli.project()?);
-    let config = project.config.serve.clone();
+    let mut config = project.config.serve.clone();
+    if let Some(token) = config.status.as_mut().and_then(|s| s.token.as_mut()) {
+        token.anchor(&project.config.base_dir);
+    }
     if config.sources.is_empty() {
         anyhow::bail!(
             "{}: [serve] has no sources; add [serve.sources.netbox] with its webhook secret (docs/SERVE.md)",
@@ -40,6 +45,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     WorkflowPipeline::check(&config, &loaded).map_err(anyhow::Error::msg)?;
     let keys = crate::serve::keys(&config)?;
+    let access = Access::new(&config, listen).map_err(|e| anyhow::anyhow!("{}: {e}", project.config_path.display()))?;
     let live = Arc::new(Live::new(loaded));
     let _watcher = reload::watch(project.clone(), live.clone(), |event| match event {
         ReloadEvent::Swapped { workflows_hash, .. } => {
@@ -53,9 +59,22 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let bound = listener.local_addr()?;
     let paths: Vec<String> = config.sources.keys().map(|s| format!("/hooks/{s}")).collect();
     eprintln!("cradle serve: listening on http://{bound} ({})", paths.join(", "));
+    let status = match access {
+        None => None,
+        Some(access) => {
+            let how = if config.status.as_ref().is_some_and(|s| s.open_on(listen)) {
+                "open on loopback"
+            } else {
+                "credentials required"
+            };
+            eprintln!("cradle serve: metrics at http://{bound}/metrics ({how})");
+            let journals = Journals::new(project.state.runs()?, run_labels(&project.config));
+            Some(View { access, journals: std::sync::Mutex::new(journals) })
+        }
+    };
     let store_dir = project.state.root().join("serve");
     let pipeline = Arc::new(WorkflowPipeline::new(project.clone(), live, &config));
-    let stopped = crate::serve::run(listener, &config, keys, &store_dir, pipeline, stop_signal()).await?;
+    let stopped = crate::serve::serve(listener, &config, keys, &store_dir, pipeline, status, stop_signal()).await?;
     if stopped.left_running > 0 {
         eprintln!(
             "cradle serve: stopped; {} pipeline(s) were still running and resume at the next start",
@@ -65,6 +84,20 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("cradle serve: stopped");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How `/metrics` labels a run's environment when its command line names
+/// none: the default environment, and for pipeline runs the sources' one
+/// environment (none when they differ: the journal does not say which).
+fn run_labels(config: &crate::config::Config) -> RunLabels {
+    let default = config.environment(None).ok().map(|(name, _)| name.to_string());
+    let envs: std::collections::BTreeSet<Option<&String>> =
+        config.serve.sources.values().map(|s| s.environment.as_ref().or(default.as_ref())).collect();
+    let serve_environment = match envs.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(one)] => Some((*one).clone()),
+        _ => None,
+    };
+    RunLabels { default_environment: default, serve_environment }
 }
 
 /// SIGTERM (service managers) or Ctrl-C.

@@ -15,6 +15,11 @@
 //!    before `200 duplicate`; a full queue or a failed write `503`.
 //!
 //! Answers are small JSON documents; none holds a secret or echoes the body.
+//!
+//! With `[serve.status]`, `GET /metrics` (after the rate limit, before the
+//! webhook paths) serves [`super::metrics`] to readers [`super::status`]
+//! lets in (`401` otherwise); without it, `/metrics` is an unknown path.
+//! Every answer to a `/hooks/NAME` of a source is counted by its result.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,13 +29,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::event::{Delivery, parse};
+use super::metrics::{self, Deliveries, Delivery as Counted, Queue};
 use super::signature::{HEADER, WebhookKey};
+use super::status::View;
 use super::store::{Admission, EventStore};
 
 /// How long a client may take to send its body.
@@ -48,6 +55,12 @@ pub struct Listener {
     pub rate: RateLimit,
     /// Where accepted events go to be run.
     pub dispatch: tokio::sync::mpsc::UnboundedSender<u64>,
+    /// Deliveries by source and result, for `/metrics`.
+    pub deliveries: Deliveries,
+    /// The operator's view (`/metrics`), with `[serve.status]`.
+    pub status: Option<Arc<View>>,
+    /// `max_queued`, for `/metrics`.
+    pub max_queued: usize,
 }
 
 /// A token bucket: `per_s` requests a second, bursts of up to `per_s`.
@@ -99,11 +112,19 @@ impl Listener {
     /// Answer one request from `peer`.
     pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Answer {
         if !self.rate.take() {
+            if let Some(source) = req.uri().path().strip_prefix("/hooks/") {
+                self.deliveries.count(source, Counted::RateLimited);
+            }
             return retry_after(refuse(StatusCode::TOO_MANY_REQUESTS, "too many requests; slow down"), 1);
         }
         let path = req.uri().path().to_string();
         if path == "/healthz" && req.method() == Method::GET {
             return answer(StatusCode::OK, json!({ "status": "ok", "queued": self.store.queued() }));
+        }
+        if path == "/metrics"
+            && let Some(view) = &self.status
+        {
+            return self.metrics(&req, peer, view.clone()).await;
         }
         let Some(source) = path.strip_prefix("/hooks/").filter(|s| self.keys.contains_key(*s)).map(str::to_string)
         else {
@@ -112,38 +133,52 @@ impl Listener {
                 "no such webhook source (the paths are /hooks/NAME of [serve.sources])",
             );
         };
+        let source = source.as_str();
+        let (what, r) = self.delivery(req, peer, source).await;
+        self.deliveries.count(source, what);
+        r
+    }
+
+    /// A request to `/hooks/SOURCE`: what it was, and the answer.
+    async fn delivery(&self, req: Request<Incoming>, peer: SocketAddr, source: &str) -> (Counted, Answer) {
+        let source = source.to_string();
         if req.method() != Method::POST {
             let mut r = refuse(StatusCode::METHOD_NOT_ALLOWED, "webhooks are POSTed");
             r.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
-            return r;
+            return (Counted::MethodNotAllowed, r);
         }
         let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_body as u64) {
-            return self.too_large(&source, peer);
+            return (Counted::TooLarge, self.too_large(&source, peer));
         }
         let signature = req.headers().get(HEADER).map(|v| v.as_bytes().to_vec());
-        let body =
-            match tokio::time::timeout(BODY_TIMEOUT, Limited::new(req.into_body(), self.max_body).collect()).await {
-                Err(_) => return refuse(StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"),
-                Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                    return self.too_large(&source, peer);
-                }
-                Ok(Err(e)) => return refuse(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}")),
-                Ok(Ok(collected)) => collected.to_bytes(),
-            };
+        let body = match tokio::time::timeout(BODY_TIMEOUT, Limited::new(req.into_body(), self.max_body).collect())
+            .await
+        {
+            Err(_) => {
+                return (Counted::Timeout, refuse(StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"));
+            }
+            Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                return (Counted::TooLarge, self.too_large(&source, peer));
+            }
+            Ok(Err(e)) => {
+                return (Counted::BadPayload, refuse(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}")));
+            }
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
         let key = &self.keys[&source];
         if let Err(e) = key.verify(&body, signature.as_deref()) {
             tracing::warn!(source, %peer, reason = %e, "webhook refused: bad signature");
-            return refuse(StatusCode::UNAUTHORIZED, e.to_string());
+            return (Counted::Unauthorized, refuse(StatusCode::UNAUTHORIZED, e.to_string()));
         }
         let staged = match parse(&body) {
             Err(e) => {
                 tracing::warn!(source, %peer, error = %e, "webhook refused: unreadable payload");
-                return refuse(StatusCode::BAD_REQUEST, e.to_string());
+                return (Counted::BadPayload, refuse(StatusCode::BAD_REQUEST, e.to_string()));
             }
             Ok(Delivery::Ignored(reason)) => {
                 tracing::debug!(source, %reason, "webhook ignored");
-                return answer(StatusCode::OK, json!({ "status": "ignored", "reason": reason }));
+                return (Counted::Ignored, answer(StatusCode::OK, json!({ "status": "ignored", "reason": reason })));
             }
             Ok(Delivery::Staged(vm)) => vm,
         };
@@ -154,21 +189,57 @@ impl Listener {
                 // The dispatcher is gone only while stopping: the event is on
                 // disk and resumes at the next start.
                 let _ = self.dispatch.send(event.seq);
-                answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "event": event.seq }))
+                (Counted::Accepted, answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "event": event.seq })))
             }
             Ok(Admission::InFlight { seq }) => {
-                answer(StatusCode::ACCEPTED, json!({ "status": "in-flight", "event": seq }))
+                (Counted::InFlight, answer(StatusCode::ACCEPTED, json!({ "status": "in-flight", "event": seq })))
             }
-            Ok(Admission::Duplicate { seq }) => answer(StatusCode::OK, json!({ "status": "duplicate", "event": seq })),
-            Ok(Admission::Full { queued }) => retry_after(
-                refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{queued} events wait already; try again later")),
-                30,
+            Ok(Admission::Duplicate { seq }) => {
+                (Counted::Duplicate, answer(StatusCode::OK, json!({ "status": "duplicate", "event": seq })))
+            }
+            Ok(Admission::Full { queued }) => (
+                Counted::QueueFull,
+                retry_after(
+                    refuse(StatusCode::SERVICE_UNAVAILABLE, format!("{queued} events wait already; try again later")),
+                    30,
+                ),
             ),
             Err(e) => {
                 tracing::error!(source, error = %e, "could not record a webhook event");
-                retry_after(refuse(StatusCode::SERVICE_UNAVAILABLE, "cannot record the event now"), 30)
+                (
+                    Counted::StoreError,
+                    retry_after(refuse(StatusCode::SERVICE_UNAVAILABLE, "cannot record the event now"), 30),
+                )
             }
         }
+    }
+
+    /// `GET /metrics`: the readers `view` lets in get one scrape.
+    async fn metrics(&self, req: &Request<Incoming>, peer: SocketAddr, view: Arc<View>) -> Answer {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = refuse(StatusCode::METHOD_NOT_ALLOWED, "metrics are read with GET");
+            r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET"));
+            return r;
+        }
+        if !view.access.allows(req.headers()) {
+            tracing::warn!(%peer, "metrics refused: no valid credentials");
+            let mut r = refuse(StatusCode::UNAUTHORIZED, "reading the metrics needs credentials ([serve.status])");
+            r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"cradle\""));
+            return r;
+        }
+        let queue = Queue { depth: self.store.queued(), limit: self.max_queued };
+        // Reading journals is file work: off the connection tasks' threads.
+        let totals = tokio::task::spawn_blocking(move || {
+            let mut journals = view.journals.lock().unwrap_or_else(|e| e.into_inner());
+            journals.scan().clone()
+        })
+        .await;
+        let Ok(totals) = totals else {
+            return refuse(StatusCode::INTERNAL_SERVER_ERROR, "the metrics could not be read");
+        };
+        let mut r = Response::new(Full::new(Bytes::from(metrics::render(&totals, &self.deliveries, queue))));
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
+        r
     }
 
     fn too_large(&self, source: &str, peer: SocketAddr) -> Answer {

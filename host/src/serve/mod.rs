@@ -8,6 +8,9 @@
 //!   restart, one event in flight per VM);
 //! - `listener`: the HTTP side, with its bounds (rate, body size, time);
 //! - `dispatch`: runs pipelines with bounded concurrency;
+//! - `status`: who may read the operator's view (`[serve.status]`);
+//!   `metrics`: `GET /metrics` in the Prometheus text format, from the run
+//!   journals (`scan`, read incrementally) and the listener's counters;
 //! - `pipeline`: an event's pipeline is three workflow functions (`host`,
 //!   `staged`, `failed`), and `host`: the VM `host(event)` describes,
 //!   resolved like an inventory host.
@@ -31,8 +34,11 @@ pub mod dispatch;
 pub mod event;
 pub mod host;
 pub mod listener;
+pub mod metrics;
 pub mod pipeline;
+pub mod scan;
 pub mod signature;
+pub mod status;
 pub mod store;
 
 pub use crate::config::{ServeConfig, SourceConfig, SourceKind};
@@ -83,13 +89,27 @@ pub struct Stopped {
     pub left_running: usize,
 }
 
-/// Serve `listener` until `shutdown` completes (module docs).
+/// Serve `listener` until `shutdown` completes (module docs), without the
+/// operator's view.
 pub async fn run(
     listener: TcpListener,
     config: &ServeConfig,
     keys: BTreeMap<String, WebhookKey>,
     store_dir: &Path,
     pipeline: Arc<dyn Pipeline>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<Stopped, ServeError> {
+    serve(listener, config, keys, store_dir, pipeline, None, shutdown).await
+}
+
+/// [`run`], with the operator's view (`/metrics`) when `status` is given.
+pub async fn serve(
+    listener: TcpListener,
+    config: &ServeConfig,
+    keys: BTreeMap<String, WebhookKey>,
+    store_dir: &Path,
+    pipeline: Arc<dyn Pipeline>,
+    status: Option<status::View>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
     let (store, resume) = EventStore::open(store_dir, config.max_queued)?;
@@ -103,12 +123,16 @@ pub async fn run(
     let grace = Duration::from_secs(config.shutdown_grace_s);
     let dispatcher =
         tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
+    let deliveries = metrics::Deliveries::new(keys.keys());
     let shared = Arc::new(listener::Listener {
         keys,
         store: store.clone(),
         max_body: config.max_body_bytes,
         rate: listener::RateLimit::new(config.max_requests_per_s),
         dispatch: tx,
+        deliveries,
+        status: status.map(Arc::new),
+        max_queued: config.max_queued,
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();

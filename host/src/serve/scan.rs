@@ -1,0 +1,476 @@
+//! The run journals (`<state>/runs/*.jsonl`), read incrementally into the
+//! totals `/metrics` serves ([`super::metrics`]).
+//!
+//! Contract:
+//! - each journal is read from where the last scrape stopped (its offset,
+//!   by file name and inode): a scrape reads only what was appended since;
+//! - only complete lines count: a line without its newline (being written,
+//!   or torn by a crash) is read again once it is complete, and never if it
+//!   stays torn, as `cradle runs` skips it; a complete line that is not an
+//!   event is skipped and counted (`cradle_journal_lines_unreadable_total`);
+//! - a run is counted once, when its `run_finished` is read, by its status;
+//!   a journal without one whose process is gone (checked before reading, so
+//!   a last line written just before exiting is never missed) counts once as
+//!   `interrupted`, as `cradle runs list` shows it;
+//! - a journal removed (or archived) keeps what it added: counters never go
+//!   down; a file replaced under the same name (another inode) or truncated is
+//!   a new journal, read from its start;
+//! - step names beyond [`MAX_STEP_NAMES`] distinct ones are counted as
+//!   `other`, and label values are cut at [`MAX_LABEL`] characters, so a
+//!   workflow naming steps after VMs cannot grow a scrape without bound.
+//!
+//! Step durations are the journals' own `step_finished.duration_ms`: the typed
+//! per-run timeline (`journal::timeline`) was not there when this was written.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::metrics::{Histogram, STEP_BUCKETS};
+use crate::journal::{CallOutcome, Event, RunStatus};
+use crate::state::process::{Liveness, process_liveness};
+
+/// Distinct step names kept as labels; the rest are `other`.
+pub const MAX_STEP_NAMES: usize = 256;
+/// The longest label value kept (characters).
+pub const MAX_LABEL: usize = 120;
+/// At most this much of one journal is read per scrape (the rest next time).
+const MAX_READ: u64 = 64 * 1024 * 1024;
+
+/// What the journals say, summed over every journal read by this process.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Totals {
+    /// Runs ended, by (result, backend, environment).
+    pub runs: BTreeMap<(String, String, String), u64>,
+    /// Steps ended, by (step, `ok`/`failed`).
+    pub steps: BTreeMap<(String, String), u64>,
+    /// Step durations (seconds), by step.
+    pub step_durations: BTreeMap<String, Histogram>,
+    /// Capability calls, by (capability, caller, `ok`/`failed`/`denied`).
+    pub calls: BTreeMap<(String, String, String), u64>,
+    /// Plugin traps, by plugin.
+    pub traps: BTreeMap<String, u64>,
+    /// Complete lines that were not events.
+    pub unreadable_lines: u64,
+    /// Journals in the directory at the last scan.
+    pub journals: usize,
+}
+
+/// How a run's environment label is found when its command line names none.
+#[derive(Debug, Clone, Default)]
+pub struct RunLabels {
+    /// `default_environment`.
+    pub default_environment: Option<String>,
+    /// The environment of `cradle serve`'s pipeline runs, when every source
+    /// runs in the same one.
+    pub serve_environment: Option<String>,
+}
+
+impl RunLabels {
+    fn environment(&self, argv: &[String]) -> String {
+        let mut args = argv.iter().skip(1);
+        while let Some(a) = args.next() {
+            if a == "--env" {
+                return args.next().cloned().unwrap_or_default();
+            }
+            if let Some(v) = a.strip_prefix("--env=") {
+                return v.to_string();
+            }
+        }
+        let serve = argv.get(1).is_some_and(|a| a == "serve");
+        let found = if serve { self.serve_environment.as_ref() } else { self.default_environment.as_ref() };
+        found.cloned().unwrap_or_else(|| "unknown".into())
+    }
+}
+
+/// A run whose `run_finished` has not been read.
+#[derive(Debug, Default)]
+struct OpenRun {
+    plugins: Vec<String>,
+    /// The first plugin that made a capability call.
+    caller: Option<String>,
+    environment: String,
+    process: Option<(String, u32)>,
+}
+
+impl OpenRun {
+    fn backend(&self) -> String {
+        match (&self.caller, self.plugins.as_slice()) {
+            (Some(c), _) => c.clone(),
+            (None, [only]) => only.clone(),
+            _ => "none".into(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FileState {
+    id: (u64, u64),
+    offset: u64,
+    run: OpenRun,
+    ended: bool,
+    /// (plugin, function) traps already counted for this run.
+    traps: BTreeSet<(String, String)>,
+}
+
+impl FileState {
+    fn new(id: (u64, u64)) -> FileState {
+        FileState { id, offset: 0, run: OpenRun::default(), ended: false, traps: BTreeSet::new() }
+    }
+}
+
+/// The runs directory and how far each journal was read.
+#[derive(Debug)]
+pub struct Journals {
+    dir: PathBuf,
+    labels: RunLabels,
+    files: HashMap<OsString, FileState>,
+    totals: Totals,
+}
+
+fn label(s: &str) -> String {
+    s.chars().take(MAX_LABEL).collect()
+}
+
+/// The first `plugin `NAME`, function `FUNC`: ` in a plugin error (a trap's
+/// shape, `PluginError::Trap`).
+fn trap_in(error: &str) -> Option<(String, String)> {
+    let mut rest = error;
+    while let Some(i) = rest.find("plugin `") {
+        let after = &rest[i + "plugin `".len()..];
+        if let Some((plugin, tail)) = after.split_once('`')
+            && let Some(tail) = tail.strip_prefix(", function `")
+            && let Some((func, tail)) = tail.split_once('`')
+            && tail.starts_with(": ")
+        {
+            return Some((plugin.to_string(), func.to_string()));
+        }
+        rest = after;
+    }
+    None
+}
+
+impl Journals {
+    /// Nothing read yet of `dir`.
+    pub fn new(dir: impl Into<PathBuf>, labels: RunLabels) -> Journals {
+        Journals { dir: dir.into(), labels, files: HashMap::new(), totals: Totals::default() }
+    }
+
+    /// What was read so far.
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    /// Read what the journals gained since the last scan; the totals.
+    pub fn scan(&mut self) -> &Totals {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return &self.totals,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "metrics: cannot read the runs directory");
+                return &self.totals;
+            }
+        };
+        let mut seen = BTreeSet::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(text) = name.to_str() else { continue };
+            if !text.ends_with(".jsonl") || text.starts_with('.') {
+                continue;
+            }
+            // Not followed: a symlink is no journal of ours.
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            seen.insert(name.clone());
+            let id = (meta.dev(), meta.ino());
+            let state = self.files.entry(name).or_insert_with(|| FileState::new(id));
+            if state.id != id || meta.len() < state.offset {
+                *state = FileState::new(id);
+            }
+            // Before reading: a process gone now wrote its last line already.
+            let gone = !state.ended
+                && state
+                    .run
+                    .process
+                    .as_ref()
+                    .is_some_and(|(host, pid)| process_liveness(host, *pid, None) == Liveness::Gone);
+            if meta.len() > state.offset {
+                read_new(&entry.path(), state, &mut self.totals, &self.labels);
+            }
+            if gone && !state.ended {
+                end_run(state, RunStatus::Interrupted, &mut self.totals);
+            }
+        }
+        self.files.retain(|name, _| seen.contains(name));
+        self.totals.journals = self.files.len();
+        &self.totals
+    }
+}
+
+fn read_new(path: &Path, state: &mut FileState, totals: &mut Totals, labels: &RunLabels) {
+    let mut buf = Vec::new();
+    let read = std::fs::File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(state.offset))?;
+        f.take(MAX_READ).read_to_end(&mut buf)
+    });
+    if let Err(e) = read {
+        tracing::debug!(path = %path.display(), error = %e, "metrics: cannot read a journal");
+        return;
+    }
+    // Only complete lines; the rest is read again when it is.
+    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else { return };
+    for line in buf[..end].split(|b| *b == b'\n') {
+        match serde_json::from_slice::<Event>(line) {
+            Ok(event) => apply(event, state, totals, labels),
+            Err(_) => totals.unreadable_lines += 1,
+        }
+    }
+    state.offset += end as u64 + 1;
+}
+
+fn apply(event: Event, state: &mut FileState, totals: &mut Totals, labels: &RunLabels) {
+    match event {
+        Event::RunStarted { plugins, argv, host, pid, .. } => {
+            state.run.plugins = plugins.into_iter().map(|p| label(&p.name)).collect();
+            state.run.environment = label(&labels.environment(&argv));
+            state.run.process = Some((host, pid));
+        }
+        Event::StepFinished { step, duration_ms, error, .. } => {
+            let step = if totals.step_durations.contains_key(&step) || totals.step_durations.len() < MAX_STEP_NAMES {
+                label(&step)
+            } else {
+                "other".to_string()
+            };
+            let result = if error.is_some() { "failed" } else { "ok" };
+            *totals.steps.entry((step.clone(), result.into())).or_default() += 1;
+            totals
+                .step_durations
+                .entry(step)
+                .or_insert_with(|| Histogram::new(STEP_BUCKETS))
+                .observe(duration_ms as f64 / 1000.0);
+            if let Some(e) = error {
+                count_trap(&e, state, totals);
+            }
+        }
+        Event::CapabilityCall { caller, capability, outcome, .. } => {
+            let result = match outcome {
+                CallOutcome::Ok => "ok",
+                CallOutcome::Failed { .. } => "failed",
+                CallOutcome::Denied { .. } => "denied",
+            };
+            if caller != "workflow" && state.run.caller.is_none() {
+                state.run.caller = Some(label(&caller));
+            }
+            *totals.calls.entry((label(&capability), label(&caller), result.into())).or_default() += 1;
+        }
+        Event::RunFinished { status, error, .. } => {
+            if let Some(e) = error {
+                count_trap(&e, state, totals);
+            }
+            if !state.ended {
+                end_run(state, status, totals);
+            }
+        }
+        Event::StepStarted { .. } | Event::Log { .. } => {}
+    }
+}
+
+fn count_trap(error: &str, state: &mut FileState, totals: &mut Totals) {
+    if let Some((plugin, func)) = trap_in(error)
+        && state.traps.insert((plugin.clone(), func))
+    {
+        *totals.traps.entry(label(&plugin)).or_default() += 1;
+    }
+}
+
+fn end_run(state: &mut FileState, status: RunStatus, totals: &mut Totals) {
+    state.ended = true;
+    let key = (status.to_string(), state.run.backend(), state.run.environment.clone());
+    *totals.runs.entry(key).or_default() += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+    use crate::journal::{PluginVersion, Timestamp};
+
+    fn line(e: &Event) -> String {
+        format!("{}\n", serde_json::to_string(e).expect("json"))
+    }
+
+    fn started(pid: u32, argv: &[&str]) -> Event {
+        Event::RunStarted {
+            run_id: "r".into(),
+            workflow: "provision".into(),
+            workflow_hash: "h".into(),
+            plugins: vec![PluginVersion { name: "direct".into(), version: "1".into(), hash: "x".into() }],
+            host: crate::state::host_name(),
+            pid,
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            at: Timestamp::now(),
+        }
+    }
+
+    fn call(capability: &str, caller: &str, outcome: CallOutcome) -> Event {
+        Event::CapabilityCall {
+            vm: None,
+            caller: caller.into(),
+            capability: capability.into(),
+            function: "f".into(),
+            outcome,
+            duration_us: 5,
+            at: Timestamp::now(),
+        }
+    }
+
+    fn step(name: &str, ms: u64, error: Option<&str>) -> Event {
+        Event::StepFinished {
+            vm: Some("web-1".into()),
+            step: name.into(),
+            at: Timestamp::now(),
+            duration_ms: ms,
+            error: error.map(str::to_string),
+        }
+    }
+
+    fn finished(status: RunStatus) -> Event {
+        Event::RunFinished { status, at: Timestamp::now(), error: None }
+    }
+
+    fn append(path: &Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open");
+        f.write_all(text.as_bytes()).expect("write");
+    }
+
+    fn labels() -> RunLabels {
+        RunLabels { default_environment: Some("lab".into()), serve_environment: Some("netbox-env".into()) }
+    }
+
+    fn runs(t: &Totals) -> Vec<(String, String, String, u64)> {
+        t.runs.iter().map(|((r, b, e), n)| (r.clone(), b.clone(), e.clone(), *n)).collect()
+    }
+
+    fn calls(t: &Totals, cap: &str, caller: &str, result: &str) -> u64 {
+        t.calls.get(&(cap.into(), caller.into(), result.into())).copied().unwrap_or(0)
+    }
+
+    /// A process of this host that is gone.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    }
+
+    #[test]
+    fn appended_lines_are_read_once_and_a_torn_line_when_it_is_complete() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir.path().join("20260101T000000Z-aaaa.jsonl");
+        let me = std::process::id();
+        append(&a, &line(&started(me, &["cradle", "provision", "--env", "prod"])));
+        append(&a, &line(&call("proxmox", "direct", CallOutcome::Ok)));
+        append(&a, &line(&call("proxmox", "direct", CallOutcome::Denied { scope: "vmid".into() })));
+        append(&a, &line(&step("create", 1500, None)));
+        let last = line(&finished(RunStatus::Succeeded));
+        let (head, tail) = last.split_at(10);
+        append(&a, head);
+        let mut j = Journals::new(dir.path(), labels());
+        let t = j.scan().clone();
+        assert!(t.runs.is_empty(), "the torn last line is not read yet: {t:?}");
+        assert_eq!((calls(&t, "proxmox", "direct", "ok"), calls(&t, "proxmox", "direct", "denied")), (1, 1));
+        assert_eq!(t.step_durations["create"].count(), 1);
+        assert_eq!(t.unreadable_lines, 0);
+        assert_eq!(j.scan(), &t, "nothing new, nothing counted twice");
+        append(&a, tail);
+        let t = j.scan().clone();
+        assert_eq!(runs(&t), [("succeeded".into(), "direct".into(), "prod".into(), 1)]);
+        assert_eq!(calls(&t, "proxmox", "direct", "ok"), 1, "earlier lines are not read again");
+        assert_eq!(t.steps[&("create".into(), "ok".into())], 1);
+        assert_eq!(j.scan(), &t);
+    }
+
+    #[test]
+    fn new_removed_and_replaced_journals_and_unreadable_lines() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let me = std::process::id();
+        let a = dir.path().join("a.jsonl");
+        append(&a, &line(&started(me, &["cradle", "provision"])));
+        append(&a, &line(&finished(RunStatus::Succeeded)));
+        let mut j = Journals::new(dir.path(), labels());
+        assert_eq!(j.scan().journals, 1);
+        let b = dir.path().join("b.jsonl");
+        append(&b, &line(&started(me, &["cradle", "serve", "--event=3", "--fn=staged"])));
+        append(&b, "{not an event}\n");
+        append(&b, &line(&step("make", 20, Some("the clone failed"))));
+        append(&b, &line(&finished(RunStatus::Failed)));
+        append(&dir.path().join(".swap.jsonl"), "junk\n");
+        append(&dir.path().join("notes.txt"), "junk\n");
+        let t = j.scan().clone();
+        assert_eq!(
+            runs(&t),
+            [
+                ("failed".into(), "direct".into(), "netbox-env".into(), 1),
+                ("succeeded".into(), "direct".into(), "lab".into(), 1)
+            ]
+        );
+        assert_eq!((t.unreadable_lines, t.journals), (1, 2));
+        assert_eq!(t.steps[&("make".into(), "failed".into())], 1);
+        // Removed: its counts stay (a counter never goes down).
+        std::fs::remove_file(&a).expect("rm");
+        let t2 = j.scan().clone();
+        assert_eq!((t2.runs.clone(), t2.journals), (t.runs.clone(), 1));
+        // Replaced by another file under the same name: a new journal.
+        let tmp = dir.path().join("b.tmp");
+        append(&tmp, &line(&started(me, &["cradle", "provision"])));
+        append(&tmp, &line(&finished(RunStatus::Succeeded)));
+        std::fs::rename(&tmp, &b).expect("rename");
+        let t3 = j.scan().clone();
+        assert_eq!(t3.runs[&("succeeded".into(), "direct".into(), "lab".into())], 2, "{t3:?}");
+        assert_eq!(t3.runs[&("failed".into(), "direct".into(), "netbox-env".into())], 1);
+    }
+
+    #[test]
+    fn an_unfinished_run_counts_as_interrupted_once_its_process_is_gone() {
+        let dir = tempfile::tempdir().expect("tmp");
+        append(&dir.path().join("alive.jsonl"), &line(&started(std::process::id(), &["cradle", "provision"])));
+        let dead = dir.path().join("dead.jsonl");
+        append(&dead, &line(&started(dead_pid(), &["cradle", "provision"])));
+        append(&dead, "{\"event\":\"step_fin");
+        let mut j = Journals::new(dir.path(), labels());
+        assert!(j.scan().runs.is_empty(), "the first read learns the process");
+        let t = j.scan().clone();
+        assert_eq!(runs(&t), [("interrupted".into(), "direct".into(), "lab".into(), 1)]);
+        assert_eq!(j.scan(), &t, "once");
+    }
+
+    #[test]
+    fn a_trap_counts_once_per_run_by_plugin_and_step_names_are_bounded() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir.path().join("a.jsonl");
+        append(&a, &line(&started(std::process::id(), &["cradle", "provision"])));
+        let trap = "backend 'direct': create: plugin `direct`, function `create`: wasm trap: unreachable";
+        append(&a, &line(&step("create", 1, Some(trap))));
+        append(&a, &line(&step("build", 2, Some(&format!("in create: {trap}")))));
+        append(&a, &line(&step("x", 2, Some("plugin `direct` has no function `nope` (it exports: a)"))));
+        append(
+            &a,
+            &line(&Event::RunFinished { status: RunStatus::Failed, at: Timestamp::now(), error: Some(trap.into()) }),
+        );
+        for i in 0..MAX_STEP_NAMES + 5 {
+            append(&a, &line(&step(&format!("vm-{i}"), 1, None)));
+        }
+        let mut j = Journals::new(dir.path(), labels());
+        let t = j.scan();
+        assert_eq!(t.traps.iter().collect::<Vec<_>>(), [(&"direct".to_string(), &1)]);
+        assert_eq!(t.step_durations.len(), MAX_STEP_NAMES + 1, "the rest are `other`");
+        assert!(t.step_durations["other"].count() >= 5);
+        assert_eq!(trap_in("plugin `p`, function `f`: boom"), Some(("p".into(), "f".into())));
+        assert_eq!(trap_in("plugin `p`: cannot be linked"), None);
+    }
+}

@@ -1,0 +1,162 @@
+//! Who may read the operator's view (`GET /metrics`, later the status page)
+//! on the webhook listener: `[serve.status]`.
+//!
+//! Contract:
+//! - without `[serve.status]` there is no view: its paths answer `404` as any
+//!   unknown path does;
+//! - on a loopback listen address with `open_on_loopback` (the default), any
+//!   reader may read;
+//! - otherwise a reader needs `Authorization: Bearer TOKEN` with the
+//!   configured token (compared in constant time and independent of its
+//!   length: both sides are MACed under a key made at start), or, only when
+//!   `trust_proxy = true`, a non-empty `proxy_user_header`; else `401`;
+//! - a listener that nobody could be kept out of does not start
+//!   ([`Access::new`] fails naming the keys); the token is never logged or
+//!   served.
+
+use std::net::SocketAddr;
+
+use hyper::HeaderMap;
+use hyper::header::{AUTHORIZATION, HeaderName};
+use ring::hmac;
+use ring::rand::SystemRandom;
+
+use super::scan::Journals;
+use crate::config::ServeConfig;
+
+/// The operator's view as the listener serves it: who may read, and the
+/// journals `/metrics` counts.
+#[derive(Debug)]
+pub struct View {
+    /// Who may read.
+    pub access: Access,
+    /// The run journals, read incrementally; one scrape at a time.
+    pub journals: std::sync::Mutex<Journals>,
+}
+
+/// The access rule of the operator's view, ready for requests.
+pub struct Access {
+    open: bool,
+    /// The MAC key and the token's tag under it.
+    token: Option<(hmac::Key, hmac::Tag)>,
+    proxy_header: Option<HeaderName>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("open", &self.open)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .field("proxy_header", &self.proxy_header)
+            .finish()
+    }
+}
+
+impl Access {
+    /// The rule of `config.status` for a listener on `listen`; `None` when
+    /// `[serve.status]` is absent. Fails (naming the key) when the listener
+    /// would need credentials and none are configured, or the token cannot be
+    /// resolved.
+    pub fn new(config: &ServeConfig, listen: SocketAddr) -> Result<Option<Access>, String> {
+        let Some(status) = &config.status else { return Ok(None) };
+        status.check_listen(listen)?;
+        let token = match &status.token {
+            None => None,
+            Some(r) => {
+                let secret = r.resolve().map_err(|e| format!("serve.status.token: {e}"))?;
+                let key = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new())
+                    .map_err(|_| "serve.status.token: no random key for the comparison".to_string())?;
+                let tag = hmac::sign(&key, secret.expose().as_bytes());
+                Some((key, tag))
+            }
+        };
+        let proxy_header = match status.trusted_header() {
+            None => None,
+            Some(h) => Some(
+                HeaderName::from_bytes(h.as_bytes())
+                    .map_err(|e| format!("serve.status.proxy_user_header = \"{h}\": {e}"))?,
+            ),
+        };
+        Ok(Some(Access { open: status.open_on(listen), token, proxy_header }))
+    }
+
+    /// An access rule from its parts (tests).
+    #[cfg(test)]
+    pub fn from_parts(open: bool, token: Option<&str>, proxy_header: Option<&str>) -> Access {
+        let token = token.map(|t| {
+            let key = hmac::Key::new(hmac::HMAC_SHA256, b"test key");
+            let tag = hmac::sign(&key, t.as_bytes());
+            (key, tag)
+        });
+        let proxy_header = proxy_header.and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
+        Access { open, token, proxy_header }
+    }
+
+    /// Whether a request with `headers` may read.
+    pub fn allows(&self, headers: &HeaderMap) -> bool {
+        if self.open {
+            return true;
+        }
+        if let Some((key, tag)) = &self.token
+            && let Some(given) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes()))
+            && hmac::verify(key, given, tag.as_ref()).is_ok()
+        {
+            return true;
+        }
+        if let Some(h) = &self.proxy_header
+            && headers.get(h).is_some_and(|v| !v.as_bytes().trim_ascii().is_empty())
+        {
+            return true;
+        }
+        false
+    }
+}
+
+/// The token of `Bearer TOKEN` (the scheme is case-insensitive).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let value = value.trim_ascii();
+    let (scheme, rest) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first().is_none_or(|b| *b != b' ') {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).expect("value"));
+        }
+        h
+    }
+
+    #[test]
+    fn a_bearer_token_is_needed_unless_open_and_a_proxy_header_only_when_trusted() {
+        let none = headers(&[]);
+        assert!(Access::from_parts(true, None, None).allows(&none), "open on loopback");
+        let closed = Access::from_parts(false, Some("s3cret-token"), None);
+        assert!(!closed.allows(&none));
+        assert!(closed.allows(&headers(&[("authorization", "Bearer s3cret-token")])));
+        assert!(closed.allows(&headers(&[("authorization", "bearer   s3cret-token ")])));
+        for wrong in ["Bearer s3cret-toke", "Bearer s3cret-token2", "Basic s3cret-token", "Bearer ", "s3cret-token"] {
+            assert!(!closed.allows(&headers(&[("authorization", wrong)])), "{wrong}");
+        }
+        assert!(!closed.allows(&headers(&[("x-forwarded-user", "alice")])), "no proxy configured");
+        let proxied = Access::from_parts(false, None, Some("X-Forwarded-User"));
+        assert!(proxied.allows(&headers(&[("x-forwarded-user", "alice")])));
+        assert!(!proxied.allows(&headers(&[("x-forwarded-user", " ")])));
+        assert!(!proxied.allows(&none));
+    }
+
+    #[test]
+    fn the_token_is_never_printed() {
+        let a = Access::from_parts(false, Some("CANARY-STATUS-TOKEN"), None);
+        assert!(!format!("{a:?}").contains("CANARY"), "{a:?}");
+    }
+}
