@@ -22,6 +22,7 @@ mod provision_dns;
 mod proxmox_client;
 mod qemu_guest;
 mod reload;
+mod runs_timeline;
 mod sandbox;
 mod scale;
 mod serve;
