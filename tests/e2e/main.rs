@@ -12,6 +12,7 @@ mod crash;
 mod crash_terraform;
 mod hardening;
 mod lxc;
+mod metrics;
 mod netbox_pipeline;
 mod netbox_real;
 mod plugin_kit;

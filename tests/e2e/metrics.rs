@@ -1,0 +1,330 @@
+//! `cradle serve`'s `GET /metrics`, through the real binary: after pipeline
+//! runs against the simulated cluster (one succeeds, one fails in `host`, one
+//! is denied a capability and fails), a scrape parsed by a real Prometheus
+//! text-format parser (`prometheus-parse`) says what the journals say (runs
+//! by result, calls and denials per capability, step durations) and what the
+//! listener answered (deliveries accepted and refused); without the token a
+//! listener that is not open gets `401`, without `[serve.status]` `/metrics`
+//! is `404`, and the token reaches neither the metrics nor the log.
+//!
+//! The listener binds 127.0.0.2 with `open_on_loopback = false`: that is the
+//! access rule of a non-loopback address (credentials required) on an address
+//! every test machine has; a non-loopback interface cannot be counted on.
+//! That a non-loopback listen address without credentials refuses to start is
+//! checked with `0.0.0.0`, refused before anything is bound.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cradle::serve::{EventStore, WebhookKey};
+use cradle_tests::cradle_bin;
+use cradle_tests::serve_process::Served;
+use prometheus_parse::{Sample, Scrape, Value};
+use serde_json::Value as Json;
+
+const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
+const SECRET: &str = "CANARY-WEBHOOK-SECRET-m3tr";
+const TOKEN: &str = "CANARY-METRICS-TOKEN-5b1e9c";
+
+const PROJECT: &str = r#"
+default_environment = "test"
+state_dir = "state"
+[clusters.sim]
+kind = "sim"
+[environments.test]
+cluster = "sim"
+backend = "direct"
+[workflow.grants.lock]
+prefixes = ["allowed/"]
+[serve]
+concurrency = 2
+shutdown_grace_s = 1
+[serve.sources.netbox]
+secret = { file = "webhook.secret" }
+defaults = "netbox-defaults.yml"
+"#;
+
+const STATUS: &str = "[serve.status]\ntoken = { file = \"metrics.token\" }\nopen_on_loopback = false\n";
+
+/// VM 99 fails in `host`; VM 97 is denied a lock outside the workflow's
+/// grant in its `make` step; the others are made.
+const NETBOX_RHAI: &str = r#"
+fn host(event) {
+    if event.vm_id == 99 { throw `${event.vm_name} has no primary IPv4 in NetBox`; }
+    #{ name: event.vm_name, vars: #{ target_node: "pve1", vms_vmid: 4000 + event.vm_id, ansible_host: "127.0.0.1" } }
+}
+fn staged(event, vm) {
+    step(vm.name, "make", || {
+        if event.vm_id == 97 { lock::acquire("forbidden/x"); }
+        log::info(`made ${vm.name}`);
+    });
+    `ready ${vm.name}`
+}
+fn failed(event, failure) {
+    log::info(`RECORDED ${event.vm_name} failed at ${failure.step}`);
+}
+"#;
+
+const DEFAULTS: &str = "global_os:\n  debian12:\n    template: debian-12-cloud\n    cores: 1\n    memory: 512\n    storage: local-lvm\nvms_os: debian12\nvms_config:\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
+
+fn body_for(id: u64, name: &str) -> String {
+    REAL_BODY
+        .replace(
+            "\"id\": 1, \"url\": \"/api/virtualization/virtual-machines/1/\"",
+            &format!("\"id\": {id}, \"url\": \"/api/virtualization/virtual-machines/{id}/\""),
+        )
+        .replace("probe-vm", name)
+}
+
+fn write_secret(path: &Path, value: &str) {
+    std::fs::write(path, value).expect("secret");
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+}
+
+fn project(extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("cradle.toml"), format!("{PROJECT}{extra}")).expect("config");
+    write_secret(&dir.path().join("webhook.secret"), SECRET);
+    write_secret(&dir.path().join("metrics.token"), TOKEN);
+    std::fs::create_dir_all(dir.path().join("workflows")).expect("workflows");
+    std::fs::write(dir.path().join("workflows/netbox.rhai"), NETBOX_RHAI).expect("netbox.rhai");
+    std::fs::write(dir.path().join("netbox-defaults.yml"), DEFAULTS).expect("defaults");
+    dir
+}
+
+/// One HTTP/1.1 request on its own connection: status, head, body.
+fn request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    s.write_all(head.as_bytes()).expect("head");
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_string(), body.to_string())
+}
+
+fn deliver(addr: SocketAddr, body: &str, signature: Option<String>) -> u16 {
+    let sig = signature.map(|s| format!("X-Hook-Signature: {s}\r\n")).unwrap_or_default();
+    let head = format!(
+        "POST /hooks/netbox HTTP/1.1\r\nHost: cradle\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{sig}Connection: close\r\n\r\n",
+        body.len()
+    );
+    request(addr, &head, body.as_bytes()).0
+}
+
+fn signed(addr: SocketAddr, body: &str) -> u16 {
+    deliver(addr, body, Some(WebhookKey::new(SECRET.as_bytes()).sign(body.as_bytes())))
+}
+
+fn scrape(addr: SocketAddr, auth: Option<&str>) -> (u16, String, String) {
+    let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+    request(addr, &format!("GET /metrics HTTP/1.1\r\nHost: cradle\r\n{auth}Connection: close\r\n\r\n"), b"")
+}
+
+/// `cradle serve --listen LISTEN` in `dir`, its address and its stderr.
+fn spawn(dir: &Path, listen: &str) -> (Child, SocketAddr, Arc<Mutex<String>>) {
+    let mut child = Command::new(cradle_bin())
+        .current_dir(dir)
+        .args(["serve", "--listen", listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cradle serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
+            }
+            sink.lock().expect("log").push_str(&format!("{line}\n"));
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(addr) => (child, addr.parse().expect("address"), log),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("cradle serve did not start:\n{}", log.lock().expect("log"))
+        }
+    }
+}
+
+/// Every journal's events, once every run has finished.
+fn finished_journals(dir: &Path, runs: usize) -> Vec<Vec<Json>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(dir.join("state/runs")).expect("runs").flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            all.push(text.lines().filter_map(|l| serde_json::from_str::<Json>(l).ok()).collect::<Vec<_>>());
+        }
+        let done = all.iter().filter(|j| j.iter().any(|e| e["event"] == "run_finished")).count();
+        if all.len() >= runs && done == all.len() {
+            return all;
+        }
+        assert!(Instant::now() < deadline, "{done} of {} runs finished", all.len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sum of the samples of `metric` whose labels include `want`.
+fn sum(samples: &[Sample], metric: &str, want: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.metric == metric && want.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match &s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+#[test]
+fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
+    let dir = project(STATUS);
+    let (mut child, addr, log) = spawn(dir.path(), "127.0.0.2:0");
+    assert_eq!(addr.ip().to_string(), "127.0.0.2");
+    assert!(log.lock().expect("log").contains("/metrics (credentials required)"));
+
+    // Not open: no credentials, a wrong token or scheme, a forged proxy header.
+    for auth in [None, Some("Bearer CANARY-METRICS-TOKEN-5b1e9"), Some(&*format!("Basic {TOKEN}"))] {
+        let (status, head, body) = scrape(addr, auth);
+        assert_eq!(status, 401, "{auth:?}: {body}");
+        assert!(head.to_ascii_lowercase().contains("www-authenticate: bearer"), "{head}");
+        assert!(!body.contains(TOKEN));
+    }
+    let forged = request(
+        addr,
+        "GET /metrics HTTP/1.1\r\nHost: cradle\r\nX-Forwarded-User: admin\r\nConnection: close\r\n\r\n",
+        b"",
+    );
+    assert_eq!(forged.0, 401, "no proxy is trusted");
+
+    // Three accepted (one made, one failing in host, one denied a lock),
+    // two refused as unauthorized, then a replay.
+    assert_eq!(signed(addr, REAL_BODY), 202);
+    assert_eq!(signed(addr, &body_for(99, "broken-vm")), 202);
+    assert_eq!(signed(addr, &body_for(97, "denied-vm")), 202);
+    assert_eq!(deliver(addr, &body_for(5, "forged-vm"), Some("0".repeat(128))), 401);
+    assert_eq!(deliver(addr, &body_for(6, "unsigned-vm"), None), 401);
+    let serve = dir.path().join("state/serve");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !EventStore::read(&serve).is_ok_and(|e| e.len() == 3 && e.iter().all(|e| !e.state.unfinished())) {
+        assert!(Instant::now() < deadline, "the events never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(signed(addr, REAL_BODY), 200, "a replay is a duplicate");
+    // host + staged for VM 1 and 97, host for 99, failed() for 99 and 97.
+    let journals = finished_journals(dir.path(), 7);
+
+    let (status, head, text) = scrape(addr, Some(&format!("Bearer {TOKEN}")));
+    assert_eq!(status, 200, "{text}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let samples = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("a valid exposition").samples;
+
+    // Runs by result, as the journals say.
+    let mut runs: BTreeMap<String, f64> = BTreeMap::new();
+    let mut calls: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut make_steps = 0.0;
+    for events in &journals {
+        for e in events {
+            match e["event"].as_str() {
+                Some("run_finished") => *runs.entry(e["status"].as_str().expect("status").into()).or_default() += 1.0,
+                Some("capability_call") => {
+                    let key = (
+                        e["capability"].as_str().expect("cap").into(),
+                        e["outcome"]["result"].as_str().expect("r").into(),
+                    );
+                    *calls.entry(key).or_default() += 1.0;
+                }
+                Some("step_finished") if e["step"] == "make" => make_steps += 1.0,
+                _ => {}
+            }
+        }
+    }
+    assert!(runs.get("failed").is_some_and(|n| *n >= 2.0) && runs.contains_key("succeeded"), "{runs:?}");
+    for result in ["succeeded", "failed", "interrupted"] {
+        let want = runs.get(result).copied().unwrap_or(0.0);
+        assert_eq!(sum(&samples, "cradle_runs_total", &[("result", result)]), want, "runs {result}:\n{text}");
+    }
+    assert_eq!(
+        sum(&samples, "cradle_runs_total", &[("environment", "test"), ("backend", "direct")]),
+        runs.values().sum::<f64>(),
+        "labelled with the sources' environment and the backend:\n{text}"
+    );
+    assert_eq!(calls.get(&("lock".into(), "denied".into())), Some(&1.0), "{calls:?}");
+    for ((cap, result), n) in &calls {
+        let got = sum(&samples, "cradle_capability_calls_total", &[("capability", cap), ("result", result)]);
+        assert_eq!(got, *n, "{cap} {result}:\n{text}");
+    }
+    let all_calls = sum(&samples, "cradle_capability_calls_total", &[]);
+    assert_eq!(all_calls, calls.values().sum::<f64>(), "no call counted that the journals lack");
+
+    // Step durations: a histogram whose count is the journals' `make` steps.
+    let make = samples
+        .iter()
+        .find(|s| s.metric == "cradle_step_duration_seconds" && s.labels.get("step") == Some("make"))
+        .expect("the make histogram");
+    let Value::Histogram(buckets) = &make.value else { panic!("{make:?}") };
+    let inf = buckets.iter().find(|b| b.less_than.is_infinite()).expect("+Inf");
+    assert_eq!(inf.count, make_steps);
+    assert!(buckets.windows(2).all(|w| w[0].count <= w[1].count), "cumulative: {buckets:?}");
+
+    // Deliveries: the listener's own counters.
+    let deliveries = |result: &str| sum(&samples, "cradle_webhook_deliveries_total", &[("result", result)]);
+    assert_eq!(
+        (deliveries("accepted"), deliveries("unauthorized"), deliveries("duplicate")),
+        (3.0, 2.0, 1.0),
+        "{text}"
+    );
+    assert_eq!(sum(&samples, "cradle_webhook_queue_depth", &[]), 0.0);
+
+    // A second scrape counts nothing twice.
+    let (_, _, again) = scrape(addr, Some(&format!("Bearer {TOKEN}")));
+    let again = Scrape::parse(again.lines().map(|l| Ok(l.to_string()))).expect("valid").samples;
+    assert_eq!(sum(&again, "cradle_runs_total", &[]), runs.values().sum::<f64>());
+    assert_eq!(sum(&again, "cradle_capability_calls_total", &[]), all_calls);
+
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    child.wait().expect("wait");
+    let log = log.lock().expect("log").clone();
+    assert!(!text.contains(TOKEN) && !text.contains(SECRET), "no secret in the metrics");
+    assert!(!log.contains(TOKEN), "the token never reaches the log:\n{log}");
+    assert!(log.contains("metrics refused"), "refusals are logged:\n{log}");
+}
+
+#[test]
+fn without_serve_status_there_is_no_metrics_path() {
+    let dir = project("");
+    let served = Served::start(dir.path(), &[]);
+    let (status, _, body) = scrape(served.addr(), Some(&format!("Bearer {TOKEN}")));
+    assert_eq!(status, 404, "{body}");
+    let (status, _, _) = scrape(served.addr(), None);
+    assert_eq!(status, 404);
+    assert!(!served.log().contains("/metrics"));
+    assert!(served.stop().success());
+}
+
+#[test]
+fn a_status_view_off_loopback_without_credentials_does_not_start() {
+    let dir = project("[serve.status]\n");
+    let out = Command::new(cradle_bin())
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("serve.status.token") && err.contains("not a loopback"), "{err}");
+    assert!(!err.contains("listening on"), "{err}");
+}
