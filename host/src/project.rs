@@ -490,6 +490,9 @@ impl Project {
                 workflow_hash: script_hash,
                 plugins: loaded.plugin_versions(),
                 argv: req.argv.clone(),
+                environment: Some(env_name.clone()),
+                backend: Some(req.backend.as_deref().unwrap_or(&env.backend).to_string())
+                    .filter(|b| loaded.plugins.contains_key(b)),
             },
         )?;
         let run = Arc::new(RunHandle::new(journal.run_id().to_string(), Some(journal.clone())));

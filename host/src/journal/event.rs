@@ -172,6 +172,13 @@ pub enum Event {
         pid: u32,
         /// The command line (redacted by the caller, redacted again on write).
         argv: Vec<String>,
+        /// The environment the run is in (absent in journals written before it
+        /// was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        environment: Option<String>,
+        /// The environment's backend plugin, when it has one loaded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        backend: Option<String>,
         /// When the run started.
         at: Timestamp,
     },
@@ -256,10 +263,23 @@ impl Event {
     /// until it is redacted too.
     pub fn redact_strings(&mut self) {
         match self {
-            Event::RunStarted { run_id, workflow, workflow_hash, plugins, host, pid: _, argv, at: _ } => {
+            Event::RunStarted {
+                run_id,
+                workflow,
+                workflow_hash,
+                plugins,
+                host,
+                pid: _,
+                argv,
+                environment,
+                backend,
+                at: _,
+            } => {
                 for s in [run_id, workflow, workflow_hash, host] {
                     scrub(s);
                 }
+                scrub_opt(environment);
+                scrub_opt(backend);
                 for p in plugins {
                     let PluginVersion { name, version, hash } = p;
                     for s in [name, version, hash] {

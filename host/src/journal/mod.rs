@@ -101,6 +101,10 @@ pub struct RunStart {
     pub plugins: Vec<PluginVersion>,
     /// The command line, already redacted by the caller.
     pub argv: Vec<String>,
+    /// The environment the run is in.
+    pub environment: Option<String>,
+    /// The environment's backend plugin, when one is loaded.
+    pub backend: Option<String>,
 }
 
 /// Appends events to one run's journal. Clone it freely; all clones share the file.
@@ -148,6 +152,8 @@ impl JournalWriter {
                         host: crate::state::host_name(),
                         pid: std::process::id(),
                         argv: start.argv,
+                        environment: start.environment,
+                        backend: start.backend,
                         at: Timestamp::now(),
                     })?;
                     return Ok(writer);

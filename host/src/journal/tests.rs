@@ -24,6 +24,8 @@ fn start(state: &StateDir) -> JournalWriter {
             workflow_hash: "ab".repeat(32),
             plugins: vec![PluginVersion { name: "direct".into(), version: "0.1.0".into(), hash: "cd".repeat(32) }],
             argv: vec!["cradle".into(), "provision".into()],
+            environment: Some("lab".into()),
+            backend: Some("direct".into()),
         },
     )
     .unwrap()
@@ -107,6 +109,8 @@ fn registered_secrets_never_reach_the_journal_in_any_field() {
             workflow_hash: "h".into(),
             plugins: vec![],
             argv: vec![format!("--token={canary}")],
+            environment: None,
+            backend: None,
         },
     )
     .unwrap();

@@ -31,9 +31,9 @@
 //!   timeline: a `step_finished` without its start becomes a step that began
 //!   `duration_ms` before it; a journal without `run_started` is timed from its
 //!   first event; clocks that go backwards give zero offsets, never a panic.
-//! - The environment and backend are not in the journal yet (`run_started`
-//!   records neither), so [`RunInfo::environment`] and [`RunInfo::backend`]
-//!   are `None` until it does.
+//! - The environment and backend come from `run_started`; journals written
+//!   before it recorded them give `None` for [`RunInfo::environment`] and
+//!   [`RunInfo::backend`].
 //! - Strings are exact (the journal was redacted when written). The text
 //!   rendering ([`render_timeline_text`], [`render_gantt`]) passes every one
 //!   through [`printable`]; ANSI colour only when the caller asks for it
@@ -83,9 +83,9 @@ pub struct RunInfo {
     pub workflow: Option<String>,
     /// SHA-256 of the workflow source, from `run_started`.
     pub workflow_hash: Option<String>,
-    /// The environment; not journaled yet, so always `None` today.
+    /// The environment (`None` in journals written before it was recorded).
     pub environment: Option<String>,
-    /// The backend plugin; not journaled yet, so always `None` today.
+    /// The backend plugin (`None` without one, or in older journals).
     pub backend: Option<String>,
     /// The plugins loaded for the run, with their versions.
     pub plugins: Vec<PluginVersion>,
@@ -269,7 +269,9 @@ impl Timeline {
             first_at.get_or_insert(at);
             last_at = Some(last_at.map_or(at, |l| l.max(at)));
             match event {
-                Event::RunStarted { workflow, workflow_hash, plugins, host, at, .. } => {
+                Event::RunStarted { workflow, workflow_hash, plugins, host, environment, backend, at, .. } => {
+                    run.environment.clone_from(environment);
+                    run.backend.clone_from(backend);
                     run.workflow = Some(workflow.clone());
                     run.workflow_hash = Some(workflow_hash.clone());
                     run.plugins = plugins.clone();

@@ -23,6 +23,8 @@ fn start(state: &StateDir) -> JournalWriter {
             workflow_hash: "ab".repeat(32),
             plugins: vec![PluginVersion { name: "direct".into(), version: "0.3.1".into(), hash: "cd".repeat(32) }],
             argv: vec!["cradle".into(), "provision".into()],
+            environment: Some("lab".into()),
+            backend: Some("direct".into()),
         },
     )
     .unwrap()
@@ -106,6 +108,7 @@ fn an_ok_run_has_its_steps_per_vm_in_order_with_versions_and_bars() {
 
     assert_eq!(tl.run.id, w.run_id());
     assert_eq!(tl.run.workflow.as_deref(), Some("provision.rhai"));
+    assert_eq!((tl.run.environment.as_deref(), tl.run.backend.as_deref()), (Some("lab"), Some("direct")));
     assert_eq!(tl.run.plugins[0].version, "0.3.1");
     assert_eq!(tl.run.result, RunResult::Succeeded);
     assert!(tl.run.ended.is_some() && tl.failing.is_none() && tl.torn_line.is_none());

@@ -92,11 +92,16 @@ struct OpenRun {
     /// The first plugin that made a capability call.
     caller: Option<String>,
     environment: String,
+    /// The backend the journal names.
+    backend: Option<String>,
     process: Option<(String, u32)>,
 }
 
 impl OpenRun {
     fn backend(&self) -> String {
+        if let Some(b) = &self.backend {
+            return b.clone();
+        }
         match (&self.caller, self.plugins.as_slice()) {
             (Some(c), _) => c.clone(),
             (None, [only]) => only.clone(),
@@ -234,9 +239,11 @@ fn read_new(path: &Path, state: &mut FileState, totals: &mut Totals, labels: &Ru
 
 fn apply(event: Event, state: &mut FileState, totals: &mut Totals, labels: &RunLabels) {
     match event {
-        Event::RunStarted { plugins, argv, host, pid, .. } => {
+        Event::RunStarted { plugins, argv, host, pid, environment, backend, .. } => {
             state.run.plugins = plugins.into_iter().map(|p| label(&p.name)).collect();
-            state.run.environment = label(&labels.environment(&argv));
+            // Journals record both; older ones leave them to be inferred.
+            state.run.environment = label(&environment.unwrap_or_else(|| labels.environment(&argv)));
+            state.run.backend = backend.map(|b| label(&b));
             state.run.process = Some((host, pid));
         }
         Event::StepFinished { step, duration_ms, error, .. } => {
@@ -313,6 +320,8 @@ mod tests {
             host: crate::state::host_name(),
             pid,
             argv: argv.iter().map(|s| s.to_string()).collect(),
+            environment: None,
+            backend: None,
             at: Timestamp::now(),
         }
     }
@@ -393,6 +402,22 @@ mod tests {
         assert_eq!(calls(&t, "proxmox", "direct", "ok"), 1, "earlier lines are not read again");
         assert_eq!(t.steps[&("create".into(), "ok".into())], 1);
         assert_eq!(j.scan(), &t);
+    }
+
+    #[test]
+    fn a_journal_that_names_its_environment_and_backend_is_labelled_with_them_not_by_inference() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir.path().join("20260101T000000Z-cccc.jsonl");
+        let mut start = started(std::process::id(), &["cradle", "serve"]);
+        if let Event::RunStarted { environment, backend, .. } = &mut start {
+            *environment = Some("staging".into());
+            *backend = Some("terraform".into());
+        }
+        append(&a, &line(&start));
+        append(&a, &line(&call("proxmox", "direct", CallOutcome::Ok)));
+        append(&a, &line(&finished(RunStatus::Failed)));
+        let mut j = Journals::new(dir.path(), labels());
+        assert_eq!(runs(j.scan()), [("failed".into(), "terraform".into(), "staging".into(), 1)]);
     }
 
     #[test]
