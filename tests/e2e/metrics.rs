@@ -14,20 +14,17 @@
 //! checked with `0.0.0.0`, refused before anything is bound.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cradle::serve::{EventStore, WebhookKey};
 use cradle_tests::cradle_bin;
-use cradle_tests::serve_process::Served;
+use cradle_tests::serve_process::{REAL_BODY, Served, body_for, http_request};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::Value as Json;
 
-const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
 const SECRET: &str = "CANARY-WEBHOOK-SECRET-m3tr";
 const TOKEN: &str = "CANARY-METRICS-TOKEN-5b1e9c";
 
@@ -72,15 +69,6 @@ fn failed(event, failure) {
 
 const DEFAULTS: &str = "global_os:\n  debian12:\n    template: debian-12-cloud\n    cores: 1\n    memory: 512\n    storage: local-lvm\nvms_os: debian12\nvms_config:\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
 
-fn body_for(id: u64, name: &str) -> String {
-    REAL_BODY
-        .replace(
-            "\"id\": 1, \"url\": \"/api/virtualization/virtual-machines/1/\"",
-            &format!("\"id\": {id}, \"url\": \"/api/virtualization/virtual-machines/{id}/\""),
-        )
-        .replace("probe-vm", name)
-}
-
 fn write_secret(path: &Path, value: &str) {
     std::fs::write(path, value).expect("secret");
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
@@ -97,27 +85,13 @@ fn project(extra: &str) -> tempfile::TempDir {
     dir
 }
 
-/// One HTTP/1.1 request on its own connection: status, head, body.
-fn request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    s.write_all(head.as_bytes()).expect("head");
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (status, head.to_string(), body.to_string())
-}
-
 fn deliver(addr: SocketAddr, body: &str, signature: Option<String>) -> u16 {
     let sig = signature.map(|s| format!("X-Hook-Signature: {s}\r\n")).unwrap_or_default();
     let head = format!(
         "POST /hooks/netbox HTTP/1.1\r\nHost: cradle\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{sig}Connection: close\r\n\r\n",
         body.len()
     );
-    request(addr, &head, body.as_bytes()).0
+    http_request(addr, &head, body.as_bytes()).0
 }
 
 fn signed(addr: SocketAddr, body: &str) -> u16 {
@@ -126,38 +100,7 @@ fn signed(addr: SocketAddr, body: &str) -> u16 {
 
 fn scrape(addr: SocketAddr, auth: Option<&str>) -> (u16, String, String) {
     let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
-    request(addr, &format!("GET /metrics HTTP/1.1\r\nHost: cradle\r\n{auth}Connection: close\r\n\r\n"), b"")
-}
-
-/// `cradle serve --listen LISTEN` in `dir`, its address and its stderr.
-fn spawn(dir: &Path, listen: &str) -> (Child, SocketAddr, Arc<Mutex<String>>) {
-    let mut child = Command::new(cradle_bin())
-        .current_dir(dir)
-        .args(["serve", "--listen", listen])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cradle serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let log = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let sink = log.clone();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
-            }
-            sink.lock().expect("log").push_str(&format!("{line}\n"));
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(addr) => (child, addr.parse().expect("address"), log),
-        Err(_) => {
-            let _ = child.kill();
-            panic!("cradle serve did not start:\n{}", log.lock().expect("log"))
-        }
-    }
+    http_request(addr, &format!("GET /metrics HTTP/1.1\r\nHost: cradle\r\n{auth}Connection: close\r\n\r\n"), b"")
 }
 
 /// Every journal's events, once every run has finished.
@@ -193,9 +136,10 @@ fn sum(samples: &[Sample], metric: &str, want: &[(&str, &str)]) -> f64 {
 #[test]
 fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
     let dir = project(STATUS);
-    let (mut child, addr, log) = spawn(dir.path(), "127.0.0.2:0");
+    let served = Served::start_on(dir.path(), "127.0.0.2:0", &[]);
+    let addr = served.addr();
     assert_eq!(addr.ip().to_string(), "127.0.0.2");
-    assert!(log.lock().expect("log").contains("/metrics (credentials required)"));
+    assert!(served.log().contains("/metrics (credentials required)"));
 
     // Not open: no credentials, a wrong token or scheme, a forged proxy header.
     for auth in [None, Some("Bearer CANARY-METRICS-TOKEN-5b1e9"), Some(&*format!("Basic {TOKEN}"))] {
@@ -204,7 +148,7 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
         assert!(head.to_ascii_lowercase().contains("www-authenticate: bearer"), "{head}");
         assert!(!body.contains(TOKEN));
     }
-    let forged = request(
+    let forged = http_request(
         addr,
         "GET /metrics HTTP/1.1\r\nHost: cradle\r\nX-Forwarded-User: admin\r\nConnection: close\r\n\r\n",
         b"",
@@ -296,8 +240,8 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
     assert_eq!(sum(&again, "cradle_runs_total", &[]), runs.values().sum::<f64>());
     assert_eq!(sum(&again, "cradle_capability_calls_total", &[]), all_calls);
 
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    child.wait().expect("wait");
+    let log = served.log.clone();
+    served.stop();
     let log = log.lock().expect("log").clone();
     assert!(!text.contains(TOKEN) && !text.contains(SECRET), "no secret in the metrics");
     assert!(!log.contains(TOKEN), "the token never reaches the log:\n{log}");

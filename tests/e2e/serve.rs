@@ -3,8 +3,7 @@
 //! forged, unsigned, altered or oversized changes nothing, one VM is in flight
 //! once, and events survive a stop or a kill -9 to run exactly once.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
@@ -12,21 +11,9 @@ use std::time::{Duration, Instant};
 
 use cradle::serve::{Event, EventState, EventStore, Outcome, Pipeline, ServeConfig, Stopped, WebhookKey};
 use cradle_tests::cradle_bin;
-use cradle_tests::serve_process::Served;
+use cradle_tests::serve_process::{REAL_BODY, Served, body_for, http_request};
 
-/// The real NetBox 4.7.3 delivery (VM 1, `probe-vm`, planned → staged).
-const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
 const SECRET: &str = "CANARY-WEBHOOK-SECRET-7f3a";
-
-/// The real delivery, for NetBox VM `id` named `name`.
-fn body_for(id: u64, name: &str) -> String {
-    REAL_BODY
-        .replace(
-            "\"id\": 1, \"url\": \"/api/virtualization/virtual-machines/1/\"",
-            &format!("\"id\": {id}, \"url\": \"/api/virtualization/virtual-machines/{id}/\""),
-        )
-        .replace("probe-vm", name)
-}
 
 fn sign(body: &str) -> String {
     WebhookKey::new(SECRET.as_bytes()).sign(body.as_bytes())
@@ -34,16 +21,7 @@ fn sign(body: &str) -> String {
 
 /// One HTTP/1.1 request on its own connection; the status and the body.
 fn request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
-    s.write_all(head.as_bytes()).expect("head");
-    // The server may answer (413) and close before it reads a large body.
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let (status, _, body) = http_request(addr, head, body);
     (status, body)
 }
 

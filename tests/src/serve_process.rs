@@ -2,6 +2,8 @@
 //! the webhook service and the NetBox pipeline: started on an ephemeral
 //! port, its address read from what it prints, its stderr kept.
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -23,10 +25,15 @@ impl Served {
     /// `cradle serve --listen 127.0.0.1:0` in `dir`, with `env`; panics with
     /// its output when it does not start within a minute.
     pub fn start(dir: &Path, env: &[(&str, &str)]) -> Served {
+        Served::start_on(dir, "127.0.0.1:0", env)
+    }
+
+    /// `cradle serve --listen LISTEN` in `dir`, with `env`.
+    pub fn start_on(dir: &Path, listen: &str, env: &[(&str, &str)]) -> Served {
         let mut child = Command::new(cradle_bin())
             .current_dir(dir)
             .envs(env.iter().copied())
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -38,10 +45,11 @@ impl Served {
         std::thread::spawn(move || {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                // Logged first: whoever is told the address may read the line.
+                sink.lock().expect("log").push_str(&format!("{line}\n"));
                 if let Some(rest) = line.split("listening on ").nth(1) {
                     let _ = tx.send(rest.split(' ').next().unwrap_or_default().to_string());
                 }
-                sink.lock().expect("log").push_str(&format!("{line}\n"));
             }
         });
         match rx.recv_timeout(Duration::from_secs(60)) {
@@ -68,4 +76,33 @@ impl Served {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         self.child.wait().expect("wait")
     }
+}
+
+/// The real NetBox 4.7.3 delivery (VM 1, `probe-vm`, planned → staged).
+pub const REAL_BODY: &str = include_str!("../../host/src/serve/testdata/netbox-4.7.3-vm-staged.body");
+
+/// The real delivery, for NetBox VM `id` named `name`.
+pub fn body_for(id: u64, name: &str) -> String {
+    REAL_BODY
+        .replace(
+            "\"id\": 1, \"url\": \"/api/virtualization/virtual-machines/1/\"",
+            &format!("\"id\": {id}, \"url\": \"/api/virtualization/virtual-machines/{id}/\""),
+        )
+        .replace("probe-vm", name)
+}
+
+/// One raw HTTP/1.1 request on its own connection: the status, the head and
+/// the body of the answer. The body is sent even if the server answers (413)
+/// and closes before reading it.
+pub fn http_request(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    s.write_all(head.as_bytes()).expect("head");
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_string(), body.to_string())
 }

@@ -10,19 +10,21 @@ use std::time::Duration;
 
 use super::*;
 
-fn state() -> (tempfile::TempDir, StateDir) {
+/// A state directory in a temporary directory (shared with the timeline tests).
+pub(super) fn state() -> (tempfile::TempDir, StateDir) {
     let tmp = tempfile::tempdir().unwrap();
     let s = StateDir::resolve(Some(&tmp.path().join("state"))).unwrap();
     (tmp, s)
 }
 
-fn start(state: &StateDir) -> JournalWriter {
+/// A provision run of plugin `direct` 0.3.1 in environment `lab`.
+pub(super) fn start(state: &StateDir) -> JournalWriter {
     JournalWriter::start(
         state,
         RunStart {
             workflow: "provision.rhai".into(),
             workflow_hash: "ab".repeat(32),
-            plugins: vec![PluginVersion { name: "direct".into(), version: "0.1.0".into(), hash: "cd".repeat(32) }],
+            plugins: vec![PluginVersion { name: "direct".into(), version: "0.3.1".into(), hash: "cd".repeat(32) }],
             argv: vec!["cradle".into(), "provision".into()],
             environment: Some("lab".into()),
             backend: Some("direct".into()),

@@ -6,29 +6,9 @@ use std::fs;
 use std::time::Duration;
 
 use super::*;
-use crate::journal::{JournalWriter, RunStart, read_run};
+use crate::journal::read_run;
+use crate::journal::tests::{start, state};
 use crate::state::StateDir;
-
-fn state() -> (tempfile::TempDir, StateDir) {
-    let tmp = tempfile::tempdir().unwrap();
-    let s = StateDir::resolve(Some(&tmp.path().join("state"))).unwrap();
-    (tmp, s)
-}
-
-fn start(state: &StateDir) -> JournalWriter {
-    JournalWriter::start(
-        state,
-        RunStart {
-            workflow: "provision.rhai".into(),
-            workflow_hash: "ab".repeat(32),
-            plugins: vec![PluginVersion { name: "direct".into(), version: "0.3.1".into(), hash: "cd".repeat(32) }],
-            argv: vec!["cradle".into(), "provision".into()],
-            environment: Some("lab".into()),
-            backend: Some("direct".into()),
-        },
-    )
-    .unwrap()
-}
 
 fn now() -> Timestamp {
     Timestamp::now()
