@@ -106,13 +106,11 @@ impl Ansible {
             CapError::failed(format!("ssh::playbook: cannot {what} {}: {e}", p.display()))
         };
         crate::state::create_private_dir(&self.log_dir).map_err(|e| io("create", &self.log_dir, &e))?;
+        remove_stale_work_dirs(&self.log_dir);
         let n = WORK_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let work = self.log_dir.join(format!(".work-{}-{n}", std::process::id()));
-        crate::state::create_private_dir(&work).map_err(|e| io("create", &work, &e))?;
-        let result = self.run_in(ssh, run, &work).await;
-        // Best effort: the directory is private and holds no secret of cradle's.
-        let _ = std::fs::remove_dir_all(&work);
-        result
+        let work = WorkDir(self.log_dir.join(format!(".work-{}-{n}", std::process::id())));
+        crate::state::create_private_dir(&work.0).map_err(|e| io("create", &work.0, &e))?;
+        self.run_in(ssh, run, &work.0).await
     }
 
     async fn run_in(&self, ssh: &SshClient, run: &PlaybookRun<'_>, work: &Path) -> Result<Recap, CapError> {
@@ -127,12 +125,28 @@ impl Ansible {
         let mut cmd = Command::new(&self.command);
         cmd.arg("-i").arg(&inventory).arg("--extra-vars").arg(at(&vars)).arg(run.playbook);
         cmd.current_dir(run.project_dir)
+            .env_clear()
+            .envs(passed_env())
             .envs(ansible_env(work, ssh))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // In its own process group, Ansible never sees the terminal's Ctrl-C
+        // meant for cradle; so it gets SIGINT (and stops its workers) when
+        // the thread that started it, which waits for it, is gone: cradle
+        // interrupted or killed.
+        // SAFETY: only prctl, async-signal-safe, between fork and exec.
+        #[allow(unsafe_code, reason = "pre_exec runs prctl in the child before exec")]
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let mut child = cmd.spawn().map_err(|e| self.spawn_error(&e))?;
         let pgid = child.id();
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
@@ -184,6 +198,7 @@ impl Ansible {
             }
         };
         let _ = log.flush();
+        seen.finish();
         outcome(status.code(), &seen, run, shown_log)
     }
 
@@ -223,6 +238,24 @@ fn inventory_json(ssh: &SshClient, run: &PlaybookRun<'_>) -> Vec<u8> {
     inv.to_string().into_bytes()
 }
 
+/// What of cradle's own environment Ansible gets: the process basics, the
+/// SSH agent (used when no identity is configured, as by cradle's own `ssh`),
+/// a virtualenv, and the operator's `ANSIBLE_*` settings (vault password file,
+/// roles path, ...; [`ansible_env`] overrides the ones cradle fixes). Nothing
+/// else: secrets cradle read from its environment stay with cradle.
+fn passed_env() -> Vec<(OsString, OsString)> {
+    passed(std::env::vars_os())
+}
+
+pub(super) fn passed(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    const KEEP: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "SSH_AUTH_SOCK", "VIRTUAL_ENV"];
+    vars.filter(|(k, _)| {
+        let k = k.to_string_lossy();
+        KEEP.contains(&k.as_ref()) || k.starts_with("LC_") || k.starts_with("ANSIBLE_")
+    })
+    .collect()
+}
+
 /// The environment that makes the run behave the same on every control node:
 /// host keys checked (env beats any ansible.cfg), no colours, no retry files,
 /// no lingering SSH masters, temp files in the private work directory.
@@ -242,6 +275,33 @@ fn ansible_env(work: &Path, ssh: &SshClient) -> Vec<(&'static str, OsString)> {
     ]
 }
 
+/// A run's private work directory (inventory, extra vars: the vars may hold
+/// the operator's secrets), removed when the run ends, whichever way.
+struct WorkDir(PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Work directories of cradle processes that are gone (killed mid-run, so
+/// their `WorkDir` never dropped).
+fn remove_stale_work_dirs(log_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(log_dir) else { return };
+    let host = crate::state::host_name();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(".work-").and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok())
+        else {
+            continue;
+        };
+        if crate::state::process::process_liveness(&host, pid, None) == crate::state::process::Liveness::Gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// `@PATH`, as `--extra-vars` reads a file.
 fn at(path: &Path) -> OsString {
     let mut s = OsString::from("@");
@@ -259,10 +319,30 @@ fn safe(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
 }
 
-fn lines_into<R: AsyncRead + Unpin + Send + 'static>(r: R, tx: mpsc::UnboundedSender<String>) {
+/// The longest output line kept whole (the log gets the rest cut, noted).
+const MAX_LINE: usize = 64 * 1024;
+
+/// Forwards `r`'s lines: never stops on bytes that are not UTF-8 (lossy) or
+/// on a long line (cut), since a reader that stopped would leave Ansible
+/// writing into a closed pipe.
+pub(super) fn lines_into<R: AsyncRead + Unpin + Send + 'static>(r: R, tx: mpsc::UnboundedSender<String>) {
     tokio::spawn(async move {
-        let mut lines = BufReader::new(r).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut r = BufReader::new(r);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let mut end = buf.len();
+            while end > 0 && matches!(buf[end - 1], b'\n' | b'\r') {
+                end -= 1;
+            }
+            let mut line = String::from_utf8_lossy(&buf[..end.min(MAX_LINE)]).into_owned();
+            if end > MAX_LINE {
+                line.push_str(&format!(" [cradle: {} more bytes of this line cut]", end - MAX_LINE));
+            }
             if tx.send(line).is_err() {
                 break;
             }
@@ -285,8 +365,10 @@ fn signal_group(pgid: Option<u32>, signal: libc::c_int) {
 pub(super) struct Seen {
     /// The task running last (`TASK [name]`).
     pub task: Option<String>,
-    /// The first failed task and Ansible's message for it.
+    /// The last failed task that was not ignored, and Ansible's message for it.
     pub fatal: Option<(String, String)>,
+    /// A failure just seen; it counts unless the next line is `...ignoring`.
+    pending: Option<(String, String)>,
     /// The first `ERROR` line (a syntax error, a missing file or role).
     pub error: Option<String>,
     /// A `fatal: [..]: UNREACHABLE!` line was seen (exit 4 is also a parse error).
@@ -298,20 +380,33 @@ pub(super) struct Seen {
 }
 
 impl Seen {
+    /// The output ended: a failure still pending counts.
+    pub(super) fn finish(&mut self) {
+        if let Some(failure) = self.pending.take() {
+            self.fatal = Some(failure);
+        }
+    }
+
     pub(super) fn take(&mut self, line: &str, host: &str) {
         if self.tail.len() == TAIL {
             self.tail.pop_front();
         }
         self.tail.push_back(line.to_string());
         let t = line.trim();
+        if !t.is_empty()
+            && let Some(failure) = self.pending.take()
+            && t != "...ignoring"
+        {
+            self.fatal = Some(failure);
+        }
         if let Some(rest) = t.strip_prefix("TASK [") {
             let name = rest.rsplit_once(']').map_or(rest, |(n, _)| n).to_string();
             tracing::info!(host, task = %name, "ansible task");
             self.task = Some(name);
-        } else if (t.starts_with("fatal: [") || t.starts_with("failed: [")) && self.fatal.is_none() {
+        } else if t.starts_with("fatal: [") || t.starts_with("failed: [") {
             self.unreachable |= t.contains(": UNREACHABLE! =>");
             let msg = t.split_once("=> ").map_or_else(|| t.to_string(), |(_, json)| result_message(json));
-            self.fatal = Some((self.task.clone().unwrap_or_default(), msg));
+            self.pending = Some((self.task.clone().unwrap_or_default(), msg));
         } else if (t.starts_with("ERROR!") || t.starts_with("[ERROR]:")) && self.error.is_none() {
             self.error = Some(t.to_string());
         } else if let Some(counts) = t.strip_prefix(host).and_then(|r| r.trim_start().strip_prefix(':')) {

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::playbook::{Ansible, PlaybookRun, Recap, Seen, outcome, parse_recap, result_message};
+use super::playbook::{Ansible, PlaybookRun, Recap, Seen, lines_into, outcome, parse_recap, passed, result_message};
 use super::sshd_fixture::{Sshd, available};
 use crate::caps::Grants;
 use crate::caps::context::{CapCtx, Services};
@@ -241,4 +241,73 @@ fn the_recap_and_task_results_are_read_as_ansible_prints_them() {
     }
     assert_eq!(seen.task.as_deref(), Some("Gathering Facts"));
     assert_eq!(seen.recap.map(|r| r.ok), Some(1));
+}
+
+#[test]
+fn an_ignored_failure_is_not_the_one_reported_and_a_later_unreachable_is_seen() {
+    let mut seen = Seen::default();
+    for line in [
+        "TASK [Probe the old agent] ****",
+        r#"fatal: [web-1]: FAILED! => {"changed": false, "msg": "harmless"}"#,
+        "...ignoring",
+        "TASK [Join the domain] ****",
+        r#"fatal: [web-1]: UNREACHABLE! => {"changed": false, "msg": "gone", "unreachable": true}"#,
+    ] {
+        seen.take(line, "web-1");
+    }
+    seen.finish();
+    assert_eq!(seen.fatal, Some(("Join the domain".into(), "gone".into())));
+    assert!(seen.unreachable);
+
+    let mut rescued = Seen::default();
+    for line in [
+        "TASK [First try]",
+        r#"fatal: [web-1]: FAILED! => {"msg": "first"}"#,
+        "TASK [Last word]",
+        r#"fatal: [web-1]: FAILED! => {"msg": "second"}"#,
+    ] {
+        rescued.take(line, "web-1");
+    }
+    rescued.finish();
+    assert_eq!(rescued.fatal, Some(("Last word".into(), "second".into())), "the last failure is the one that ended it");
+}
+
+#[test]
+fn output_that_is_not_utf8_or_too_long_is_forwarded_not_dropped() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut bytes = b"ok line\r\n\xff\xfe not utf-8\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'x', 70 * 1024));
+    bytes.extend(b"\nlast without newline");
+    let lines = rt.block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        lines_into(std::io::Cursor::new(bytes), tx);
+        let mut out = Vec::new();
+        while let Some(l) = rx.recv().await {
+            out.push(l);
+        }
+        out
+    });
+    assert_eq!(lines.len(), 4, "{:?}", lines.iter().map(|l| l.len()).collect::<Vec<_>>());
+    assert_eq!(lines[0], "ok line");
+    assert_eq!(lines[1], "\u{fffd}\u{fffd} not utf-8");
+    assert!(lines[2].starts_with("xxx") && lines[2].ends_with("[cradle: 6144 more bytes of this line cut]"));
+    assert_eq!(lines[3], "last without newline");
+}
+
+#[test]
+fn ansible_gets_the_process_basics_and_ansible_settings_but_not_cradles_secrets() {
+    let env = [
+        ("PATH", "/usr/bin"),
+        ("HOME", "/root"),
+        ("LC_ALL", "C.UTF-8"),
+        ("ANSIBLE_ROLES_PATH", "roles"),
+        ("SSH_AUTH_SOCK", "/run/agent"),
+        ("PVE_TOKEN", "root@pam!cradle=secret"),
+        ("NETBOX_TOKEN", "nbt"),
+        ("AWS_SECRET_ACCESS_KEY", "k"),
+    ]
+    .map(|(k, v)| (std::ffi::OsString::from(k), std::ffi::OsString::from(v)));
+    let kept: Vec<String> =
+        passed(env.into_iter()).into_iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+    assert_eq!(kept, ["PATH", "HOME", "LC_ALL", "ANSIBLE_ROLES_PATH", "SSH_AUTH_SOCK"]);
 }
