@@ -361,23 +361,8 @@ impl World {
 
     /// A call to the simulated Proxmox VE API, as an operator would make it (`curl`).
     fn pve(&self, method: &str, path: &str, form: &[&str]) {
-        let ca = self.dir.join("pve-api-ca.pem");
-        std::fs::write(&ca, self.lab.cluster.ca_pem()).expect("ca");
-        let mut curl = Command::new("curl");
-        curl.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "--cacert"])
-            .arg(&ca)
-            .arg("-H")
-            .arg(format!("Authorization: PVEAPIToken={}", self.lab.cluster.token()));
-        for f in form {
-            curl.args(["--data-urlencode", f]);
-        }
-        let out = curl.arg(format!("{}{path}", self.lab.cluster.api_url())).output().expect("curl");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "200",
-            "{method} {path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let c = &self.lab.cluster;
+        cradle_tests::fixture::pve_api(&c.api_url(), &c.token(), &c.ca_pem(), &self.dir, method, path, form);
     }
 
     /// The VMs Proxmox has under `name`.

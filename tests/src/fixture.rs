@@ -646,3 +646,21 @@ pub fn error_of(r: &HostResult) -> String {
     assert!(!r.ok(), "{} should have failed: {r:?}", r.name);
     r.error.clone().unwrap_or_default()
 }
+
+/// A call to a simulated Proxmox VE API at `url` (token `token`, CA `ca_pem`
+/// written into `dir`), as an operator would make it with `curl`; panics
+/// unless it answers 200.
+pub fn pve_api(url: &str, token: &str, ca_pem: &str, dir: &Path, method: &str, path: &str, form: &[&str]) {
+    let ca = dir.join("pve-api-ca.pem");
+    std::fs::write(&ca, ca_pem).expect("ca");
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "--cacert"])
+        .arg(&ca)
+        .arg("-H")
+        .arg(format!("Authorization: PVEAPIToken={token}"));
+    for f in form {
+        curl.args(["--data-urlencode", f]);
+    }
+    let out = curl.arg(format!("{url}{path}")).output().expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{method} {path}: {}", String::from_utf8_lossy(&out.stderr));
+}

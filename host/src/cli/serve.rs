@@ -27,10 +27,7 @@ pub struct ServeArgs {
 
 pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let project = Arc::new(cli.project()?);
-    let mut config = project.config.serve.clone();
-    if let Some(token) = config.status.as_mut().and_then(|s| s.token.as_mut()) {
-        token.anchor(&project.config.base_dir);
-    }
+    let config = project.config.serve.clone();
     if config.sources.is_empty() {
         anyhow::bail!(
             "{}: [serve] has no sources; add [serve.sources.netbox] with its webhook secret (docs/SERVE.md)",

@@ -557,7 +557,7 @@ impl Config {
         config.add_implied_builtins();
         config.resolve_module_roots();
         config.resolve_guest_images();
-        config.resolve_serve_defaults();
+        config.resolve_relative_paths();
         config
             .validate()
             .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
@@ -591,8 +591,7 @@ impl Config {
 
     /// `[serve.sources.NAME] defaults`, `[endpoints.NAME] ca_file` and every
     /// secret `{ file = .. }` are relative to cradle.toml.
-    /// Secret files, like every other path, are relative to cradle.toml.
-    fn resolve_serve_defaults(&mut self) {
+    fn resolve_relative_paths(&mut self) {
         let base = self.base_dir.clone();
         let secrets = self
             .clusters
@@ -602,7 +601,8 @@ impl Config {
             .chain(self.serve.sources.values_mut().map(|s| &mut s.secret))
             .chain(self.dns.values_mut().map(|d| &mut d.secret))
             .chain(self.coordination.password.as_mut())
-            .chain(self.coordination.records_key.as_mut());
+            .chain(self.coordination.records_key.as_mut())
+            .chain(self.serve.status.as_mut().and_then(|s| s.token.as_mut()));
         for secret in secrets {
             secret.anchor(&base);
         }

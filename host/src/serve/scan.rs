@@ -226,8 +226,16 @@ fn read_new(path: &Path, state: &mut FileState, totals: &mut Totals, labels: &Ru
         tracing::debug!(path = %path.display(), error = %e, "metrics: cannot read a journal");
         return;
     }
-    // Only complete lines; the rest is read again when it is.
-    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else { return };
+    // Only complete lines; the rest is read again when it is. A line longer
+    // than a whole read is no journal line: skip it, counted, rather than
+    // read the same bytes at every scrape.
+    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+        if buf.len() as u64 == MAX_READ {
+            totals.unreadable_lines += 1;
+            state.offset += MAX_READ;
+        }
+        return;
+    };
     for line in buf[..end].split(|b| *b == b'\n') {
         match serde_json::from_slice::<Event>(line) {
             Ok(event) => apply(event, state, totals, labels),
@@ -242,13 +250,20 @@ fn apply(event: Event, state: &mut FileState, totals: &mut Totals, labels: &RunL
         Event::RunStarted { plugins, argv, host, pid, environment, backend, .. } => {
             state.run.plugins = plugins.into_iter().map(|p| label(&p.name)).collect();
             // Journals record both; older ones leave them to be inferred.
+            // A journal that records its environment records its backend
+            // too: none recorded there means the run had none.
+            state.run.backend = match (&backend, &environment) {
+                (Some(b), _) => Some(label(b)),
+                (None, Some(_)) => Some("none".into()),
+                (None, None) => None,
+            };
             state.run.environment = label(&environment.unwrap_or_else(|| labels.environment(&argv)));
-            state.run.backend = backend.map(|b| label(&b));
             state.run.process = Some((host, pid));
         }
         Event::StepFinished { step, duration_ms, error, .. } => {
+            let step = label(&step);
             let step = if totals.step_durations.contains_key(&step) || totals.step_durations.len() < MAX_STEP_NAMES {
-                label(&step)
+                step
             } else {
                 "other".to_string()
             };

@@ -146,8 +146,6 @@ pub fn render_answer(template: &str, vars: &BTreeMap<String, String>, what: &str
     Ok(out)
 }
 
-/// Build the answer ISO of `vm_name` from the template at `path` and upload
-/// it to `storage` on `node`; its volume id.
 /// The answer file rendered from the template at `path` (relative to the
 /// project) with `vars`: what `answer_iso` puts on the ISO, and what
 /// `disk_image::check_answer` checks before any side effect (the file
@@ -165,6 +163,8 @@ pub fn answer_file(
     render_answer(&template, vars, what)
 }
 
+/// Build the answer ISO of `vm_name` from the template at `path` and upload
+/// it to `storage` on `node`; its volume id.
 pub fn answer_iso(
     c: &mut CapCtx,
     node: &str,

@@ -124,8 +124,6 @@ impl SshClient {
         mux::stop_masters(&paths);
     }
 
-    /// The `ssh` arguments for `command` on `t` through the master at `control`
-    /// (none: a connection of its own). No secret is ever among them.
     /// The options that make a connection as strict as cradle's own: no
     /// prompts, host keys only from cradle's known_hosts, only the given
     /// identity. Shared with the `ssh` that `ansible-playbook` runs.
@@ -142,6 +140,8 @@ impl SshClient {
         ]
     }
 
+    /// The `ssh` arguments for `command` on `t` through the master at `control`
+    /// (none: a connection of its own). No secret is ever among them.
     pub(crate) fn args(&self, t: &Target, command: &str, control: Option<&Path>) -> Vec<OsString> {
         let mut a: Vec<OsString> = Vec::new();
         let mut opt = |k: &str, v: OsString| {

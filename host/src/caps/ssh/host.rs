@@ -97,6 +97,19 @@ impl CapCtx {
         })
     }
 
+    /// What `playbook` would check before running, without running anything
+    /// (`ssh::check_playbook`, for a workflow's validate step): the grant,
+    /// the playbook's real path, and that the `ansible-playbook` exists.
+    pub(crate) fn check_playbook(&self, t: &ssh::Target, playbook: &str) -> Result<(), CapError> {
+        self.guard("check-playbook", login(t, SshAction::Playbook(playbook)), || {
+            let ansible = self.services.ansible.clone().ok_or_else(|| {
+                CapError::failed("ssh::playbook: this environment has no Ansible configured ([ansible] in cradle.toml)")
+            })?;
+            self.resolve_playbook(playbook)?;
+            ansible.check_command()
+        })
+    }
+
     /// `playbook` inside the project, with symlinks followed, when it lies in
     /// one of the granted directories (also resolved); else `denied`.
     fn resolve_playbook(&self, playbook: &str) -> Result<std::path::PathBuf, CapError> {

@@ -202,6 +202,19 @@ impl Ansible {
         outcome(status.code(), &seen, run, shown_log)
     }
 
+    /// That [`Ansible::command`] names an executable file (a bare name: on
+    /// `PATH`), with the same message a failed start gives.
+    pub fn check_command(&self) -> Result<(), CapError> {
+        use std::os::unix::fs::PermissionsExt;
+        let runnable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        let found = if self.command.components().count() > 1 {
+            runnable(&self.command)
+        } else {
+            std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(&self.command))))
+        };
+        if found { Ok(()) } else { Err(self.spawn_error(&std::io::Error::from(std::io::ErrorKind::NotFound))) }
+    }
+
     fn spawn_error(&self, e: &std::io::Error) -> CapError {
         if e.kind() == std::io::ErrorKind::NotFound {
             CapError::failed(format!(

@@ -102,6 +102,14 @@ pub fn module() -> Module {
             to_map(&recap)
         },
     );
+    // `check_playbook(target, path)`: what `playbook` checks first, running nothing.
+    FuncRegistration::new("check_playbook").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, t: Map, path: ImmutableString| -> Res<()> {
+            let target = target(&t, "ssh::check_playbook")?;
+            caps(&ctx)?.check_playbook(&target, &path).map_err(crate::caps::script::throw)
+        },
+    );
     FuncRegistration::new("forget_host_key").set_into_module(&mut m, |ctx: NativeCallContext, t: Map| -> Res<()> {
         let target = target(&t, "ssh::forget_host_key")?;
         Host::forget_host_key(&mut caps(&ctx)?, target.host, target.port).map_err(wit_throw)
