@@ -662,5 +662,10 @@ pub fn pve_api(url: &str, token: &str, ca_pem: &str, dir: &Path, method: &str, p
         curl.args(["--data-urlencode", f]);
     }
     let out = curl.arg(format!("{url}{path}")).output().expect("curl");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{method} {path}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "200",
+        "{method} {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

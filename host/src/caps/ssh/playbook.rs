@@ -206,11 +206,13 @@ impl Ansible {
     /// `PATH`), with the same message a failed start gives.
     pub fn check_command(&self) -> Result<(), CapError> {
         use std::os::unix::fs::PermissionsExt;
-        let runnable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        let runnable =
+            |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
         let found = if self.command.components().count() > 1 {
             runnable(&self.command)
         } else {
-            std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(&self.command))))
+            std::env::var_os("PATH")
+                .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(&self.command))))
         };
         if found { Ok(()) } else { Err(self.spawn_error(&std::io::Error::from(std::io::ErrorKind::NotFound))) }
     }
