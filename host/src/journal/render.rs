@@ -121,13 +121,14 @@ pub fn render_run_text(run: &RunRecord) -> String {
     out.push('\n');
     let _ = writeln!(out, "summary   {} steps, {} failed, {} denied calls", s.steps, s.failed_steps, s.denials);
     if let Some(torn) = &run.torn_line {
-        let _ = writeln!(
-            out,
-            "note      line {} ({} bytes) was torn by a crash mid-write and is not shown",
-            torn.line, torn.bytes
-        );
+        let _ = writeln!(out, "note      {}", torn_note(torn));
     }
     out
+}
+
+/// What a listing says of a journal's torn last line (`run show`, the timeline).
+pub(crate) fn torn_note(torn: &super::TornLine) -> String {
+    format!("line {} ({} bytes) was torn by a crash mid-write and is not shown", torn.line, torn.bytes)
 }
 
 fn timeline_line(event: &Event, start: Option<Timestamp>) -> Option<String> {

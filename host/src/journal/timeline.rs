@@ -571,11 +571,7 @@ pub fn render_gantt(timeline: &Timeline, style: GanttStyle) -> String {
         }
     }
     if let Some(torn) = &timeline.torn_line {
-        let _ = writeln!(
-            out,
-            "note: line {} ({} bytes) was torn by a crash mid-write and is not shown",
-            torn.line, torn.bytes
-        );
+        let _ = writeln!(out, "note: {}", super::render::torn_note(torn));
     }
     out
 }
