@@ -14,6 +14,7 @@ use clap::Args;
 
 use super::Cli;
 use crate::reload::{self, Live, ReloadEvent};
+use crate::serve::page::board::Board;
 use crate::serve::pipeline::WorkflowPipeline;
 use crate::serve::scan::{Journals, RunLabels};
 use crate::serve::status::{Access, View};
@@ -64,9 +65,12 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             } else {
                 "credentials required"
             };
-            eprintln!("cradle serve: metrics at http://{bound}/metrics ({how})");
-            let journals = Journals::new(project.state.runs()?, run_labels(&project.config));
-            Some(View { access, journals: std::sync::Mutex::new(journals) })
+            eprintln!("cradle serve: status page at http://{bound}/status, metrics at http://{bound}/metrics ({how})");
+            let runs = project.state.runs()?;
+            let journals = Journals::new(runs.clone(), run_labels(&project.config));
+            let pipelines = config.sources.values().map(|s| s.workflow.clone()).collect();
+            let board = Board::new(runs.clone(), pipelines);
+            Some((View::new(access, journals, board), runs))
         }
     };
     let store_dir = project.state.root().join("serve");

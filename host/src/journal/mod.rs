@@ -22,7 +22,7 @@ mod render;
 pub mod timeline;
 
 pub use event::{CallOutcome, Event, LogLevel, PluginVersion, RunStatus, Timestamp};
-pub use reader::{RunRecord, RunSummary, TornLine, list_runs, read_run};
+pub use reader::{RunRecord, RunSummary, TornLine, list_runs, read_run, read_run_file};
 pub use render::{render_list_json, render_list_text, render_run_json, render_run_text};
 
 use std::fs::File;

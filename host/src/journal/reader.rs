@@ -156,6 +156,12 @@ fn empty_summary(id: String) -> RunSummary {
     }
 }
 
+/// The run in journal file `path` (named `<id>.jsonl`), read as [`read_run`]
+/// reads one: for a reader that watches the directory itself.
+pub fn read_run_file(id: &str, path: &Path) -> Result<RunRecord, JournalError> {
+    parse_file(id, path)
+}
+
 fn parse_file(id: &str, path: &Path) -> Result<RunRecord, JournalError> {
     let bytes = std::fs::read(path).map_err(|source| JournalError::Read { path: path.to_path_buf(), source })?;
     let mut segments: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();

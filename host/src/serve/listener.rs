@@ -18,7 +18,8 @@
 //!
 //! With `[serve.status]`, `GET /metrics` (after the rate limit, before the
 //! webhook paths) serves [`super::metrics`] to readers [`super::status`]
-//! lets in (`401` otherwise); without it, `/metrics` is an unknown path.
+//! lets in (`401` otherwise), and paths under `/status` are the status page
+//! ([`super::page`]); without it, both are unknown paths.
 //! Every answer to a `/hooks/NAME` of a source is counted by its result.
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
@@ -90,13 +92,19 @@ impl RateLimit {
     }
 }
 
-type Answer = Response<Full<Bytes>>;
+/// An answer: a whole body, or the status page's event stream.
+pub type Answer = Response<BoxBody<Bytes, std::convert::Infallible>>;
+
+/// An answer of `status` with the whole `body` of type `kind`.
+pub fn full(status: StatusCode, kind: &'static str, body: impl Into<Bytes>) -> Answer {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+    r
+}
 
 fn answer(status: StatusCode, doc: Value) -> Answer {
-    let mut r = Response::new(Full::new(Bytes::from(doc.to_string())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
+    full(status, "application/json", doc.to_string())
 }
 
 fn refuse(status: StatusCode, error: impl Into<String>) -> Answer {
@@ -125,6 +133,11 @@ impl Listener {
             && let Some(view) = &self.status
         {
             return self.metrics(&req, peer, view.clone()).await;
+        }
+        if (path == "/status" || path.starts_with("/status/"))
+            && let Some(view) = &self.status
+        {
+            return super::page::handle(req, view.clone(), peer).await;
         }
         let Some(source) = path.strip_prefix("/hooks/").filter(|s| self.keys.contains_key(*s)).map(str::to_string)
         else {
@@ -237,9 +250,7 @@ impl Listener {
         let Ok(totals) = totals else {
             return refuse(StatusCode::INTERNAL_SERVER_ERROR, "the metrics could not be read");
         };
-        let mut r = Response::new(Full::new(Bytes::from(metrics::render(&totals, &self.deliveries, queue))));
-        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(metrics::CONTENT_TYPE));
-        r
+        full(StatusCode::OK, metrics::CONTENT_TYPE, metrics::render(&totals, &self.deliveries, queue))
     }
 
     fn too_large(&self, source: &str, peer: SocketAddr) -> Answer {

@@ -11,6 +11,7 @@
 //! - `status`: who may read the operator's view (`[serve.status]`);
 //!   `metrics`: `GET /metrics` in the Prometheus text format, from the run
 //!   journals (`scan`, read incrementally) and the listener's counters;
+//!   `page`: the status page under `/status`, live by server-sent events;
 //! - `pipeline`: an event's pipeline is three workflow functions (`host`,
 //!   `staged`, `failed`), and `host`: the VM `host(event)` describes,
 //!   resolved like an inventory host.
@@ -35,6 +36,7 @@ pub mod event;
 pub mod host;
 pub mod listener;
 pub mod metrics;
+pub mod page;
 pub mod pipeline;
 pub mod scan;
 pub mod signature;
@@ -102,14 +104,15 @@ pub async fn run(
     serve(listener, config, keys, store_dir, pipeline, None, shutdown).await
 }
 
-/// [`run`], with the operator's view (`/metrics`) when `status` is given.
+/// [`run`], with the operator's view (`/metrics`, `/status`) when `status`
+/// is given; `runs_dir` is the journal directory the page watches.
 pub async fn serve(
     listener: TcpListener,
     config: &ServeConfig,
     keys: BTreeMap<String, WebhookKey>,
     store_dir: &Path,
     pipeline: Arc<dyn Pipeline>,
-    status: Option<status::View>,
+    status: Option<(status::View, std::path::PathBuf)>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
     let (store, resume) = EventStore::open(store_dir, config.max_queued)?;
@@ -124,6 +127,15 @@ pub async fn serve(
     let dispatcher =
         tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
     let deliveries = metrics::Deliveries::new(keys.keys());
+    let status = status.map(|(view, runs_dir)| {
+        let view = Arc::new(view);
+        let watcher = tokio::spawn(page::live::watch(view.clone(), runs_dir, stop_rx.clone()));
+        (view, watcher)
+    });
+    let (status, watcher) = match status {
+        Some((view, watcher)) => (Some(view), Some(watcher)),
+        None => (None, None),
+    };
     let shared = Arc::new(listener::Listener {
         keys,
         store: store.clone(),
@@ -131,7 +143,7 @@ pub async fn serve(
         rate: listener::RateLimit::new(config.max_requests_per_s),
         dispatch: tx,
         deliveries,
-        status: status.map(Arc::new),
+        status,
         max_queued: config.max_queued,
     });
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -176,6 +188,9 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(DRAIN, async { while open.join_next().await.is_some() {} }).await;
     open.abort_all();
+    if let Some(w) = watcher {
+        w.abort();
+    }
     let left_running = dispatcher.await.unwrap_or(0);
     store.close();
     Ok(Stopped { left_running })

@@ -1,5 +1,5 @@
-//! Who may read the operator's view (`GET /metrics`, later the status page)
-//! on the webhook listener: `[serve.status]`.
+//! Who may read the operator's view (`GET /metrics` and the status page under
+//! `/status`) on the webhook listener: `[serve.status]`.
 //!
 //! Contract:
 //! - without `[serve.status]` there is no view: its paths answer `404` as any
@@ -9,29 +9,61 @@
 //! - otherwise a reader needs `Authorization: Bearer TOKEN` with the
 //!   configured token (compared in constant time and independent of its
 //!   length: both sides are MACed under a key made at start), or, only when
-//!   `trust_proxy = true`, a non-empty `proxy_user_header`; else `401`;
+//!   `trust_proxy = true`, a non-empty `proxy_user_header`, or a browser
+//!   session cookie that `POST /status/login` with the token opened (random,
+//!   `HttpOnly`, `SameSite=Strict`, valid [`SESSION_TTL`], at most
+//!   [`MAX_SESSIONS`] at once: the oldest is dropped); else `401`;
 //! - a listener that nobody could be kept out of does not start
 //!   ([`Access::new`] fails naming the keys); the token is never logged or
 //!   served.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hyper::HeaderMap;
-use hyper::header::{AUTHORIZATION, HeaderName};
+use hyper::header::{AUTHORIZATION, COOKIE, HeaderName};
 use ring::hmac;
-use ring::rand::SystemRandom;
+use ring::rand::{SecureRandom, SystemRandom};
 
+use super::page::Live;
+use super::page::board::Board;
 use super::scan::Journals;
 use crate::config::ServeConfig;
 
-/// The operator's view as the listener serves it: who may read, and the
-/// journals `/metrics` counts.
-#[derive(Debug)]
+/// How long a browser session lasts.
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Browser sessions held at once.
+pub const MAX_SESSIONS: usize = 1024;
+/// The session cookie's name.
+pub const COOKIE_NAME: &str = "cradle_status";
+
+/// The operator's view as the listener serves it: who may read, the
+/// journals `/metrics` counts, and the runs the status page shows.
 pub struct View {
     /// Who may read.
     pub access: Access,
     /// The run journals, read incrementally; one scrape at a time.
-    pub journals: std::sync::Mutex<Journals>,
+    pub journals: Mutex<Journals>,
+    /// The status page's runs.
+    pub board: Mutex<Board>,
+    /// The status page's live updates.
+    pub live: Live,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View").field("access", &self.access).finish_non_exhaustive()
+    }
+}
+
+impl View {
+    /// The view of `access` over `journals` (for `/metrics`) and `board`
+    /// (for the page).
+    pub fn new(access: Access, journals: Journals, board: Board) -> View {
+        View { access, journals: Mutex::new(journals), board: Mutex::new(board), live: Live::new() }
+    }
 }
 
 /// The access rule of the operator's view, ready for requests.
@@ -40,6 +72,8 @@ pub struct Access {
     /// The MAC key and the token's tag under it.
     token: Option<(hmac::Key, hmac::Tag)>,
     proxy_header: Option<HeaderName>,
+    /// Browser sessions by id, with when they were opened.
+    sessions: Mutex<HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for Access {
@@ -77,7 +111,7 @@ impl Access {
                     .map_err(|e| format!("serve.status.proxy_user_header = \"{h}\": {e}"))?,
             ),
         };
-        Ok(Some(Access { open: status.open_on(listen), token, proxy_header }))
+        Ok(Some(Access { open: status.open_on(listen), token, proxy_header, sessions: Mutex::default() }))
     }
 
     /// An access rule from its parts (tests).
@@ -89,7 +123,52 @@ impl Access {
             (key, tag)
         });
         let proxy_header = proxy_header.and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
-        Access { open, token, proxy_header }
+        Access { open, token, proxy_header, sessions: Mutex::default() }
+    }
+
+    /// Whether readers need no credentials.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Whether `given` is the token.
+    fn token_matches(&self, given: &[u8]) -> bool {
+        self.token.as_ref().is_some_and(|(key, tag)| hmac::verify(key, given, tag.as_ref()).is_ok())
+    }
+
+    /// A new browser session for a reader who sent the token, as the cookie
+    /// value; `None` for a wrong token (or no token configured).
+    pub fn login(&self, given: &[u8]) -> Option<String> {
+        if !self.token_matches(given.trim_ascii()) {
+            return None;
+        }
+        let mut raw = [0u8; 32];
+        SystemRandom::new().fill(&mut raw).ok()?;
+        let id = hex::encode(raw);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        sessions.retain(|_, opened| now.duration_since(*opened) < SESSION_TTL);
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(id.clone(), now);
+        Some(id)
+    }
+
+    fn has_session(&self, headers: &HeaderMap) -> bool {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.is_empty() {
+            return false;
+        }
+        headers.get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).any(|pair| {
+            pair.trim()
+                .strip_prefix(COOKIE_NAME)
+                .and_then(|rest| rest.strip_prefix('='))
+                .and_then(|id| sessions.get(id))
+                .is_some_and(|opened| opened.elapsed() < SESSION_TTL)
+        })
     }
 
     /// Whether a request with `headers` may read.
@@ -97,9 +176,8 @@ impl Access {
         if self.open {
             return true;
         }
-        if let Some((key, tag)) = &self.token
-            && let Some(given) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes()))
-            && hmac::verify(key, given, tag.as_ref()).is_ok()
+        if let Some(given) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes()))
+            && self.token_matches(given)
         {
             return true;
         }
@@ -108,7 +186,7 @@ impl Access {
         {
             return true;
         }
-        false
+        self.has_session(headers)
     }
 }
 
@@ -152,6 +230,20 @@ mod tests {
         assert!(proxied.allows(&headers(&[("x-forwarded-user", "alice")])));
         assert!(!proxied.allows(&headers(&[("x-forwarded-user", " ")])));
         assert!(!proxied.allows(&none));
+    }
+
+    #[test]
+    fn a_session_cookie_is_opened_only_by_the_token_and_lets_its_browser_in() {
+        let a = Access::from_parts(false, Some("s3cret-token"), None);
+        assert_eq!(a.login(b"wrong"), None);
+        assert!(!a.allows(&headers(&[("cookie", "cradle_status=guessed")])));
+        let id = a.login(b"s3cret-token\n").expect("the token opens a session");
+        assert_eq!(id.len(), 64);
+        assert!(a.allows(&headers(&[("cookie", &format!("other=1; cradle_status={id}"))])));
+        assert!(!a.allows(&headers(&[("cookie", &format!("cradle_status={id}x"))])));
+        assert!(!a.allows(&headers(&[("cookie", &format!("xcradle_status={id}"))])));
+        let proxied = Access::from_parts(false, None, Some("X-Forwarded-User"));
+        assert_eq!(proxied.login(b""), None, "no token configured: no login");
     }
 
     #[test]

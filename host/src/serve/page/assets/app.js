@@ -1,0 +1,411 @@
+// cradle's status page. Served by `cradle serve` itself (no CDN, no network).
+//
+// Rules this file keeps (tests check them):
+// - every string from the server goes into the document as text
+//   (textContent), never as HTML: a VM named `<script>` is shown, not run;
+// - updates arrive by server-sent events (/status/events); the page never
+//   polls. It fetches the run list on load, on a filter change and when the
+//   stream (re)connects, and a run's timeline when it is opened or changes;
+// - `window.cradleStatus` records when the list was first drawn and when
+//   each update was drawn, for the tests and the benchmarks.
+'use strict';
+
+(() => {
+  const state = {
+    cards: new Map(), // id -> card
+    order: [], // ids as listed
+    open: new Set(), // ids opened by the reader
+    closed: new Set(), // running ids the reader closed
+    timelines: new Map(), // id -> {card, timeline}
+    fetching: new Map(), // id -> true while a timeline fetch runs, 'again' if it changed meanwhile
+    total: 0,
+    matched: 0,
+    connectedOnce: false,
+  };
+  const probe = { firstRender: null, updates: [], listLoads: 0 };
+  window.cradleStatus = probe;
+
+  const $ = (id) => document.getElementById(id);
+  const MAX_ROWS = 400;
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return '';
+    if (ms < 1000) return `${ms} ms`;
+    const s = ms / 1000;
+    if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+    return `${Math.floor(m / 60)} h ${m % 60} min`;
+  }
+
+  function when(ts) {
+    if (!ts) return '';
+    const d = new Date(ts);
+    return Number.isNaN(d.getTime()) ? String(ts) : d.toLocaleString();
+  }
+
+  function resultWord(card) {
+    return card.problem ? 'unreadable' : card.result || 'unknown';
+  }
+
+  function filter() {
+    return { vm: $('f-vm').value.trim(), result: $('f-result').value, env: $('f-env').value };
+  }
+
+  function keeps(card) {
+    const f = filter();
+    if (f.vm && !(card.vms || []).some((v) => v.toLowerCase().includes(f.vm.toLowerCase()))) return false;
+    if (f.result && resultWord(card) !== f.result) return false;
+    if (f.env && card.environment !== f.env) return false;
+    return true;
+  }
+
+  function query() {
+    const f = filter();
+    const q = new URLSearchParams();
+    if (f.vm) q.set('vm', f.vm);
+    if (f.result) q.set('result', f.result);
+    if (f.env) q.set('env', f.env);
+    return q.toString();
+  }
+
+  async function getJson(url) {
+    const r = await fetch(url, { credentials: 'same-origin', cache: 'no-store' });
+    if (r.status === 401) {
+      // The session ended: the page itself asks for the token again.
+      window.location.reload();
+      throw new Error('signed out');
+    }
+    if (!r.ok) throw new Error(`${url}: ${r.status}`);
+    return r.json();
+  }
+
+  async function loadList() {
+    const data = await getJson(`/status/api/runs?${query()}`);
+    probe.listLoads += 1;
+    state.cards.clear();
+    state.order = [];
+    for (const card of data.runs) {
+      state.cards.set(card.id, card);
+      state.order.push(card.id);
+    }
+    state.total = data.total;
+    state.matched = data.matched;
+    fillEnvironments(data.environments);
+    drawList();
+    if (probe.firstRender === null) {
+      probe.firstRender = performance.now();
+      performance.mark('cradle-first-render');
+    }
+    for (const id of state.order) {
+      if (isOpen(state.cards.get(id))) loadTimeline(id);
+    }
+  }
+
+  function fillEnvironments(envs) {
+    const sel = $('f-env');
+    const chosen = sel.value;
+    const known = new Set(Array.from(sel.options).map((o) => o.value));
+    for (const env of envs) {
+      if (!known.has(env)) sel.append(new Option(env, env));
+    }
+    sel.value = chosen;
+  }
+
+  function isOpen(card) {
+    if (!card) return false;
+    if (state.open.has(card.id)) return true;
+    return card.result === 'running' && !state.closed.has(card.id);
+  }
+
+  function drawList() {
+    const main = $('runs');
+    const sections = state.order.map((id) => drawCard(state.cards.get(id)));
+    main.replaceChildren(...sections);
+    if (state.order.length === 0) {
+      main.append(el('p', 'note', state.total === 0 ? 'No runs in the journal yet.' : 'No run matches the filters.'));
+    }
+    drawCount();
+  }
+
+  function drawCount() {
+    const shown = state.order.length;
+    const more = state.matched > shown ? ` (the ${shown} newest shown; narrow the filters for older ones)` : '';
+    $('count').textContent = `${state.matched} of ${state.total} runs${more}`;
+  }
+
+  function drawCard(card) {
+    const word = resultWord(card);
+    const section = el('section', `run ${word}`);
+    section.dataset.run = card.id;
+    section.dataset.result = word;
+
+    const head = el('button', 'head');
+    head.type = 'button';
+    head.setAttribute('aria-expanded', String(isOpen(card)));
+    head.append(el('span', `badge ${word}`, word));
+    head.append(el('span', 'vms', (card.vms || []).join(', ') || '(no VM)'));
+    head.append(el('span', 'meta', [card.workflow, card.environment, card.backend].filter(Boolean).join(' · ')));
+    head.append(el('span', 'when', when(card.started)));
+    head.append(el('span', 'dur', duration(card.duration_ms)));
+    head.addEventListener('click', () => toggle(card.id));
+    section.append(head);
+
+    if (card.stages) section.append(drawStages(card.stages));
+    for (const cur of card.running || []) {
+      section.append(el('p', 'now', `now: ${[cur.vm, ...cur.path].filter(Boolean).join(' › ')}`));
+    }
+    if (card.problem) {
+      section.append(drawError(`This journal cannot be read: ${card.problem}`, card.id));
+    } else if (card.failing) {
+      const where = [card.failing.vm, ...card.failing.path].filter(Boolean).join(' › ');
+      section.append(drawError(`failed at ${where}: ${card.failing.error}`, card.id));
+    } else if (card.error) {
+      section.append(drawError(card.error, card.id));
+    }
+    if (isOpen(card)) section.append(drawDetails(card));
+    return section;
+  }
+
+  function drawStages(stages) {
+    const ol = el('ol', 'pipeline');
+    ol.setAttribute('aria-label', 'NetBox pipeline');
+    for (const s of stages) {
+      const li = el('li', `stage ${s.state}`, s.name);
+      li.dataset.stage = s.name;
+      li.title = s.state;
+      ol.append(li);
+    }
+    return ol;
+  }
+
+  function drawError(text, id) {
+    const box = el('div', 'error');
+    box.append(el('p', 'message', text));
+    const hint = el('p', 'hint', 'Inspect: ');
+    hint.append(el('code', null, `cradle runs show ${id} --timeline`));
+    box.append(hint);
+    return box;
+  }
+
+  function drawDetails(card) {
+    const box = el('div', 'details');
+    const facts = el('dl', 'facts');
+    const fact = (k, v) => {
+      if (!v) return;
+      facts.append(el('dt', null, k), el('dd', null, v));
+    };
+    fact('run', card.id);
+    fact('workflow', card.workflow && `${card.workflow}${card.workflow_hash ? ` (${card.workflow_hash.slice(0, 12)})` : ''}`);
+    fact('plugins', (card.plugins || []).map((p) => `${p.name} ${p.version}`).join(', '));
+    fact('environment', card.environment);
+    fact('backend', card.backend);
+    fact('control node', card.node);
+    fact('started', when(card.started));
+    fact('ended', when(card.ended));
+    box.append(facts);
+    const got = state.timelines.get(card.id);
+    if (got && got.timeline) {
+      box.append(drawTimeline(got.timeline));
+    } else if (!card.problem) {
+      box.append(el('p', 'note', 'loading the timeline…'));
+    }
+    return box;
+  }
+
+  function drawTimeline(tl) {
+    const box = el('div', 'timeline');
+    const total = Math.max(tl.run.duration_ms, 1);
+    let rows = 0;
+    for (const lane of tl.lanes) {
+      const laneBox = el('div', 'lane');
+      laneBox.append(el('h3', null, lane.vm === null ? '(steps without a VM)' : lane.vm));
+      const walk = (steps, depth) => {
+        for (const step of steps) {
+          rows += 1;
+          if (rows > MAX_ROWS) return;
+          laneBox.append(drawStep(step, depth, total));
+          walk(step.steps || [], depth + 1);
+        }
+      };
+      walk(lane.steps, 0);
+      box.append(laneBox);
+    }
+    if (rows > MAX_ROWS) {
+      box.append(el('p', 'note', `${rows - MAX_ROWS} more steps: cradle runs show ${tl.run.id} --timeline has them all`));
+    }
+    if (tl.torn_line) {
+      box.append(el('p', 'note', `line ${tl.torn_line.line} of the journal was torn by a crash and is not shown`));
+    }
+    return box;
+  }
+
+  function drawStep(step, depth, total) {
+    const kind = step.failing ? 'failing' : step.outcome;
+    const row = el('div', `step ${kind}`);
+    row.dataset.step = step.name;
+    row.dataset.outcome = step.outcome;
+    const name = el('span', 'name', step.name);
+    name.style.paddingLeft = `${depth * 1.1}em`;
+    const track = el('span', 'track');
+    const bar = el('span', 'bar');
+    bar.style.left = `${(100 * step.start_ms) / total}%`;
+    bar.style.width = `${Math.max((100 * step.duration_ms) / total, 0.4)}%`;
+    track.append(bar);
+    const dur = el('span', 'dur', step.outcome === 'running' ? `${duration(step.duration_ms)}…` : duration(step.duration_ms));
+    row.append(name, track, dur);
+    if (step.outcome === 'failed') {
+      const err = el('span', 'step-error', step.error);
+      row.append(err);
+    }
+    row.title = `${step.name}: ${step.outcome}, ${duration(step.duration_ms)}`;
+    return row;
+  }
+
+  function redraw(id) {
+    const card = state.cards.get(id);
+    const old = document.querySelector(`section.run[data-run="${CSS.escape(id)}"]`);
+    if (!card) {
+      if (old) old.remove();
+      return;
+    }
+    const fresh = drawCard(card);
+    if (old) {
+      old.replaceWith(fresh);
+    } else {
+      const main = $('runs');
+      const note = main.querySelector(':scope > p.note');
+      if (note) note.remove();
+      main.prepend(fresh);
+    }
+  }
+
+  function toggle(id) {
+    const card = state.cards.get(id);
+    if (isOpen(card)) {
+      state.open.delete(id);
+      state.closed.add(id);
+    } else {
+      state.open.add(id);
+      state.closed.delete(id);
+      loadTimeline(id);
+    }
+    redraw(id);
+  }
+
+  async function loadTimeline(id) {
+    if (state.fetching.has(id)) {
+      state.fetching.set(id, 'again');
+      return;
+    }
+    state.fetching.set(id, true);
+    try {
+      const got = await getJson(`/status/api/runs/${encodeURIComponent(id)}`);
+      state.timelines.set(id, got);
+      if (state.cards.has(id)) state.cards.set(id, got.card);
+      redraw(id);
+      noteUpdate(got.card, 'timeline');
+    } catch (e) {
+      console.warn(`timeline of ${id}: ${e.message}`);
+    } finally {
+      const again = state.fetching.get(id) === 'again';
+      state.fetching.delete(id);
+      if (again) loadTimeline(id);
+    }
+  }
+
+  function noteUpdate(card, what) {
+    probe.updates.push({ id: card.id, what, at: Date.now(), steps: card.steps, result: resultWord(card) });
+    if (probe.updates.length > 1000) probe.updates.splice(0, probe.updates.length - 1000);
+  }
+
+  function onRun(card) {
+    const known = state.cards.has(card.id);
+    if (!keeps(card)) {
+      if (known) {
+        state.cards.delete(card.id);
+        state.order = state.order.filter((i) => i !== card.id);
+        state.matched -= 1;
+        redraw(card.id);
+        drawCount();
+      }
+      return;
+    }
+    state.cards.set(card.id, card);
+    if (!known) {
+      state.order.unshift(card.id);
+      state.matched += 1;
+      state.total += 1;
+      drawCount();
+    }
+    redraw(card.id);
+    noteUpdate(card, 'card');
+    if (isOpen(card)) loadTimeline(card.id);
+  }
+
+  function onRemoved(id) {
+    if (state.cards.delete(id)) {
+      state.order = state.order.filter((i) => i !== id);
+      state.matched -= 1;
+      state.total -= 1;
+      redraw(id);
+      drawCount();
+    }
+  }
+
+  function connect() {
+    const live = $('live');
+    const source = new EventSource('/status/events');
+    source.addEventListener('hello', () => {
+      live.textContent = 'live';
+      live.className = 'live on';
+      // Changes made while disconnected were not sent: read the list again.
+      if (state.connectedOnce) loadList().catch((e) => console.warn(e.message));
+      state.connectedOnce = true;
+    });
+    source.addEventListener('run', (e) => onRun(JSON.parse(e.data)));
+    source.addEventListener('removed', (e) => onRemoved(JSON.parse(e.data)));
+    source.addEventListener('resync', () => loadList().catch((e) => console.warn(e.message)));
+    source.addEventListener('error', () => {
+      live.textContent = 'reconnecting…';
+      live.className = 'live off';
+    });
+  }
+
+  function initFilters() {
+    const params = new URLSearchParams(window.location.search);
+    $('f-vm').value = params.get('vm') || '';
+    $('f-result').value = params.get('result') || '';
+    const env = params.get('env');
+    if (env) {
+      $('f-env').append(new Option(env, env));
+      $('f-env').value = env;
+    }
+    let pending = null;
+    const changed = () => {
+      const q = query();
+      window.history.replaceState(null, '', q ? `?${q}` : window.location.pathname);
+      loadList().catch((e) => console.warn(e.message));
+    };
+    $('f-vm').addEventListener('input', () => {
+      clearTimeout(pending);
+      pending = setTimeout(changed, 200);
+    });
+    $('f-result').addEventListener('change', changed);
+    $('f-env').addEventListener('change', changed);
+    $('filters').addEventListener('submit', (e) => e.preventDefault());
+  }
+
+  initFilters();
+  loadList().catch((e) => {
+    $('runs').replaceChildren(el('p', 'note', `The runs could not be read: ${e.message}`));
+  });
+  connect();
+})();

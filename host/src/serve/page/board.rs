@@ -1,0 +1,408 @@
+//! The status page's model of the run journals: one [`Card`] per run (what
+//! the run list shows) and its [`Timeline`] (what an opened run draws), kept
+//! in memory and brought up to date by [`Board::refresh`].
+//!
+//! Contract:
+//! - a journal is read again only when its size, modification time or inode
+//!   changed since the last refresh, or (with `recheck_running`) while its run
+//!   is still running, so a process that died without `run_finished` turns
+//!   `interrupted` and a running step's duration grows; every other refresh
+//!   costs one `stat` per journal;
+//! - [`Board::refresh`] returns what changed (a card that differs, or a
+//!   journal gone), so the live stream sends only that;
+//! - a journal that cannot be read is a card with [`Card::problem`] set, never
+//!   an error for the whole page (as `cradle runs list` shows it);
+//! - cards and timelines are the journal's exact strings: escaping for the
+//!   page is [`super::render`]'s job, in one place;
+//! - the NetBox pipeline's runs (their workflow is a `[serve.sources]`
+//!   workflow) get [`Card::stages`]: the pipeline drawn as its stages, each
+//!   `done`, `current`, `failed`, `interrupted`, `skipped` or `pending`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::journal::timeline::{FailingStep, RunResult, Step, StepOutcome, Timeline};
+use crate::journal::{PluginVersion, Timestamp, read_run_file};
+
+/// The most runs one list answer holds.
+pub const MAX_LIST: usize = 1000;
+
+/// One run as the run list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Card {
+    /// The run id.
+    pub id: String,
+    /// The workflow.
+    pub workflow: Option<String>,
+    /// SHA-256 of the workflow source.
+    pub workflow_hash: Option<String>,
+    /// The environment.
+    pub environment: Option<String>,
+    /// The backend plugin.
+    pub backend: Option<String>,
+    /// The plugins loaded, with their versions.
+    pub plugins: Vec<PluginVersion>,
+    /// The control node that ran it.
+    pub node: Option<String>,
+    /// When it started.
+    pub started: Option<Timestamp>,
+    /// When it ended.
+    pub ended: Option<Timestamp>,
+    /// How long it ran (so far).
+    pub duration_ms: u64,
+    /// How it ended, or `running`.
+    pub result: Option<RunResult>,
+    /// The VMs it worked on, in the order their first steps started.
+    pub vms: Vec<String>,
+    /// The steps running now (innermost), per VM.
+    pub running: Vec<Current>,
+    /// Where it failed.
+    pub failing: Option<FailingStep>,
+    /// The run-level error.
+    pub error: Option<String>,
+    /// Steps started, and how many of them failed.
+    pub steps: usize,
+    /// Steps that failed (including failures the workflow caught).
+    pub failed_steps: usize,
+    /// The NetBox pipeline's stages, for a pipeline run.
+    pub stages: Option<Vec<Stage>>,
+    /// Why the journal could not be read (the other fields are then empty).
+    pub problem: Option<String>,
+}
+
+/// A step running now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Current {
+    /// Its VM.
+    pub vm: Option<String>,
+    /// The step names from the top-level step down to the running one.
+    pub path: Vec<String>,
+}
+
+/// One stage of the NetBox pipeline, as one run went through it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stage {
+    /// The stage's name.
+    pub name: &'static str,
+    /// `done`, `current`, `failed`, `interrupted`, `skipped` or `pending`.
+    pub state: &'static str,
+}
+
+/// The NetBox pipeline's stages and the top-level steps of the built-in
+/// `workflows/netbox.rhai` (and its libraries) each one holds. A step is
+/// placed in the nearest stage at or after the stage of the step before it
+/// that lists it (`dns`, `trust`, `checkpoint-clear` appear twice), and a step
+/// no stage lists (an operator's own) in the stage of the step before it.
+pub const PIPELINE: &[(&str, &[&str])] = &[
+    ("validate", &["validate", "lock", "look", "decide", "ownership"]),
+    ("create", &["vmid", "ownership", "dns", "snippets", "create", "image", "forget-host-key", "trust", "preflight"]),
+    ("mac", &["mac", "netbox-mac"]),
+    ("dhcp", &["dhcp"]),
+    ("ha", &["ha"]),
+    (
+        "boot",
+        &[
+            "migrate",
+            "start",
+            "connect",
+            "cloud-init",
+            "network",
+            "checkpoint-write",
+            "drive-removal",
+            "boot-id",
+            "reboot",
+            "verify-reboot",
+            "cleanup",
+            "checkpoint-clear",
+            "trust",
+            "cloud-init-settle",
+        ],
+    ),
+    ("os-config", &["os-config", "checkpoint-clear"]),
+    ("dns", &["dns"]),
+    ("active", &["active"]),
+];
+
+/// What a refresh found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A new or changed run.
+    Run(Arc<Card>),
+    /// A journal that is gone.
+    Removed(String),
+}
+
+/// Which runs a list shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Runs with a VM whose name contains this (case-insensitive).
+    pub vm: Option<String>,
+    /// Runs with this result (`running`, `succeeded`, `failed`, `interrupted`).
+    pub result: Option<String>,
+    /// Runs in this environment.
+    pub environment: Option<String>,
+}
+
+impl Filter {
+    fn keeps(&self, card: &Card) -> bool {
+        if let Some(vm) = self.vm.as_deref().map(str::to_lowercase).filter(|v| !v.is_empty())
+            && !card.vms.iter().any(|n| n.to_lowercase().contains(&vm))
+        {
+            return false;
+        }
+        if let Some(r) = self.result.as_deref().filter(|r| !r.is_empty()) {
+            let word = card.result.map_or_else(|| "unreadable".to_string(), |r| r.to_string());
+            if word != r {
+                return false;
+            }
+        }
+        if let Some(env) = self.environment.as_deref().filter(|e| !e.is_empty())
+            && card.environment.as_deref() != Some(env)
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// One page of the run list.
+#[derive(Debug, Clone, Serialize)]
+pub struct List {
+    /// Runs in the journal directory.
+    pub total: usize,
+    /// Runs the filter keeps.
+    pub matched: usize,
+    /// The first of those (running first, then newest first).
+    pub runs: Vec<Arc<Card>>,
+    /// Every environment seen, for the filter.
+    pub environments: Vec<String>,
+}
+
+/// What identifies a journal file's content without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    ino: u64,
+}
+
+struct Entry {
+    stamp: Stamp,
+    card: Arc<Card>,
+    timeline: Option<Arc<Timeline>>,
+}
+
+/// The runs of one journal directory (module docs).
+pub struct Board {
+    dir: PathBuf,
+    pipelines: BTreeSet<String>,
+    entries: HashMap<String, Entry>,
+}
+
+impl Board {
+    /// A board over `dir` (`<state>/runs`); runs of the workflows in
+    /// `pipelines` are drawn as the NetBox pipeline. Nothing is read yet.
+    pub fn new(dir: PathBuf, pipelines: BTreeSet<String>) -> Board {
+        Board { dir, pipelines, entries: HashMap::new() }
+    }
+
+    /// Read what changed (module docs). A directory that cannot be listed
+    /// changes nothing (the page shows what it had).
+    pub fn refresh(&mut self, recheck_running: bool) -> Vec<Change> {
+        let Ok(listing) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut seen = BTreeSet::new();
+        let mut changes = Vec::new();
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if id.is_empty() || id.starts_with('.') {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            let stamp = Stamp { len: meta.len(), modified: meta.modified().ok(), ino: meta.ino() };
+            seen.insert(id.to_string());
+            let stale = match self.entries.get(id) {
+                None => true,
+                Some(e) => e.stamp != stamp || (recheck_running && e.card.result == Some(RunResult::Running)),
+            };
+            if !stale {
+                continue;
+            }
+            let (card, timeline) = self.read(id, &entry.path());
+            let changed = self.entries.get(id).is_none_or(|e| *e.card != card);
+            let card = Arc::new(card);
+            if changed {
+                changes.push(Change::Run(card.clone()));
+            }
+            self.entries.insert(id.to_string(), Entry { stamp, card, timeline: timeline.map(Arc::new) });
+        }
+        let gone: Vec<String> = self.entries.keys().filter(|id| !seen.contains(*id)).cloned().collect();
+        for id in gone {
+            self.entries.remove(&id);
+            changes.push(Change::Removed(id));
+        }
+        changes
+    }
+
+    fn read(&self, id: &str, path: &std::path::Path) -> (Card, Option<Timeline>) {
+        match read_run_file(id, path) {
+            Ok(record) => {
+                let timeline = Timeline::from_record(&record, Timestamp::now());
+                let pipeline = timeline.run.workflow.as_ref().is_some_and(|w| self.pipelines.contains(w));
+                (card_of(&timeline, pipeline), Some(timeline))
+            }
+            Err(e) => (unreadable(id, e.to_string()), None),
+        }
+    }
+
+    /// The runs `filter` keeps, running first, then newest first; at most
+    /// `limit` (capped at [`MAX_LIST`]).
+    pub fn list(&self, filter: &Filter, limit: usize) -> List {
+        let mut kept: Vec<&Arc<Card>> = self.entries.values().map(|e| &e.card).filter(|c| filter.keeps(c)).collect();
+        kept.sort_by(|a, b| {
+            let running = |c: &Card| c.result == Some(RunResult::Running);
+            running(b).cmp(&running(a)).then_with(|| b.started.cmp(&a.started)).then_with(|| b.id.cmp(&a.id))
+        });
+        let environments: BTreeSet<String> = self.entries.values().filter_map(|e| e.card.environment.clone()).collect();
+        List {
+            total: self.entries.len(),
+            matched: kept.len(),
+            runs: kept.into_iter().take(limit.min(MAX_LIST)).cloned().collect(),
+            environments: environments.into_iter().collect(),
+        }
+    }
+
+    /// Run `id`'s card and timeline (no timeline for an unreadable journal).
+    pub fn run(&self, id: &str) -> Option<(Arc<Card>, Option<Arc<Timeline>>)> {
+        self.entries.get(id).map(|e| (e.card.clone(), e.timeline.clone()))
+    }
+}
+
+fn unreadable(id: &str, problem: String) -> Card {
+    Card {
+        id: id.to_string(),
+        workflow: None,
+        workflow_hash: None,
+        environment: None,
+        backend: None,
+        plugins: Vec::new(),
+        node: None,
+        started: None,
+        ended: None,
+        duration_ms: 0,
+        result: None,
+        vms: Vec::new(),
+        running: Vec::new(),
+        failing: None,
+        error: None,
+        steps: 0,
+        failed_steps: 0,
+        stages: None,
+        problem: Some(problem),
+    }
+}
+
+/// The card of `timeline`; `pipeline`: draw its stages.
+pub fn card_of(timeline: &Timeline, pipeline: bool) -> Card {
+    let run = &timeline.run;
+    let mut running = Vec::new();
+    let (mut steps, mut failed_steps) = (0, 0);
+    for lane in &timeline.lanes {
+        for (_, step) in lane.flatten() {
+            steps += 1;
+            if matches!(step.outcome, StepOutcome::Failed { .. }) {
+                failed_steps += 1;
+            }
+        }
+        for step in &lane.steps {
+            if let Some(path) = running_path(step) {
+                running.push(Current { vm: lane.vm.clone(), path });
+            }
+        }
+    }
+    let stages = pipeline.then(|| {
+        let lane = timeline.lanes.iter().find(|l| l.vm.is_some()).map_or(&[][..], |l| &l.steps[..]);
+        stages_of(lane, run.result)
+    });
+    Card {
+        id: run.id.clone(),
+        workflow: run.workflow.clone(),
+        workflow_hash: run.workflow_hash.clone(),
+        environment: run.environment.clone(),
+        backend: run.backend.clone(),
+        plugins: run.plugins.clone(),
+        node: run.node.clone(),
+        started: run.started,
+        ended: run.ended,
+        duration_ms: run.duration_ms,
+        result: Some(run.result),
+        vms: timeline.lanes.iter().filter_map(|l| l.vm.clone()).collect(),
+        running,
+        failing: timeline.failing.clone(),
+        error: run.error.clone(),
+        steps,
+        failed_steps,
+        stages,
+        problem: None,
+    }
+}
+
+/// The path down to the innermost running step under `step`, if it runs.
+fn running_path(step: &Step) -> Option<Vec<String>> {
+    if step.outcome != StepOutcome::Running {
+        return None;
+    }
+    let mut path = vec![step.name.clone()];
+    let mut at = step;
+    while let Some(inner) = at.steps.iter().rev().find(|s| s.outcome == StepOutcome::Running) {
+        path.push(inner.name.clone());
+        at = inner;
+    }
+    Some(path)
+}
+
+fn contains_failing(step: &Step) -> bool {
+    step.failing || step.steps.iter().any(contains_failing)
+}
+
+/// The pipeline's stages for one VM's top-level `steps` (see [`PIPELINE`]).
+pub fn stages_of(steps: &[Step], result: RunResult) -> Vec<Stage> {
+    let mut placed: Vec<Vec<&Step>> = vec![Vec::new(); PIPELINE.len()];
+    let mut cursor = 0;
+    for step in steps {
+        if let Some(i) = (cursor..PIPELINE.len()).find(|i| PIPELINE[*i].1.contains(&step.name.as_str())) {
+            cursor = i;
+        }
+        placed[cursor].push(step);
+    }
+    let last_reached = placed.iter().rposition(|s| !s.is_empty());
+    placed
+        .iter()
+        .enumerate()
+        .map(|(i, steps)| {
+            let state = if steps.iter().any(|s| contains_failing(s)) {
+                "failed"
+            } else if steps.iter().any(|s| s.outcome == StepOutcome::Running) {
+                "current"
+            } else if steps.iter().any(|s| s.outcome == StepOutcome::Interrupted) {
+                "interrupted"
+            } else if !steps.is_empty() {
+                "done"
+            } else if result == RunResult::Succeeded || last_reached.is_some_and(|l| l > i) {
+                "skipped"
+            } else {
+                "pending"
+            };
+            Stage { name: PIPELINE[i].0, state }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "board_tests.rs"]
+mod tests;

@@ -1,0 +1,221 @@
+//! The status page's model over journals written by hand in the journal's
+//! format: what a refresh reads and reports, filters and order, unreadable
+//! journals, and the NetBox pipeline's stages.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+use super::*;
+
+/// A journal `id` of a run started at 08:00:`sec` by `pid` on `host` in
+/// `env`, with `lines` after `run_started`.
+fn write(dir: &Path, id: &str, workflow: &str, env: &str, host: &str, pid: u32, lines: &[String]) {
+    let started = format!(
+        r#"{{"event":"run_started","run_id":"{id}","workflow":"{workflow}","workflow_hash":"{h}","plugins":[{{"name":"direct","version":"0.3.1","hash":"h"}}],"host":"{host}","pid":{pid},"argv":[],"environment":"{env}","backend":"direct","at":"2026-11-30T08:00:00Z"}}"#,
+        h = "ef".repeat(32)
+    );
+    let text: Vec<String> = std::iter::once(started).chain(lines.iter().cloned()).collect();
+    fs::write(dir.join(format!("{id}.jsonl")), text.join("\n") + "\n").expect("journal");
+}
+
+fn append(dir: &Path, id: &str, line: &str) {
+    use std::io::Write as _;
+    let mut f = fs::OpenOptions::new().append(true).open(dir.join(format!("{id}.jsonl"))).expect("open");
+    writeln!(f, "{line}").expect("append");
+}
+
+fn started(vm: &str, step: &str, sec: u32) -> String {
+    format!(r#"{{"event":"step_started","vm":"{vm}","step":"{step}","at":"2026-11-30T08:00:{sec:02}Z"}}"#)
+}
+
+fn finished(vm: &str, step: &str, sec: u32, error: Option<&str>) -> String {
+    let error = error.map_or("null".to_string(), |e| serde_json::to_string(e).expect("json"));
+    format!(
+        r#"{{"event":"step_finished","vm":"{vm}","step":"{step}","at":"2026-11-30T08:00:{sec:02}Z","duration_ms":1000,"error":{error}}}"#
+    )
+}
+
+fn done(status: &str, sec: u32, error: Option<&str>) -> String {
+    let error = error.map_or("null".to_string(), |e| serde_json::to_string(e).expect("json"));
+    format!(r#"{{"event":"run_finished","status":"{status}","at":"2026-11-30T08:00:{sec:02}Z","error":{error}}}"#)
+}
+
+fn steps(vm: &str, names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| [started(vm, n, i as u32), finished(vm, n, i as u32 + 1, None)])
+        .collect()
+}
+
+fn board(dir: &Path) -> Board {
+    Board::new(dir.to_path_buf(), BTreeSet::from(["netbox".to_string()]))
+}
+
+fn changed_ids(changes: &[Change]) -> Vec<String> {
+    let mut ids: Vec<String> = changes
+        .iter()
+        .map(|c| match c {
+            Change::Run(card) => card.id.clone(),
+            Change::Removed(id) => format!("-{id}"),
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+const ME: &str = "elsewhere.invalid";
+
+#[test]
+fn a_refresh_reports_new_changed_and_removed_journals_and_nothing_else() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let mut lines = steps("web-1", &["validate", "create"]);
+    lines.push(done("succeeded", 9, None));
+    write(dir, "20261130T080000Z-a", "provision", "prod", ME, 1, &lines);
+    write(dir, "20261130T080001Z-b", "provision", "prod", ME, 1, &steps("db-1", &["validate"]));
+    fs::write(dir.join(".swap.jsonl"), "x").expect("hidden");
+    let mut b = board(dir);
+    assert_eq!(changed_ids(&b.refresh(false)), ["20261130T080000Z-a", "20261130T080001Z-b"]);
+    assert!(b.refresh(false).is_empty(), "an unchanged directory changes nothing");
+    assert!(b.refresh(true).is_empty(), "no run is running (another host's runs never are)");
+    append(dir, "20261130T080001Z-b", &started("db-1", "create", 5));
+    assert_eq!(changed_ids(&b.refresh(false)), ["20261130T080001Z-b"]);
+    let (card, timeline) = b.run("20261130T080001Z-b").expect("run");
+    assert_eq!(card.steps, 2);
+    assert_eq!(timeline.expect("timeline").lanes[0].steps.len(), 2);
+    fs::remove_file(dir.join("20261130T080000Z-a.jsonl")).expect("rm");
+    assert_eq!(changed_ids(&b.refresh(false)), ["-20261130T080000Z-a"]);
+    assert!(b.run("20261130T080000Z-a").is_none());
+}
+
+#[test]
+fn an_unreadable_journal_is_a_card_saying_why_not_a_failed_page() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    fs::write(dir.join("20261130T080000Z-bad.jsonl"), "not json\n{\"event\":\"nope\"}\n").expect("bad");
+    write(dir, "20261130T080001Z-ok", "provision", "prod", ME, 1, &[done("succeeded", 2, None)]);
+    let mut b = board(dir);
+    b.refresh(false);
+    let (card, timeline) = b.run("20261130T080000Z-bad").expect("listed");
+    assert!(card.problem.as_deref().is_some_and(|p| p.contains("line 1")), "{:?}", card.problem);
+    assert!(timeline.is_none());
+    let list = b.list(&Filter { result: Some("unreadable".into()), ..Filter::default() }, 10);
+    assert_eq!(list.runs.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["20261130T080000Z-bad"]);
+}
+
+#[test]
+fn the_list_keeps_what_the_filters_say_running_first_then_newest() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let host = crate::state::host_name();
+    let me = std::process::id();
+    let mut failed = steps("Web-Front-1", &["validate"]);
+    failed.push(started("Web-Front-1", "create", 2));
+    failed.push(finished("Web-Front-1", "create", 3, Some("clone failed: storage full")));
+    failed.push(done("failed", 4, Some("clone failed: storage full")));
+    write(dir, "20261130T080000Z-old", "provision", "prod", ME, 1, &failed);
+    write(dir, "20261130T080005Z-new", "provision", "lab", ME, 1, &[done("succeeded", 6, None)]);
+    // This test's own process: alive, so the run is running.
+    write(dir, "20261130T070000Z-live", "provision", "lab", &host, me, &[started("db-2", "create", 1)]);
+    let mut b = board(dir);
+    b.refresh(false);
+    let ids = |l: List| l.runs.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(b.list(&Filter::default(), 10)),
+        ["20261130T070000Z-live", "20261130T080005Z-new", "20261130T080000Z-old"]
+    );
+    let by_vm = Filter { vm: Some("web-front".into()), ..Filter::default() };
+    assert_eq!(ids(b.list(&by_vm, 10)), ["20261130T080000Z-old"], "VM names match case-insensitively");
+    let by_env = Filter { environment: Some("lab".into()), ..Filter::default() };
+    assert_eq!(ids(b.list(&by_env, 10)), ["20261130T070000Z-live", "20261130T080005Z-new"]);
+    let by_result = Filter { result: Some("running".into()), ..Filter::default() };
+    assert_eq!(ids(b.list(&by_result, 10)), ["20261130T070000Z-live"]);
+    let list = b.list(&Filter::default(), 1);
+    assert_eq!((list.total, list.matched, list.runs.len()), (3, 3, 1));
+    assert_eq!(list.environments, ["lab", "prod"]);
+    let (old, _) = b.run("20261130T080000Z-old").expect("old");
+    let failing = old.failing.as_ref().expect("failing step");
+    assert_eq!((failing.vm.as_deref(), failing.path.as_slice()), (Some("Web-Front-1"), &["create".to_string()][..]));
+    assert_eq!(failing.error, "clone failed: storage full");
+    let (live, _) = b.run("20261130T070000Z-live").expect("live");
+    assert_eq!(live.running, [Current { vm: Some("db-2".into()), path: vec!["create".into()] }]);
+}
+
+#[test]
+fn a_running_run_whose_process_is_gone_turns_interrupted_at_the_recheck() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let host = crate::state::host_name();
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+    write(dir, "20261130T080000Z-k", "provision", "lab", &host, child.id(), &[started("vm-1", "create", 1)]);
+    let mut b = board(dir);
+    b.refresh(false);
+    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result, Some(RunResult::Running));
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    assert!(b.refresh(false).is_empty(), "the file did not change");
+    let changes = b.refresh(true);
+    assert_eq!(changed_ids(&changes), ["20261130T080000Z-k"]);
+    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result, Some(RunResult::Interrupted));
+}
+
+fn stage_states(card: &Card) -> Vec<(&'static str, &'static str)> {
+    card.stages.as_ref().expect("a pipeline run has stages").iter().map(|s| (s.name, s.state)).collect()
+}
+
+#[test]
+fn a_pipeline_run_is_drawn_as_its_stages_with_the_failing_one_and_the_rest_pending() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let mut lines = steps(
+        "web-1",
+        &["validate", "lock", "decide", "vmid", "ownership", "dns", "snippets", "create", "mac", "netbox-mac"],
+    );
+    lines.push(started("web-1", "dhcp", 20));
+    lines.push(finished("web-1", "dhcp", 21, Some("UniFi: api.err.MacUsed")));
+    lines.push(done("failed", 22, Some("UniFi: api.err.MacUsed")));
+    write(dir, "20261130T080000Z-nb", "netbox", "prod", ME, 1, &lines);
+    write(dir, "20261130T080001Z-plain", "provision", "prod", ME, 1, &steps("x", &["validate"]));
+    let mut b = board(dir);
+    b.refresh(false);
+    let (card, _) = b.run("20261130T080000Z-nb").expect("run");
+    assert_eq!(
+        stage_states(&card),
+        [
+            ("validate", "done"),
+            ("create", "done"),
+            ("mac", "done"),
+            ("dhcp", "failed"),
+            ("ha", "pending"),
+            ("boot", "pending"),
+            ("os-config", "pending"),
+            ("dns", "pending"),
+            ("active", "pending")
+        ],
+        "the `dns` of the create stage stays there"
+    );
+    assert!(b.run("20261130T080001Z-plain").expect("plain").0.stages.is_none(), "not a pipeline workflow");
+}
+
+#[test]
+fn a_finished_pipeline_skips_the_stages_it_did_not_need_and_lights_the_running_one() {
+    let names = ["validate", "create", "mac", "dhcp", "ha", "start", "checkpoint-clear", "dns", "active"];
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let mut lines = steps("web-2", &names);
+    lines.push(done("succeeded", 30, None));
+    write(dir, "20261130T080000Z-ok", "netbox", "prod", ME, 1, &lines);
+    let host = crate::state::host_name();
+    let mut running = steps("web-3", &names[..5]);
+    running.push(started("web-3", "start", 9));
+    write(dir, "20261130T080001Z-run", "netbox", "prod", &host, std::process::id(), &running);
+    let mut b = board(dir);
+    b.refresh(false);
+    let ok = stage_states(&b.run("20261130T080000Z-ok").expect("ok").0);
+    assert_eq!(ok[6], ("os-config", "skipped"), "checkpoint-clear after boot stays in boot: {ok:?}");
+    assert!(ok.iter().all(|(n, s)| *s == "done" || *n == "os-config"), "{ok:?}");
+    let run = stage_states(&b.run("20261130T080001Z-run").expect("run").0);
+    assert_eq!(&run[4..7], [("ha", "done"), ("boot", "current"), ("os-config", "pending")]);
+}

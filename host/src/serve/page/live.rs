@@ -1,0 +1,182 @@
+//! Live updates for the status page: the journal directory is watched
+//! (inotify through `notify`), changed runs are read into the [`Board`], and
+//! each change goes to every open page as one server-sent event.
+//!
+//! Contract:
+//! - a change to a journal reaches the open pages after at most [`COALESCE`]
+//!   plus the time to re-read that journal; every [`RECHECK`] the running runs
+//!   are read again even without a change (a killed process turns
+//!   `interrupted`), and a directory the watcher cannot watch is read on that
+//!   tick alone (logged once);
+//! - events: `hello` on connecting (the page then reloads its list: it may
+//!   have missed changes while disconnected), `run` with a card, `removed`
+//!   with a run id, `resync` when a slow page fell more than [`BACKLOG`]
+//!   events behind, and a comment every [`KEEPALIVE`] so proxies keep the
+//!   connection open;
+//! - at most [`MAX_STREAMS`] pages at once (more get `503`); a page that goes
+//!   away ends its stream's task at its next event or keepalive.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame};
+use notify::Watcher as _;
+use tokio::sync::{broadcast, mpsc};
+
+use super::board::Change;
+use super::render::page_json;
+use crate::serve::status::View;
+
+/// Open pages at once.
+pub const MAX_STREAMS: usize = 64;
+/// Events a page may fall behind before it is told to reload its list.
+pub const BACKLOG: usize = 1024;
+/// How often an idle stream sends a comment.
+pub const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How often running runs are read again without a change.
+pub const RECHECK: Duration = Duration::from_secs(2);
+/// How long the watcher gathers file events before reading.
+pub const COALESCE: Duration = Duration::from_millis(40);
+
+/// The broadcast side of the live updates.
+pub struct Live {
+    tx: broadcast::Sender<Arc<str>>,
+    streams: Arc<AtomicUsize>,
+}
+
+impl Default for Live {
+    fn default() -> Self {
+        Live::new()
+    }
+}
+
+impl Live {
+    /// No page open yet.
+    pub fn new() -> Live {
+        Live { tx: broadcast::channel(BACKLOG).0, streams: Arc::new(AtomicUsize::new(0)) }
+    }
+
+    /// Send `changes` to every open page.
+    pub fn publish(&self, changes: Vec<Change>) {
+        for change in changes {
+            let text = match change {
+                Change::Run(card) => format!("event: run\ndata: {}\n\n", page_json(&*card)),
+                Change::Removed(id) => format!("event: removed\ndata: {}\n\n", page_json(&id)),
+            };
+            // No page open is not an error.
+            let _ = self.tx.send(text.into());
+        }
+    }
+
+    /// A new page's event stream; `None` when [`MAX_STREAMS`] are open.
+    pub fn open(&self) -> Option<EventStream> {
+        let count = self.streams.clone();
+        if count.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
+            count.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        let guard = StreamGuard(count);
+        let (tx, rx) = mpsc::channel::<Bytes>(64);
+        let mut events = self.tx.subscribe();
+        tokio::spawn(async move {
+            if tx.send(Bytes::from_static(b"retry: 2000\nevent: hello\ndata: {}\n\n")).await.is_err() {
+                return;
+            }
+            let mut keepalive = tokio::time::interval(KEEPALIVE);
+            keepalive.tick().await;
+            loop {
+                let next = tokio::select! {
+                    e = events.recv() => match e {
+                        Ok(text) => Bytes::copy_from_slice(text.as_bytes()),
+                        Err(broadcast::error::RecvError::Lagged(_)) => Bytes::from_static(b"event: resync\ndata: {}\n\n"),
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    },
+                    _ = keepalive.tick() => Bytes::from_static(b": keepalive\n\n"),
+                    () = tx.closed() => break,
+                };
+                if tx.send(next).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Some(EventStream { rx, _guard: guard })
+    }
+}
+
+/// Counts an open stream until it is dropped.
+struct StreamGuard(Arc<AtomicUsize>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One page's `text/event-stream` body.
+pub struct EventStream {
+    rx: mpsc::Receiver<Bytes>,
+    _guard: StreamGuard,
+}
+
+impl Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Keep `view`'s board current and its pages told, until `stop` turns true.
+pub async fn watch(view: Arc<View>, dir: PathBuf, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            let _ = tx.send(());
+        }
+    })
+    .and_then(|mut w| w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| w));
+    let _watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e,
+                "cannot watch the run journals; the status page updates every {}s instead", RECHECK.as_secs());
+            None
+        }
+    };
+    refresh(&view, true).await;
+    let mut tick = tokio::time::interval(RECHECK);
+    tick.tick().await;
+    loop {
+        let recheck = tokio::select! {
+            _ = stop.changed() => return,
+            _ = tick.tick() => true,
+            got = rx.recv() => {
+                if got.is_none() { return; }
+                tokio::time::sleep(COALESCE).await;
+                while rx.try_recv().is_ok() {}
+                false
+            }
+        };
+        refresh(&view, recheck).await;
+    }
+}
+
+async fn refresh(view: &Arc<View>, recheck_running: bool) {
+    let v = view.clone();
+    // Reading journals is file work: off the async threads.
+    let done = tokio::task::spawn_blocking(move || {
+        let changes = v.board.lock().unwrap_or_else(|e| e.into_inner()).refresh(recheck_running);
+        v.live.publish(changes);
+    })
+    .await;
+    if let Err(e) = done {
+        tracing::warn!(error = %e, "reading the run journals for the status page failed");
+    }
+}
