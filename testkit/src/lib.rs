@@ -4,5 +4,6 @@
 
 pub mod ansible;
 pub mod bind;
+pub mod chromium;
 pub mod etcd;
 pub mod netbox;
