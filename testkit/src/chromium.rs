@@ -338,10 +338,16 @@ impl Browser {
     pub fn wait_for(&mut self, expression: &str, timeout: Duration) -> Result<Value, String> {
         let deadline = Instant::now() + timeout;
         loop {
-            let last = match self.evaluate(expression)? {
-                Ok(value) if truthy(&value) => return Ok(value),
-                Ok(value) => format!("the value {value}"),
-                Err(exception) => format!("the exception {exception}"),
+            let last = match self.evaluate(expression) {
+                Ok(Ok(value)) if truthy(&value) => return Ok(value),
+                Ok(Ok(value)) => format!("the value {value}"),
+                Ok(Err(exception)) => format!("the exception {exception}"),
+                // The page is being replaced (a form sent, a link followed):
+                // its successor is what the expression waits for.
+                Err(e) if e.contains("navigated or closed") || e.contains("context was destroyed") => {
+                    format!("a navigation ({e})")
+                }
+                Err(e) => return Err(e),
             };
             if Instant::now() >= deadline {
                 return Err(format!(

@@ -28,6 +28,7 @@ mod sandbox;
 mod scale;
 mod serve;
 mod sim_cli;
+mod status_page;
 mod terraform;
 mod vm_types;
 mod windows;

@@ -325,10 +325,14 @@ pub fn card_of(timeline: &Timeline, pipeline: bool) -> Card {
             }
         }
     }
-    let stages = pipeline.then(|| {
-        let lane = timeline.lanes.iter().find(|l| l.vm.is_some()).map_or(&[][..], |l| &l.steps[..]);
-        stages_of(lane, run.result)
-    });
+    // A pipeline run with a VM's steps; the `host` and `failed` runs of an
+    // event have none to draw.
+    let stages = timeline
+        .lanes
+        .iter()
+        .find(|l| l.vm.is_some() && !l.steps.is_empty())
+        .filter(|_| pipeline)
+        .map(|lane| stages_of(&lane.steps, run.result));
     Card {
         id: run.id.clone(),
         workflow: run.workflow.clone(),

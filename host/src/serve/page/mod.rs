@@ -6,8 +6,9 @@
 //! - `/status`: the page; without credentials `401` and a form asking for
 //!   the token (`POST /status/login`, which answers `303` with a session
 //!   cookie, or `401` again);
-//! - `/status/app.js`, `/status/app.css`: the page's code, compiled into the
-//!   binary (no CDN, no network); served to anyone, they hold no data;
+//! - `/status/app.js`, `/status/app.css`, `/status/favicon.svg`: the page's
+//!   code and icon, compiled into the binary (no CDN, no network); served to
+//!   anyone, they hold no data;
 //! - `/status/api/runs?vm=&result=&env=&limit=`: the run list (`board::List`);
 //! - `/status/api/runs/ID`: one run's card and timeline;
 //! - `/status/events`: the live stream (`live`).
@@ -42,6 +43,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const LOGIN: &str = include_str!("assets/login.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+const FAVICON: &str = include_str!("assets/favicon.svg");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; \
                    form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 /// The largest login form read.
@@ -57,6 +59,7 @@ pub async fn handle(req: Request<Incoming>, view: Arc<View>, peer: std::net::Soc
     match path.as_str() {
         "/status/app.js" if reading => return asset(APP_JS, "text/javascript; charset=utf-8"),
         "/status/app.css" if reading => return asset(APP_CSS, "text/css; charset=utf-8"),
+        "/status/favicon.svg" if reading => return asset(FAVICON, "image/svg+xml"),
         "/status/login" if method == Method::POST => return login(req, &view, peer).await,
         "/status/login" => return not_allowed("POST"),
         _ => {}
@@ -206,7 +209,7 @@ async fn run(id: String, view: Arc<View>) -> Answer {
 
 /// Bytes of the page's own files (benchmarks count what a browser fetches).
 pub fn asset_bytes() -> usize {
-    INDEX.len() + APP_JS.len() + APP_CSS.len()
+    INDEX.len() + APP_JS.len() + APP_CSS.len() + FAVICON.len()
 }
 
 #[cfg(test)]
@@ -232,6 +235,7 @@ mod tests {
             assert!(!text.contains(" onclick") && !text.contains(" onload"), "{name}: inline handlers");
         }
         for (name, text) in [("index.html", INDEX), ("login.html", LOGIN), ("app.js", APP_JS), ("app.css", APP_CSS)] {
+            // (The SVG's own xmlns is a name, not a fetch.)
             assert!(!text.contains("http://") && !text.contains("https://") && !text.contains("//cdn"), "{name}");
         }
         assert!(!APP_JS.contains("innerHTML") && !APP_JS.contains("insertAdjacentHTML"), "strings go in as text");

@@ -119,10 +119,12 @@
     sel.value = chosen;
   }
 
+  // A run seen running is opened (unless the reader closed it) and stays
+  // open when it ends, so its outcome is in view.
   function isOpen(card) {
     if (!card) return false;
-    if (state.open.has(card.id)) return true;
-    return card.result === 'running' && !state.closed.has(card.id);
+    if (card.result === 'running' && !state.closed.has(card.id)) state.open.add(card.id);
+    return state.open.has(card.id);
   }
 
   function drawList() {
