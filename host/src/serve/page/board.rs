@@ -6,8 +6,12 @@
 //! - a journal is read again only when its size, modification time or inode
 //!   changed since the last refresh, or (with `recheck_running`) while its run
 //!   is still running, so a process that died without `run_finished` turns
-//!   `interrupted` and a running step's duration grows; every other refresh
-//!   costs one `stat` per journal;
+//!   `interrupted` and a running step's duration grows; every other journal
+//!   costs one `stat` per [`Board::refresh`], and nothing at all per
+//!   [`Board::refresh_paths`] (the paths the watcher saw change), which also
+//!   leaves a journal to the next full refresh while less than [`BACKOFF`]
+//!   times its last reading's duration has passed (reading stays a bounded
+//!   share of a core however large a journal grows);
 //! - [`Board::refresh`] returns what changed (a card that differs, or a
 //!   journal gone), so the live stream sends only that;
 //! - a journal that cannot be read is a card with [`Card::problem`] set, never
@@ -22,7 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -31,6 +35,11 @@ use crate::journal::{PluginVersion, Timestamp, read_run_file};
 
 /// The most runs one list answer holds.
 pub const MAX_LIST: usize = 1000;
+/// A journal named by the watcher is read again only once this many times
+/// its last reading's duration has passed (else at the next full refresh):
+/// a run of 1,000 VMs appends to a journal of megabytes many times a second,
+/// and reading it whole each time would keep a core busy.
+pub const BACKOFF: u32 = 10;
 
 /// One run as the run list shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -195,6 +204,9 @@ struct Entry {
     stamp: Stamp,
     card: Arc<Card>,
     timeline: Option<Arc<Timeline>>,
+    /// When it was last read, and how long that took.
+    read_at: Instant,
+    read_cost: Duration,
 }
 
 /// The runs of one journal directory (module docs).
@@ -233,13 +245,7 @@ impl Board {
             if !stale {
                 continue;
             }
-            let (card, timeline) = self.read(id, &entry.path());
-            let changed = self.entries.get(id).is_none_or(|e| *e.card != card);
-            let card = Arc::new(card);
-            if changed {
-                changes.push(Change::Run(card.clone()));
-            }
-            self.entries.insert(id.to_string(), Entry { stamp, card, timeline: timeline.map(Arc::new) });
+            changes.extend(self.update(id, &entry.path(), stamp));
         }
         let gone: Vec<String> = self.entries.keys().filter(|id| !seen.contains(*id)).cloned().collect();
         for id in gone {
@@ -247,6 +253,52 @@ impl Board {
             changes.push(Change::Removed(id));
         }
         changes
+    }
+
+    /// Read only the journals named by `paths` (what the watcher saw change,
+    /// by file name in this directory): a name that is no journal is ignored,
+    /// a journal that is gone is [`Change::Removed`]. Costs nothing per journal that did not change,
+    /// however many there are.
+    pub fn refresh_paths<'a>(&mut self, paths: impl IntoIterator<Item = &'a std::path::Path>) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for path in paths {
+            // Only this directory is watched; the name is what counts (the
+            // watcher may spell the directory differently).
+            let Some(name) = path.file_name() else { continue };
+            let path = &self.dir.join(name);
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if id.is_empty() || id.starts_with('.') {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(path) else {
+                if self.entries.remove(id).is_some() {
+                    changes.push(Change::Removed(id.to_string()));
+                }
+                continue;
+            };
+            let stamp = Stamp { len: meta.len(), modified: meta.modified().ok(), ino: meta.ino() };
+            let deferred = |e: &Entry| e.read_at.elapsed() < e.read_cost * BACKOFF;
+            if self.entries.get(id).is_some_and(|e| e.stamp == stamp || deferred(e)) {
+                continue;
+            }
+            changes.extend(self.update(id, path, stamp));
+        }
+        changes
+    }
+
+    /// Read journal `id` at `path` (now `stamp`); the change, if its card
+    /// differs.
+    fn update(&mut self, id: &str, path: &std::path::Path, stamp: Stamp) -> Option<Change> {
+        let read_at = Instant::now();
+        let (card, timeline) = self.read(id, path);
+        let read_cost = read_at.elapsed();
+        let changed = self.entries.get(id).is_none_or(|e| *e.card != card);
+        let card = Arc::new(card);
+        let entry = Entry { stamp, card: card.clone(), timeline: timeline.map(Arc::new), read_at, read_cost };
+        self.entries.insert(id.to_string(), entry);
+        changed.then_some(Change::Run(card))
     }
 
     fn read(&self, id: &str, path: &std::path::Path) -> (Card, Option<Timeline>) {

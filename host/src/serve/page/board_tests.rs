@@ -91,6 +91,35 @@ fn a_refresh_reports_new_changed_and_removed_journals_and_nothing_else() {
 }
 
 #[test]
+fn a_refresh_of_named_paths_reads_only_those_journals() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    write(dir, "20261130T080000Z-a", "provision", "prod", ME, 1, &steps("web-1", &["validate"]));
+    write(dir, "20261130T080001Z-b", "provision", "prod", ME, 1, &steps("db-1", &["validate"]));
+    let mut b = board(dir);
+    assert_eq!(b.refresh_paths([dir.join("20261130T080000Z-a.jsonl").as_path()]).len(), 1);
+    assert!(b.run("20261130T080001Z-b").is_none(), "b was not named, so not read");
+    // Past the backoff (ten times a reading of a small journal: well under 50 ms).
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    append(dir, "20261130T080000Z-a", &started("web-1", "create", 5));
+    let other = tempfile::tempdir().expect("tmp");
+    let named = [
+        Path::new("/elsewhere/20261130T080000Z-a.jsonl"), // the name counts, not how the directory is spelt
+        Path::new("20261130T080000Z-a.jsonl.tmp"),
+        Path::new(".swap.jsonl"),
+        other.path(),
+    ];
+    assert_eq!(changed_ids(&b.refresh_paths(named)), ["20261130T080000Z-a"]);
+    assert!(b.refresh_paths([dir.join("20261130T080000Z-a.jsonl").as_path()]).is_empty(), "unchanged");
+    fs::remove_file(dir.join("20261130T080000Z-a.jsonl")).expect("rm");
+    assert_eq!(
+        changed_ids(&b.refresh_paths([dir.join("20261130T080000Z-a.jsonl").as_path()])),
+        ["-20261130T080000Z-a"]
+    );
+    assert_eq!(changed_ids(&b.refresh(false)), ["20261130T080001Z-b"], "the full refresh finds what was not named");
+}
+
+#[test]
 fn an_unreadable_journal_is_a_card_saying_why_not_a_failed_page() {
     let t = tempfile::tempdir().expect("tmp");
     let dir = t.path();

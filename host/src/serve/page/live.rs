@@ -4,10 +4,11 @@
 //!
 //! Contract:
 //! - a change to a journal reaches the open pages after at most [`COALESCE`]
-//!   plus the time to re-read that journal; every [`RECHECK`] the running runs
-//!   are read again even without a change (a killed process turns
-//!   `interrupted`), and a directory the watcher cannot watch is read on that
-//!   tick alone (logged once);
+//!   plus the time to re-read that journal (only the journals the watcher
+//!   named are looked at); every [`RECHECK`] the whole directory is checked
+//!   and the running runs are read again even without a change (a killed
+//!   process turns `interrupted`), and a directory the watcher cannot watch is
+//!   read on that tick alone (logged once);
 //! - events: `hello` on connecting (the page then reloads its list: it may
 //!   have missed changes while disconnected), `run` with a card, `removed`
 //!   with a run id, `resync` when a slow page fell more than [`BACKLOG`]
@@ -42,7 +43,7 @@ pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How often running runs are read again without a change.
 pub const RECHECK: Duration = Duration::from_secs(2);
 /// How long the watcher gathers file events before reading.
-pub const COALESCE: Duration = Duration::from_millis(40);
+pub const COALESCE: Duration = Duration::from_millis(20);
 
 /// The broadcast side of the live updates.
 pub struct Live {
@@ -135,10 +136,10 @@ impl Body for EventStream {
 
 /// Keep `view`'s board current and its pages told, until `stop` turns true.
 pub async fn watch(view: Arc<View>, dir: PathBuf, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            let _ = tx.send(());
+        if let Ok(event) = event {
+            let _ = tx.send(event.paths);
         }
     })
     .and_then(|mut w| w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| w));
@@ -150,29 +151,41 @@ pub async fn watch(view: Arc<View>, dir: PathBuf, mut stop: tokio::sync::watch::
             None
         }
     };
-    refresh(&view, true).await;
+    refresh(&view, None).await;
     let mut tick = tokio::time::interval(RECHECK);
     tick.tick().await;
     loop {
-        let recheck = tokio::select! {
+        let paths = tokio::select! {
             _ = stop.changed() => return,
-            _ = tick.tick() => true,
+            // The whole directory: running runs, and anything the watcher missed.
+            _ = tick.tick() => None,
             got = rx.recv() => {
-                if got.is_none() { return; }
+                let Some(mut paths) = got else { return };
                 tokio::time::sleep(COALESCE).await;
-                while rx.try_recv().is_ok() {}
-                false
+                while let Ok(more) = rx.try_recv() {
+                    paths.extend(more);
+                }
+                paths.sort();
+                paths.dedup();
+                Some(paths)
             }
         };
-        refresh(&view, recheck).await;
+        refresh(&view, paths).await;
     }
 }
 
-async fn refresh(view: &Arc<View>, recheck_running: bool) {
+/// Read the journals at `paths`, or (`None`) the whole directory with the
+/// running runs.
+async fn refresh(view: &Arc<View>, paths: Option<Vec<PathBuf>>) {
     let v = view.clone();
     // Reading journals is file work: off the async threads.
     let done = tokio::task::spawn_blocking(move || {
-        let changes = v.board.lock().unwrap_or_else(|e| e.into_inner()).refresh(recheck_running);
+        let mut board = v.board.lock().unwrap_or_else(|e| e.into_inner());
+        let changes = match &paths {
+            Some(paths) => board.refresh_paths(paths.iter().map(PathBuf::as_path)),
+            None => board.refresh(true),
+        };
+        drop(board);
         v.live.publish(changes);
     })
     .await;
