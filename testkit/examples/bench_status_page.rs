@@ -55,7 +55,9 @@ fn main() {
     let page = format!("{url}/status");
     // The first load also waits for the board's first reading of the journals.
     browser.navigate(&page).expect("page");
-    browser.wait_for("window.cradleStatus && window.cradleStatus.firstRender !== null", Duration::from_secs(120)).expect("render");
+    browser
+        .wait_for("window.cradleStatus && window.cradleStatus.firstRender !== null", Duration::from_secs(120))
+        .expect("render");
     let mut render_ms = Vec::new();
     let mut bytes = Vec::new();
     for _ in 0..samples {
@@ -158,7 +160,11 @@ fn stats(values: &mut [f64], unit: &str) -> String {
     }
     let median = values[n / 2];
     let p95 = values[((n as f64 * 0.95).ceil() as usize).clamp(1, n) - 1];
-    format!("median {median:.0} {unit}, p95 {p95:.0} {unit}, min {:.0} {unit}, max {:.0} {unit} ({n} samples)", values[0], values[n - 1])
+    format!(
+        "median {median:.0} {unit}, p95 {p95:.0} {unit}, min {:.0} {unit}, max {:.0} {unit} ({n} samples)",
+        values[0],
+        values[n - 1]
+    )
 }
 
 fn now_ms() -> u128 {
