@@ -11,7 +11,7 @@ use super::tls::TlsVerify;
 use crate::caps::Grants;
 use crate::caps::context::{CapCtx, Services};
 use crate::caps::policy::RunScope;
-use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, Host};
+use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, HaRule, Host};
 use crate::contract::bindings::cradle::host::types::Entry;
 
 fn count(cluster: &cradle_sim::RunningCluster, key: &str) -> u64 {
@@ -90,6 +90,21 @@ fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
     // The storage definition is held for the whole run, across changes.
     c.storage_info("local".into()).expect("storage");
     assert_eq!(count(&cluster, STORAGE), 1);
+    // Writing an HA rule is a change too (the listing carries each VM's HA
+    // state), whether PVE takes it or not.
+    c.list_vms().expect("list");
+    let lists = count(&cluster, LIST);
+    let rule = HaRule {
+        rule: "cradle-pve1".into(),
+        kind: "node-affinity".into(),
+        resources: "vm:321".into(),
+        nodes: Some("pve1".into()),
+        strict: false,
+        digest: None,
+    };
+    let _ = c.put_ha_rule(rule);
+    c.list_vms().expect("list after the rule");
+    assert_eq!(count(&cluster, LIST), lists + 1, "the listing after an HA rule write asks again");
     drop(c);
     rt.block_on(cluster.shutdown());
 }

@@ -404,14 +404,16 @@ impl Host for CapCtx {
             ..Default::default()
         };
         // Checked (and journaled) inside the guard, after the scope.
-        self.guard("put-ha-rule", Call::Proxmox(call), || {
+        let result = self.guard("put-ha-rule", Call::Proxmox(call), || {
             if let Some(stale) = stale {
                 return Err(stale);
             }
             let client = self.pve_client()?;
             self.block_on(client.put_ha_rule(&rule))
-        })
-        .map_err(Into::into)
+        });
+        // A write, as in `pve`: what the run held may have changed.
+        self.run.held_reads.forget_changeable();
+        result.map_err(Into::into)
     }
 
     fn agent_ping(&mut self, node: String, vmid: u32) -> Result<(), WitError> {
