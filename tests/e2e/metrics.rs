@@ -139,7 +139,7 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
     let served = Served::start_on(dir.path(), "127.0.0.2:0", &[]);
     let addr = served.addr();
     assert_eq!(addr.ip().to_string(), "127.0.0.2");
-    assert!(served.log().contains("/metrics (credentials required)"));
+    served.wait_for_log("/metrics (credentials required)");
 
     // Not open: no credentials, a wrong token or scheme, a forged proxy header.
     for auth in [None, Some("Bearer CANARY-METRICS-TOKEN-5b1e9"), Some(&*format!("Basic {TOKEN}"))] {

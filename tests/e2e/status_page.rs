@@ -143,11 +143,7 @@ fn a_provision_started_while_the_page_is_open_appears_and_advances_live() {
     let Some(mut browser) = Browser::start("status page") else { return };
     let dir = project("[serve.status]\n");
     let served = Served::start(dir.path(), &[]);
-    let said = std::time::Instant::now();
-    while !served.log().contains("status page at http://") {
-        assert!(said.elapsed() < LIVE, "the address of the page is printed: {}", served.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    served.wait_for_log("status page at http://");
     browser.navigate(&format!("{}/status", served.url)).expect("page");
     browser.wait_for("window.cradleStatus && window.cradleStatus.firstRender !== null", LIVE).expect("first render");
     browser.wait_for("document.getElementById('live').textContent === 'live'", LIVE).expect("the stream is open");
@@ -364,5 +360,70 @@ fn off_loopback_the_page_needs_the_token_and_a_browser_signs_in_with_it() {
     assert!(!html.contains(TOKEN), "the token is not in the page");
     let stopped_log = served.log();
     assert!(!stopped_log.contains(TOKEN), "{stopped_log}");
+    served.stop();
+}
+
+#[test]
+fn a_foreign_host_name_is_refused_on_an_open_listener_and_a_stalled_login_is_cut_off() {
+    let dir = project("[serve.status]\n");
+    let served = Served::start(dir.path(), &[]);
+    let addr = served.addr();
+    // DNS rebinding: a hostile page's own name, resolved to 127.0.0.1.
+    for path in ["/status", "/status/api/runs", "/status/events", "/metrics"] {
+        let (status, _, body) = http_request(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: evil.example:8085\r\nConnection: close\r\n\r\n"),
+            b"",
+        );
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(body.contains("DNS rebinding") && body.contains("serve.status.token"), "{path}: {body}");
+    }
+    let (status, _, _) =
+        http_request(addr, "GET /status/api/runs HTTP/1.1\r\nHost: localhost:1\r\nConnection: close\r\n\r\n", b"");
+    assert_eq!(status, 200, "a loopback name is fine");
+    // A login whose body never comes: answered 408 once the body time is up.
+    let started = std::time::Instant::now();
+    let (status, _, _) = http_request(
+        addr,
+        "POST /status/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4000\r\nConnection: close\r\n\r\n",
+        b"token=",
+    );
+    assert_eq!(status, 408);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    served.stop();
+}
+
+#[test]
+fn after_a_restart_the_page_asks_for_the_token_again_and_then_goes_on_live() {
+    let Some(mut browser) = Browser::start("status page") else { return };
+    let dir = project("[serve.status]\ntoken = { file = \"status.token\" }\nopen_on_loopback = false\n");
+    let port = std::net::TcpListener::bind("127.0.0.2:0").expect("a free port").local_addr().expect("addr").port();
+    let listen = format!("127.0.0.2:{port}");
+    let served = Served::start_on(dir.path(), &listen, &[]);
+    let url = served.url.clone();
+    browser.navigate(&format!("{url}/status")).expect("page");
+    browser
+        .eval(&format!(
+            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
+        ))
+        .expect("submit");
+    browser
+        .wait_for("document.getElementById('live') && document.getElementById('live').textContent === 'live'", LIVE)
+        .expect("signed in");
+    // A restart forgets every session: the stream is refused, and the page
+    // sends the reader to the sign-in form instead of waiting forever.
+    served.stop();
+    let served = Served::start_on(dir.path(), &listen, &[]);
+    browser.wait_for("!!document.querySelector('form.login input[name=token]')", LIVE).expect("the sign-in form again");
+    browser
+        .eval(&format!(
+            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
+        ))
+        .expect("submit");
+    browser
+        .wait_for("document.getElementById('live') && document.getElementById('live').textContent === 'live'", LIVE)
+        .expect("live again");
+    deliver(served.addr(), 7, "after-restart");
+    browser.wait_for(&format!("{} === 'succeeded'", result_of("after-restart")), LIVE).expect("a new run shows live");
     served.stop();
 }

@@ -71,6 +71,20 @@ impl Served {
         self.log.lock().expect("log").clone()
     }
 
+    /// Wait (up to a minute) until it has printed `needle`; panics with its
+    /// output otherwise.
+    pub fn wait_for_log(&self, needle: &str) {
+        let start = std::time::Instant::now();
+        while !self.log().contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "cradle serve never printed {needle:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGTERM, and its exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();

@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 use super::event::{Delivery, parse};
 use super::metrics::{self, Deliveries, Delivery as Counted, Queue};
 use super::signature::{HEADER, WebhookKey};
-use super::status::View;
+use super::status::{Verdict, View};
 use super::store::{Admission, EventStore};
 
 /// How long a client may take to send its body.
@@ -234,11 +234,19 @@ impl Listener {
             r.headers_mut().insert(ALLOW, HeaderValue::from_static("GET"));
             return r;
         }
-        if !view.access.allows(req.headers()) {
-            tracing::warn!(%peer, "metrics refused: no valid credentials");
-            let mut r = refuse(StatusCode::UNAUTHORIZED, "reading the metrics needs credentials ([serve.status])");
-            r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"cradle\""));
-            return r;
+        match view.access.admit(req.headers()) {
+            Verdict::Reader { .. } => {}
+            Verdict::ForeignHost(host) => {
+                let why = Verdict::foreign_host_message(&host);
+                tracing::warn!(%peer, "metrics refused: {why}");
+                return refuse(StatusCode::FORBIDDEN, why);
+            }
+            Verdict::Refused => {
+                tracing::warn!(%peer, "metrics refused: no valid credentials");
+                let mut r = refuse(StatusCode::UNAUTHORIZED, "reading the metrics needs credentials ([serve.status])");
+                r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"cradle\""));
+                return r;
+            }
         }
         let queue = Queue { depth: self.store.queued(), limit: self.max_queued };
         // Reading journals is file work: off the connection tasks' threads.

@@ -5,7 +5,10 @@
 //! - without `[serve.status]` there is no view: its paths answer `404` as any
 //!   unknown path does;
 //! - on a loopback listen address with `open_on_loopback` (the default), any
-//!   reader may read;
+//!   reader may read whose request is addressed to a loopback name (`Host`:
+//!   `localhost`, `127.0.0.1:PORT`, `[::1]`; none at all is a local client):
+//!   a browser sent to a hostile site whose name was rebound to 127.0.0.1
+//!   gets `403` (DNS rebinding);
 //! - otherwise a reader needs `Authorization: Bearer TOKEN` with the
 //!   configured token (compared in constant time and independent of its
 //!   length: both sides are MACed under a key made at start), or, only when
@@ -23,7 +26,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hyper::HeaderMap;
-use hyper::header::{AUTHORIZATION, COOKIE, HeaderName};
+use hyper::header::{AUTHORIZATION, COOKIE, HOST, HeaderName};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -157,37 +160,99 @@ impl Access {
         Some(id)
     }
 
-    fn has_session(&self, headers: &HeaderMap) -> bool {
+    /// When the session a cookie in `headers` names ends, if it names one.
+    fn session_end(&self, headers: &HeaderMap) -> Option<Instant> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.is_empty() {
-            return false;
+            return None;
         }
-        headers.get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).any(|pair| {
-            pair.trim()
-                .strip_prefix(COOKIE_NAME)
-                .and_then(|rest| rest.strip_prefix('='))
-                .and_then(|id| sessions.get(id))
-                .is_some_and(|opened| opened.elapsed() < SESSION_TTL)
-        })
+        headers
+            .get_all(COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('='))
+            .filter_map(|id| sessions.get(id).map(|opened| *opened + SESSION_TTL))
+            .find(|end| Instant::now() < *end)
     }
 
     /// Whether a request with `headers` may read.
     pub fn allows(&self, headers: &HeaderMap) -> bool {
-        if self.open {
-            return true;
+        matches!(self.admit(headers), Verdict::Reader { .. })
+    }
+
+    /// Whether a request with `headers` may read, and for how long (module
+    /// docs). An open listener admits only requests addressed to a loopback
+    /// name (the `Host` header), so a web page whose name was rebound to
+    /// 127.0.0.1 (DNS rebinding) cannot read through the operator's browser.
+    pub fn admit(&self, headers: &HeaderMap) -> Verdict {
+        let host = headers.get(HOST).map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
+        if self.open && host.as_deref().is_none_or(loopback_host) {
+            return Verdict::Reader { until: None };
         }
         if let Some(given) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes()))
             && self.token_matches(given)
         {
-            return true;
+            return Verdict::Reader { until: None };
         }
         if let Some(h) = &self.proxy_header
             && headers.get(h).is_some_and(|v| !v.as_bytes().trim_ascii().is_empty())
         {
-            return true;
+            return Verdict::Reader { until: None };
         }
-        self.has_session(headers)
+        if let Some(end) = self.session_end(headers) {
+            return Verdict::Reader { until: Some(end) };
+        }
+        match host {
+            Some(host) if self.open => Verdict::ForeignHost(host),
+            _ => Verdict::Refused,
+        }
     }
+}
+
+/// What [`Access::admit`] says of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It may read, until its session ends (`None`: no end).
+    Reader {
+        /// When its session ends.
+        until: Option<Instant>,
+    },
+    /// No valid credentials.
+    Refused,
+    /// Open on loopback, but addressed to this name, not a loopback one.
+    ForeignHost(String),
+}
+
+impl Verdict {
+    /// Why a foreign host was refused, for the answer and the log.
+    pub fn foreign_host_message(host: &str) -> String {
+        format!(
+            "this listener is open on loopback only to requests addressed to a loopback name, not `{}` \
+             (a guard against DNS rebinding): open it as http://localhost:PORT or http://127.0.0.1:PORT, \
+             or set serve.status.token to read it under another name",
+            crate::text::printable(host)
+        )
+    }
+}
+
+/// Whether a `Host` header value names this machine's loopback: `localhost`
+/// (and `*.localhost`, which browsers resolve to loopback themselves) or a
+/// loopback address, with or without a port.
+fn loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => host,
+        }
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The token of `Bearer TOKEN` (the scheme is case-insensitive).
@@ -244,6 +309,36 @@ mod tests {
         assert!(!a.allows(&headers(&[("cookie", &format!("xcradle_status={id}"))])));
         let proxied = Access::from_parts(false, None, Some("X-Forwarded-User"));
         assert_eq!(proxied.login(b""), None, "no token configured: no login");
+    }
+
+    #[test]
+    fn open_on_loopback_admits_only_requests_addressed_to_a_loopback_name() {
+        let open = Access::from_parts(true, None, None);
+        for host in
+            ["localhost", "LOCALHOST:8085", "127.0.0.1:8085", "127.1.2.3", "[::1]:8085", "app.localhost", "localhost."]
+        {
+            assert!(open.allows(&headers(&[("host", host)])), "{host}");
+        }
+        for host in ["evil.example", "evil.example:8085", "127.0.0.1.evil.example", "10.0.0.1:8085", "localhost.evil"] {
+            assert_eq!(open.admit(&headers(&[("host", host)])), Verdict::ForeignHost(host.to_string()), "{host}");
+        }
+        let with_token = Access::from_parts(true, Some("s3cret-token"), None);
+        let both = headers(&[("host", "cradle.example"), ("authorization", "Bearer s3cret-token")]);
+        assert_eq!(with_token.admit(&both), Verdict::Reader { until: None }, "credentials still work");
+    }
+
+    #[test]
+    fn a_session_admits_until_it_ends() {
+        let a = Access::from_parts(false, Some("t0ken"), None);
+        let id = a.login(b"t0ken").expect("session");
+        match a.admit(&headers(&[("cookie", &format!("cradle_status={id}"))])) {
+            Verdict::Reader { until: Some(end) } => {
+                let left = end.saturating_duration_since(Instant::now());
+                assert!(left > SESSION_TTL - Duration::from_secs(60) && left <= SESSION_TTL, "{left:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(a.admit(&headers(&[])), Verdict::Refused);
     }
 
     #[test]

@@ -8,10 +8,10 @@
 //!   is still running, so a process that died without `run_finished` turns
 //!   `interrupted` and a running step's duration grows; every other journal
 //!   costs one `stat` per [`Board::refresh`], and nothing at all per
-//!   [`Board::refresh_paths`] (the paths the watcher saw change), which also
-//!   leaves a journal to the next full refresh while less than [`BACKOFF`]
-//!   times its last reading's duration has passed (reading stays a bounded
-//!   share of a core however large a journal grows);
+//!   [`Board::refresh_paths`] (the paths the watcher saw change); either
+//!   leaves a journal for later while less than [`BACKOFF`] times its last
+//!   reading's duration has passed, so reading stays a bounded share of a
+//!   core however large a journal grows;
 //! - [`Board::refresh`] returns what changed (a card that differs, or a
 //!   journal gone), so the live stream sends only that;
 //! - a journal that cannot be read is a card with [`Card::problem`] set, never
@@ -209,6 +209,13 @@ struct Entry {
     read_cost: Duration,
 }
 
+impl Entry {
+    /// Read too recently to be read again (see [`BACKOFF`]).
+    fn deferred(&self) -> bool {
+        self.read_at.elapsed() < self.read_cost * BACKOFF
+    }
+}
+
 /// The runs of one journal directory (module docs).
 pub struct Board {
     dir: PathBuf,
@@ -240,7 +247,10 @@ impl Board {
             seen.insert(id.to_string());
             let stale = match self.entries.get(id) {
                 None => true,
-                Some(e) => e.stamp != stamp || (recheck_running && e.card.result == Some(RunResult::Running)),
+                Some(e) => {
+                    (e.stamp != stamp || (recheck_running && e.card.result == Some(RunResult::Running)))
+                        && !e.deferred()
+                }
             };
             if !stale {
                 continue;
@@ -279,8 +289,7 @@ impl Board {
                 continue;
             };
             let stamp = Stamp { len: meta.len(), modified: meta.modified().ok(), ino: meta.ino() };
-            let deferred = |e: &Entry| e.read_at.elapsed() < e.read_cost * BACKOFF;
-            if self.entries.get(id).is_some_and(|e| e.stamp == stamp || deferred(e)) {
+            if self.entries.get(id).is_some_and(|e| e.stamp == stamp || e.deferred()) {
                 continue;
             }
             changes.extend(self.update(id, path, stamp));

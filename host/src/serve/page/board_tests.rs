@@ -49,6 +49,12 @@ fn steps(vm: &str, names: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Past the backoff after a reading (ten times the reading of a small
+/// journal: well under 50 ms), so the next refresh reads what changed.
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(50));
+}
+
 fn board(dir: &Path) -> Board {
     Board::new(dir.to_path_buf(), BTreeSet::from(["netbox".to_string()]))
 }
@@ -81,6 +87,7 @@ fn a_refresh_reports_new_changed_and_removed_journals_and_nothing_else() {
     assert!(b.refresh(false).is_empty(), "an unchanged directory changes nothing");
     assert!(b.refresh(true).is_empty(), "no run is running (another host's runs never are)");
     append(dir, "20261130T080001Z-b", &started("db-1", "create", 5));
+    settle();
     assert_eq!(changed_ids(&b.refresh(false)), ["20261130T080001Z-b"]);
     let (card, timeline) = b.run("20261130T080001Z-b").expect("run");
     assert_eq!(card.steps, 2);
@@ -99,8 +106,7 @@ fn a_refresh_of_named_paths_reads_only_those_journals() {
     let mut b = board(dir);
     assert_eq!(b.refresh_paths([dir.join("20261130T080000Z-a.jsonl").as_path()]).len(), 1);
     assert!(b.run("20261130T080001Z-b").is_none(), "b was not named, so not read");
-    // Past the backoff (ten times a reading of a small journal: well under 50 ms).
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    settle();
     append(dir, "20261130T080000Z-a", &started("web-1", "create", 5));
     let other = tempfile::tempdir().expect("tmp");
     let named = [
@@ -184,6 +190,7 @@ fn a_running_run_whose_process_is_gone_turns_interrupted_at_the_recheck() {
     assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result, Some(RunResult::Running));
     child.kill().expect("kill");
     child.wait().expect("reap");
+    settle();
     assert!(b.refresh(false).is_empty(), "the file did not change");
     let changes = b.refresh(true);
     assert_eq!(changed_ids(&changes), ["20261130T080000Z-k"]);
@@ -247,4 +254,31 @@ fn a_finished_pipeline_skips_the_stages_it_did_not_need_and_lights_the_running_o
     assert!(ok.iter().all(|(n, s)| *s == "done" || *n == "os-config"), "{ok:?}");
     let run = stage_states(&b.run("20261130T080001Z-run").expect("run").0);
     assert_eq!(&run[4..7], [("ha", "done"), ("boot", "current"), ("os-config", "pending")]);
+}
+
+#[test]
+fn a_large_journal_read_a_moment_ago_waits_before_it_is_read_again() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    // About 3 MB: its reading takes milliseconds, so the backoff is a
+    // measurable window.
+    let lines: Vec<String> = (0..12_000)
+        .flat_map(|i| [started("big", &format!("s{i}"), 1), finished("big", &format!("s{i}"), 2, None)])
+        .collect();
+    write(dir, "20261130T080000Z-big", "provision", "prod", ME, 1, &lines);
+    let path = dir.join("20261130T080000Z-big.jsonl");
+    let mut b = board(dir);
+    assert_eq!(b.refresh_paths([path.as_path()]).len(), 1);
+    append(dir, "20261130T080000Z-big", &done("succeeded", 3, None));
+    assert!(b.refresh_paths([path.as_path()]).is_empty(), "named again at once: left for later");
+    assert!(b.refresh(true).is_empty(), "the full refresh waits too");
+    let start = std::time::Instant::now();
+    loop {
+        if !b.refresh(true).is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "read again once the backoff passed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(b.run("20261130T080000Z-big").expect("run").0.result, Some(RunResult::Succeeded));
 }

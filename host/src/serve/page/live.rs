@@ -15,7 +15,8 @@
 //!   events behind, and a comment every [`KEEPALIVE`] so proxies keep the
 //!   connection open;
 //! - at most [`MAX_STREAMS`] pages at once (more get `503`); a page that goes
-//!   away ends its stream's task at its next event or keepalive.
+//!   away ends its stream's task at its next event or keepalive; a stream
+//!   opened with a session ends when the session does.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
@@ -37,7 +38,7 @@ use crate::serve::status::View;
 /// Open pages at once.
 pub const MAX_STREAMS: usize = 64;
 /// Events a page may fall behind before it is told to reload its list.
-pub const BACKLOG: usize = 1024;
+pub const BACKLOG: usize = 256;
 /// How often an idle stream sends a comment.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How often running runs are read again without a change.
@@ -75,8 +76,9 @@ impl Live {
         }
     }
 
-    /// A new page's event stream; `None` when [`MAX_STREAMS`] are open.
-    pub fn open(&self) -> Option<EventStream> {
+    /// A new page's event stream, ending at `until` (the end of the reader's
+    /// session) if given; `None` when [`MAX_STREAMS`] are open.
+    pub fn open(&self, until: Option<std::time::Instant>) -> Option<EventStream> {
         let count = self.streams.clone();
         if count.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
             count.fetch_sub(1, Ordering::SeqCst);
@@ -91,8 +93,18 @@ impl Live {
             }
             let mut keepalive = tokio::time::interval(KEEPALIVE);
             keepalive.tick().await;
+            // The session's end closes the stream; the page then asks again
+            // and is sent to the sign-in form.
+            let end = async move {
+                match until {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(end);
             loop {
                 let next = tokio::select! {
+                    () = &mut end => break,
                     e = events.recv() => match e {
                         Ok(text) => Bytes::copy_from_slice(text.as_bytes()),
                         Err(broadcast::error::RecvError::Lagged(_)) => Bytes::from_static(b"event: resync\ndata: {}\n\n"),
@@ -153,14 +165,21 @@ pub async fn watch(view: Arc<View>, dir: PathBuf, mut stop: tokio::sync::watch::
     };
     refresh(&view, None).await;
     let mut tick = tokio::time::interval(RECHECK);
+    // A refresh that took longer than the period is not followed by a burst.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    // Without a watcher (or once it is gone) the tick alone keeps the board.
+    let mut watching = _watcher.is_some();
     loop {
         let paths = tokio::select! {
             _ = stop.changed() => return,
             // The whole directory: running runs, and anything the watcher missed.
             _ = tick.tick() => None,
-            got = rx.recv() => {
-                let Some(mut paths) = got else { return };
+            got = rx.recv(), if watching => {
+                let Some(mut paths) = got else {
+                    watching = false;
+                    continue;
+                };
                 tokio::time::sleep(COALESCE).await;
                 while let Ok(more) = rx.try_recv() {
                     paths.extend(more);

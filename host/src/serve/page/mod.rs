@@ -5,7 +5,8 @@
 //! Paths (read-only; `GET`, `HEAD` where it makes sense):
 //! - `/status`: the page; without credentials `401` and a form asking for
 //!   the token (`POST /status/login`, which answers `303` with a session
-//!   cookie, or `401` again);
+//!   cookie, or `401` again; its body is bounded in size and time), and `403`
+//!   for a request to a foreign name on an open listener (`status`);
 //! - `/status/app.js`, `/status/app.css`, `/status/favicon.svg`: the page's
 //!   code and icon, compiled into the binary (no CDN, no network); served to
 //!   anyone, they hold no data;
@@ -30,8 +31,8 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::listener::{Answer, full};
-use super::status::{COOKIE_NAME, SESSION_TTL, View};
+use super::listener::{Answer, BODY_TIMEOUT, full};
+use super::status::{COOKIE_NAME, SESSION_TTL, Verdict, View};
 
 pub mod board;
 pub mod live;
@@ -67,13 +68,21 @@ pub async fn handle(req: Request<Incoming>, view: Arc<View>, peer: std::net::Soc
     if !reading {
         return not_allowed("GET");
     }
-    if !view.access.allows(req.headers()) {
-        tracing::warn!(%peer, path, "status page refused: no valid credentials");
-        return page(StatusCode::UNAUTHORIZED, LOGIN);
-    }
+    let until = match view.access.admit(req.headers()) {
+        Verdict::Reader { until } => until,
+        Verdict::Refused => {
+            tracing::warn!(%peer, path, "status page refused: no valid credentials");
+            return page(StatusCode::UNAUTHORIZED, LOGIN);
+        }
+        Verdict::ForeignHost(host) => {
+            let why = Verdict::foreign_host_message(&host);
+            tracing::warn!(%peer, path, "status page refused: {why}");
+            return json_answer(StatusCode::FORBIDDEN, json!({ "error": why }).to_string());
+        }
+    };
     match path.as_str() {
         "/status" | "/status/" => page(StatusCode::OK, INDEX),
-        "/status/events" => events(&view),
+        "/status/events" => events(&view, until),
         "/status/api/runs" => list(req.uri().query().unwrap_or(""), view).await,
         p => match p.strip_prefix("/status/api/runs/") {
             Some(id) if !id.is_empty() && !id.contains('/') => run(id.to_string(), view).await,
@@ -118,18 +127,33 @@ fn json_answer(status: StatusCode, body: String) -> Answer {
 
 /// `POST /status/login`: `token=...` (a form) opens a session.
 async fn login(req: Request<Incoming>, view: &View, peer: std::net::SocketAddr) -> Answer {
-    let body = match Limited::new(req.into_body(), MAX_LOGIN_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return page(StatusCode::PAYLOAD_TOO_LARGE, LOGIN),
+    let https = req
+        .headers()
+        .get(HeaderName::from_static("x-forwarded-proto"))
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    // Bounded in size and in time, as webhook bodies: a client that sends
+    // nothing must not hold a connection.
+    let body = match tokio::time::timeout(BODY_TIMEOUT, Limited::new(req.into_body(), MAX_LOGIN_BODY).collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => return page(StatusCode::PAYLOAD_TOO_LARGE, LOGIN),
+        Err(_) => {
+            return json_answer(
+                StatusCode::REQUEST_TIMEOUT,
+                json!({"error": "the form was not sent in time"}).to_string(),
+            );
+        }
     };
     let token = form_urlencoded::parse(&body).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
     match token.and_then(|t| view.access.login(t.as_bytes())) {
         Some(session) => {
             tracing::info!(%peer, "status page: a browser session was opened with the token");
             let mut r = full(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "");
+            // `Secure` behind a TLS proxy (a forged header only keeps the
+            // cookie from coming back over plain HTTP).
             let cookie = format!(
-                "{COOKIE_NAME}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-                SESSION_TTL.as_secs()
+                "{COOKIE_NAME}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                SESSION_TTL.as_secs(),
+                if https { "; Secure" } else { "" }
             );
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 r.headers_mut().insert(SET_COOKIE, v);
@@ -144,8 +168,8 @@ async fn login(req: Request<Incoming>, view: &View, peer: std::net::SocketAddr) 
     }
 }
 
-fn events(view: &View) -> Answer {
-    let Some(stream) = view.live.open() else {
+fn events(view: &View, until: Option<std::time::Instant>) -> Answer {
+    let Some(stream) = view.live.open(until) else {
         return json_answer(
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"error": "too many open status pages"}).to_string(),
@@ -180,8 +204,9 @@ fn filter_of(query: &str) -> (board::Filter, usize) {
 async fn list(query: &str, view: Arc<View>) -> Answer {
     let (filter, limit) = filter_of(query);
     let body = tokio::task::spawn_blocking(move || {
-        let board = view.board.lock().unwrap_or_else(|e| e.into_inner());
-        render::page_json(&board.list(&filter, limit))
+        // Rendered after the board is let go: the watcher waits for no page.
+        let list = view.board.lock().unwrap_or_else(|e| e.into_inner()).list(&filter, limit);
+        render::page_json(&list)
     })
     .await;
     match body {
@@ -194,8 +219,8 @@ async fn list(query: &str, view: Arc<View>) -> Answer {
 
 async fn run(id: String, view: Arc<View>) -> Answer {
     let body = tokio::task::spawn_blocking(move || {
-        let board = view.board.lock().unwrap_or_else(|e| e.into_inner());
-        board.run(&id).map(|(card, timeline)| render::page_json(&json!({ "card": card, "timeline": timeline })))
+        let run = view.board.lock().unwrap_or_else(|e| e.into_inner()).run(&id);
+        run.map(|(card, timeline)| render::page_json(&json!({ "card": card, "timeline": timeline })))
     })
     .await;
     match body {

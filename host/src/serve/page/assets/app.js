@@ -4,8 +4,11 @@
 // - every string from the server goes into the document as text
 //   (textContent), never as HTML: a VM named `<script>` is shown, not run;
 // - updates arrive by server-sent events (/status/events); the page never
-//   polls. It fetches the run list on load, on a filter change and when the
-//   stream (re)connects, and a run's timeline when it is opened or changes;
+//   polls. It fetches the run list when the stream (re)connects (so nothing
+//   between the list and the stream is missed) and on a filter change, and a
+//   run's timeline when it is opened or changes; events that arrive while a
+//   list is on its way are applied after it, and an older list answer than
+//   the last one asked for is dropped;
 // - `window.cradleStatus` records when the list was first drawn and when
 //   each update was drawn, for the tests and the benchmarks.
 'use strict';
@@ -20,7 +23,11 @@
     fetching: new Map(), // id -> true while a timeline fetch runs, 'again' if it changed meanwhile
     total: 0,
     matched: 0,
-    connectedOnce: false,
+    limit: 200, // runs a list answer holds (the server's default)
+    listSeq: 0, // the newest list request; older answers are dropped
+    loading: false, // a list request is in flight: events wait in `pending`
+    pending: [],
+    listedOnce: false,
   };
   const probe = { firstRender: null, updates: [], listLoads: 0 };
   window.cradleStatus = probe;
@@ -88,8 +95,17 @@
   }
 
   async function loadList() {
-    const data = await getJson(`/status/api/runs?${query()}`);
+    const seq = ++state.listSeq;
+    state.loading = true;
+    let data;
+    try {
+      data = await getJson(`/status/api/runs?${query()}`);
+    } finally {
+      if (seq === state.listSeq) state.loading = false;
+    }
+    if (seq !== state.listSeq) return; // a newer list was asked for
     probe.listLoads += 1;
+    state.listedOnce = true;
     state.cards.clear();
     state.order = [];
     for (const card of data.runs) {
@@ -98,14 +114,23 @@
     }
     state.total = data.total;
     state.matched = data.matched;
+    // Forget what belongs to runs no longer listed.
+    for (const set of [state.open, state.closed]) {
+      for (const id of set) if (!state.cards.has(id)) set.delete(id);
+    }
+    for (const id of state.timelines.keys()) if (!state.cards.has(id)) state.timelines.delete(id);
     fillEnvironments(data.environments);
     drawList();
     if (probe.firstRender === null) {
       probe.firstRender = performance.now();
       performance.mark('cradle-first-render');
     }
+    const waiting = state.pending.splice(0);
+    for (const [kind, value] of waiting) apply(kind, value);
     for (const id of state.order) {
-      if (isOpen(state.cards.get(id))) loadTimeline(id);
+      const card = state.cards.get(id);
+      // A finished run's timeline, once read, does not change.
+      if (isOpen(card) && (card.result === 'running' || !state.timelines.has(id))) loadTimeline(id);
     }
   }
 
@@ -229,11 +254,11 @@
     for (const lane of tl.lanes) {
       const laneBox = el('div', 'lane');
       laneBox.append(el('h3', null, lane.vm === null ? '(steps without a VM)' : lane.vm));
+      // Every step is counted; only the first MAX_ROWS are drawn.
       const walk = (steps, depth) => {
         for (const step of steps) {
           rows += 1;
-          if (rows > MAX_ROWS) return;
-          laneBox.append(drawStep(step, depth, total));
+          if (rows <= MAX_ROWS) laneBox.append(drawStep(step, depth, total));
           walk(step.steps || [], depth + 1);
         }
       };
@@ -328,8 +353,23 @@
     if (probe.updates.length > 1000) probe.updates.splice(0, probe.updates.length - 1000);
   }
 
+  // An event: applied now, or after the list on its way (which it may be
+  // newer than).
+  function apply(kind, value) {
+    if (state.loading) {
+      state.pending.push([kind, value]);
+      return;
+    }
+    if (kind === 'run') onRun(value);
+    else if (kind === 'removed') onRemoved(value);
+  }
+
   function onRun(card) {
     const known = state.cards.has(card.id);
+    // A run not listed is new only if it is running or newer than the newest
+    // listed (run ids start with their start time); else it is an old one
+    // past the listed ones, and stays out of view.
+    if (!known && card.result !== 'running' && state.order.length > 0 && card.id < state.order[0]) return;
     if (!keeps(card)) {
       if (known) {
         state.cards.delete(card.id);
@@ -345,6 +385,15 @@
       state.order.unshift(card.id);
       state.matched += 1;
       state.total += 1;
+      // The list keeps its length: the oldest shown goes.
+      while (state.order.length > state.limit) {
+        const gone = state.order.pop();
+        state.cards.delete(gone);
+        state.open.delete(gone);
+        state.closed.delete(gone);
+        state.timelines.delete(gone);
+        redraw(gone);
+      }
       drawCount();
     }
     redraw(card.id);
@@ -355,11 +404,21 @@
   function onRemoved(id) {
     if (state.cards.delete(id)) {
       state.order = state.order.filter((i) => i !== id);
+      state.open.delete(id);
+      state.closed.delete(id);
+      state.timelines.delete(id);
       state.matched -= 1;
       state.total -= 1;
       redraw(id);
       drawCount();
     }
+  }
+
+  function listOrSay() {
+    loadList().catch((e) => {
+      if (!state.listedOnce) $('runs').replaceChildren(el('p', 'note', `The runs could not be read: ${e.message}`));
+      console.warn(e.message);
+    });
   }
 
   function connect() {
@@ -368,16 +427,25 @@
     source.addEventListener('hello', () => {
       live.textContent = 'live';
       live.className = 'live on';
-      // Changes made while disconnected were not sent: read the list again.
-      if (state.connectedOnce) loadList().catch((e) => console.warn(e.message));
-      state.connectedOnce = true;
+      // The list is read once the stream is open, so no change falls between
+      // them; after a reconnect, it has what was sent while disconnected.
+      listOrSay();
     });
-    source.addEventListener('run', (e) => onRun(JSON.parse(e.data)));
-    source.addEventListener('removed', (e) => onRemoved(JSON.parse(e.data)));
-    source.addEventListener('resync', () => loadList().catch((e) => console.warn(e.message)));
+    source.addEventListener('run', (e) => apply('run', JSON.parse(e.data)));
+    source.addEventListener('removed', (e) => apply('removed', JSON.parse(e.data)));
+    source.addEventListener('resync', listOrSay);
     source.addEventListener('error', () => {
       live.textContent = 'reconnecting…';
       live.className = 'live off';
+      if (source.readyState !== EventSource.CLOSED) return; // the browser retries by itself
+      // Refused (the session ended, the server restarted, too many pages):
+      // the browser gives up, so the page tries again itself. A list read
+      // first sends a signed-out reader to the sign-in form.
+      source.close();
+      if (!state.listedOnce) listOrSay();
+      setTimeout(() => {
+        getJson('/status/api/runs?limit=1').then(connect, () => setTimeout(connect, 5000));
+      }, 3000);
     });
   }
 
@@ -406,8 +474,5 @@
   }
 
   initFilters();
-  loadList().catch((e) => {
-    $('runs').replaceChildren(el('p', 'note', `The runs could not be read: ${e.message}`));
-  });
   connect();
 })();
