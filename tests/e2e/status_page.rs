@@ -134,6 +134,15 @@ fn current_stage(vm: &str) -> String {
     )
 }
 
+/// Type the token into the sign-in form and send it.
+fn sign_in(browser: &mut Browser) {
+    browser
+        .eval(&format!(
+            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
+        ))
+        .expect("submit the sign-in form");
+}
+
 fn string(v: Value) -> String {
     v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())
 }
@@ -346,11 +355,7 @@ fn off_loopback_the_page_needs_the_token_and_a_browser_signs_in_with_it() {
     browser.navigate(&format!("{}/status", served.url)).expect("page");
     let has_form = browser.eval("!!document.querySelector('form.login input[name=token]')").expect("form");
     assert_eq!(has_form, true);
-    browser
-        .eval(&format!(
-            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
-        ))
-        .expect("submit");
+    sign_in(&mut browser);
     browser
         .wait_for(&format!("{} === 'succeeded'", result_of("locked-vm")), LIVE)
         .expect("signed in, the runs show and the stream is open");
@@ -402,11 +407,7 @@ fn after_a_restart_the_page_asks_for_the_token_again_and_then_goes_on_live() {
     let served = Served::start_on(dir.path(), &listen, &[]);
     let url = served.url.clone();
     browser.navigate(&format!("{url}/status")).expect("page");
-    browser
-        .eval(&format!(
-            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
-        ))
-        .expect("submit");
+    sign_in(&mut browser);
     browser
         .wait_for("document.getElementById('live') && document.getElementById('live').textContent === 'live'", LIVE)
         .expect("signed in");
@@ -415,11 +416,7 @@ fn after_a_restart_the_page_asks_for_the_token_again_and_then_goes_on_live() {
     served.stop();
     let served = Served::start_on(dir.path(), &listen, &[]);
     browser.wait_for("!!document.querySelector('form.login input[name=token]')", LIVE).expect("the sign-in form again");
-    browser
-        .eval(&format!(
-            "document.querySelector('input[name=token]').value = {TOKEN:?}; document.querySelector('form.login').submit()"
-        ))
-        .expect("submit");
+    sign_in(&mut browser);
     browser
         .wait_for("document.getElementById('live') && document.getElementById('live').textContent === 'live'", LIVE)
         .expect("live again");

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
-use crate::journal::timeline::{FailingStep, RunResult, Step, StepOutcome, Timeline};
-use crate::journal::{PluginVersion, Timestamp, read_run_file};
+use crate::journal::timeline::{FailingStep, RunInfo, RunResult, Step, StepOutcome, Timeline};
+use crate::journal::{Timestamp, read_run_file};
 
 /// The most runs one list answer holds.
 pub const MAX_LIST: usize = 1000;
@@ -41,47 +41,34 @@ pub const MAX_LIST: usize = 1000;
 /// and reading it whole each time would keep a core busy.
 pub const BACKOFF: u32 = 10;
 
-/// One run as the run list shows it.
+/// One run as the run list shows it: the run as its timeline has it
+/// (flattened: `id`, `workflow`, `result`, ...) and what the list adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Card {
-    /// The run id.
-    pub id: String,
-    /// The workflow.
-    pub workflow: Option<String>,
-    /// SHA-256 of the workflow source.
-    pub workflow_hash: Option<String>,
-    /// The environment.
-    pub environment: Option<String>,
-    /// The backend plugin.
-    pub backend: Option<String>,
-    /// The plugins loaded, with their versions.
-    pub plugins: Vec<PluginVersion>,
-    /// The control node that ran it.
-    pub node: Option<String>,
-    /// When it started.
-    pub started: Option<Timestamp>,
-    /// When it ended.
-    pub ended: Option<Timestamp>,
-    /// How long it ran (so far).
-    pub duration_ms: u64,
-    /// How it ended, or `running`.
-    pub result: Option<RunResult>,
+    /// The run: ids, versions, environment, backend, times, result, error.
+    #[serde(flatten)]
+    pub run: RunInfo,
     /// The VMs it worked on, in the order their first steps started.
     pub vms: Vec<String>,
     /// The steps running now (innermost), per VM.
     pub running: Vec<Current>,
     /// Where it failed.
     pub failing: Option<FailingStep>,
-    /// The run-level error.
-    pub error: Option<String>,
-    /// Steps started, and how many of them failed.
+    /// Steps started.
     pub steps: usize,
     /// Steps that failed (including failures the workflow caught).
     pub failed_steps: usize,
     /// The NetBox pipeline's stages, for a pipeline run.
     pub stages: Option<Vec<Stage>>,
-    /// Why the journal could not be read (the other fields are then empty).
+    /// Why the journal could not be read (the run then holds only its id).
     pub problem: Option<String>,
+}
+
+impl Card {
+    /// How the run ended (or that it runs); `None` for an unreadable journal.
+    pub fn result(&self) -> Option<RunResult> {
+        self.problem.is_none().then_some(self.run.result)
+    }
 }
 
 /// A step running now.
@@ -165,13 +152,13 @@ impl Filter {
             return false;
         }
         if let Some(r) = self.result.as_deref().filter(|r| !r.is_empty()) {
-            let word = card.result.map_or_else(|| "unreadable".to_string(), |r| r.to_string());
+            let word = card.result().map_or_else(|| "unreadable".to_string(), |r| r.to_string());
             if word != r {
                 return false;
             }
         }
         if let Some(env) = self.environment.as_deref().filter(|e| !e.is_empty())
-            && card.environment.as_deref() != Some(env)
+            && card.run.environment.as_deref() != Some(env)
         {
             return false;
         }
@@ -248,7 +235,7 @@ impl Board {
             let stale = match self.entries.get(id) {
                 None => true,
                 Some(e) => {
-                    (e.stamp != stamp || (recheck_running && e.card.result == Some(RunResult::Running)))
+                    (e.stamp != stamp || (recheck_running && e.card.result() == Some(RunResult::Running)))
                         && !e.deferred()
                 }
             };
@@ -326,10 +313,14 @@ impl Board {
     pub fn list(&self, filter: &Filter, limit: usize) -> List {
         let mut kept: Vec<&Arc<Card>> = self.entries.values().map(|e| &e.card).filter(|c| filter.keeps(c)).collect();
         kept.sort_by(|a, b| {
-            let running = |c: &Card| c.result == Some(RunResult::Running);
-            running(b).cmp(&running(a)).then_with(|| b.started.cmp(&a.started)).then_with(|| b.id.cmp(&a.id))
+            let running = |c: &Card| c.result() == Some(RunResult::Running);
+            running(b)
+                .cmp(&running(a))
+                .then_with(|| b.run.started.cmp(&a.run.started))
+                .then_with(|| b.run.id.cmp(&a.run.id))
         });
-        let environments: BTreeSet<String> = self.entries.values().filter_map(|e| e.card.environment.clone()).collect();
+        let environments: BTreeSet<String> =
+            self.entries.values().filter_map(|e| e.card.run.environment.clone()).collect();
         List {
             total: self.entries.len(),
             matched: kept.len(),
@@ -345,7 +336,7 @@ impl Board {
 }
 
 fn unreadable(id: &str, problem: String) -> Card {
-    Card {
+    let run = RunInfo {
         id: id.to_string(),
         workflow: None,
         workflow_hash: None,
@@ -356,11 +347,14 @@ fn unreadable(id: &str, problem: String) -> Card {
         started: None,
         ended: None,
         duration_ms: 0,
-        result: None,
+        result: RunResult::Interrupted,
+        error: None,
+    };
+    Card {
+        run,
         vms: Vec::new(),
         running: Vec::new(),
         failing: None,
-        error: None,
         steps: 0,
         failed_steps: 0,
         stages: None,
@@ -395,21 +389,10 @@ pub fn card_of(timeline: &Timeline, pipeline: bool) -> Card {
         .filter(|_| pipeline)
         .map(|lane| stages_of(&lane.steps, run.result));
     Card {
-        id: run.id.clone(),
-        workflow: run.workflow.clone(),
-        workflow_hash: run.workflow_hash.clone(),
-        environment: run.environment.clone(),
-        backend: run.backend.clone(),
-        plugins: run.plugins.clone(),
-        node: run.node.clone(),
-        started: run.started,
-        ended: run.ended,
-        duration_ms: run.duration_ms,
-        result: Some(run.result),
+        run: run.clone(),
         vms: timeline.lanes.iter().filter_map(|l| l.vm.clone()).collect(),
         running,
         failing: timeline.failing.clone(),
-        error: run.error.clone(),
         steps,
         failed_steps,
         stages,

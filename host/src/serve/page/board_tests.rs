@@ -63,7 +63,7 @@ fn changed_ids(changes: &[Change]) -> Vec<String> {
     let mut ids: Vec<String> = changes
         .iter()
         .map(|c| match c {
-            Change::Run(card) => card.id.clone(),
+            Change::Run(card) => card.run.id.clone(),
             Change::Removed(id) => format!("-{id}"),
         })
         .collect();
@@ -137,7 +137,7 @@ fn an_unreadable_journal_is_a_card_saying_why_not_a_failed_page() {
     assert!(card.problem.as_deref().is_some_and(|p| p.contains("line 1")), "{:?}", card.problem);
     assert!(timeline.is_none());
     let list = b.list(&Filter { result: Some("unreadable".into()), ..Filter::default() }, 10);
-    assert_eq!(list.runs.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["20261130T080000Z-bad"]);
+    assert_eq!(list.runs.iter().map(|c| c.run.id.as_str()).collect::<Vec<_>>(), ["20261130T080000Z-bad"]);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn the_list_keeps_what_the_filters_say_running_first_then_newest() {
     write(dir, "20261130T070000Z-live", "provision", "lab", &host, me, &[started("db-2", "create", 1)]);
     let mut b = board(dir);
     b.refresh(false);
-    let ids = |l: List| l.runs.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    let ids = |l: List| l.runs.iter().map(|c| c.run.id.clone()).collect::<Vec<_>>();
     assert_eq!(
         ids(b.list(&Filter::default(), 10)),
         ["20261130T070000Z-live", "20261130T080005Z-new", "20261130T080000Z-old"]
@@ -187,14 +187,14 @@ fn a_running_run_whose_process_is_gone_turns_interrupted_at_the_recheck() {
     write(dir, "20261130T080000Z-k", "provision", "lab", &host, child.id(), &[started("vm-1", "create", 1)]);
     let mut b = board(dir);
     b.refresh(false);
-    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result, Some(RunResult::Running));
+    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result(), Some(RunResult::Running));
     child.kill().expect("kill");
     child.wait().expect("reap");
     settle();
     assert!(b.refresh(false).is_empty(), "the file did not change");
     let changes = b.refresh(true);
     assert_eq!(changed_ids(&changes), ["20261130T080000Z-k"]);
-    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result, Some(RunResult::Interrupted));
+    assert_eq!(b.run("20261130T080000Z-k").expect("run").0.result(), Some(RunResult::Interrupted));
 }
 
 fn stage_states(card: &Card) -> Vec<(&'static str, &'static str)> {
@@ -280,5 +280,5 @@ fn a_large_journal_read_a_moment_ago_waits_before_it_is_read_again() {
         assert!(start.elapsed() < std::time::Duration::from_secs(30), "read again once the backoff passed");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert_eq!(b.run("20261130T080000Z-big").expect("run").0.result, Some(RunResult::Succeeded));
+    assert_eq!(b.run("20261130T080000Z-big").expect("run").0.result(), Some(RunResult::Succeeded));
 }
