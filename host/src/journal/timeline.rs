@@ -105,6 +105,27 @@ pub struct RunInfo {
     pub error: Option<String>,
 }
 
+impl RunInfo {
+    /// Run `id` before anything is known of it: no workflow, no times,
+    /// `interrupted` (what a journal that says nothing else amounts to).
+    pub fn unknown(id: &str) -> RunInfo {
+        RunInfo {
+            id: id.to_string(),
+            workflow: None,
+            workflow_hash: None,
+            environment: None,
+            backend: None,
+            plugins: Vec::new(),
+            node: None,
+            started: None,
+            ended: None,
+            duration_ms: 0,
+            result: RunResult::Interrupted,
+            error: None,
+        }
+    }
+}
+
 /// How a step ended, or that it has not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -242,20 +263,7 @@ impl Timeline {
         torn_line: Option<TornLine>,
         now: Timestamp,
     ) -> Timeline {
-        let mut run = RunInfo {
-            id: id.to_string(),
-            workflow: None,
-            workflow_hash: None,
-            environment: None,
-            backend: None,
-            plugins: Vec::new(),
-            node: None,
-            started: None,
-            ended: None,
-            duration_ms: 0,
-            result: RunResult::Interrupted,
-            error: None,
-        };
+        let mut run = RunInfo::unknown(id);
         let mut nodes: Vec<Node> = Vec::new();
         let mut roots: Vec<usize> = Vec::new();
         let mut open: Vec<Open> = Vec::new();

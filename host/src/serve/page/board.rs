@@ -336,22 +336,8 @@ impl Board {
 }
 
 fn unreadable(id: &str, problem: String) -> Card {
-    let run = RunInfo {
-        id: id.to_string(),
-        workflow: None,
-        workflow_hash: None,
-        environment: None,
-        backend: None,
-        plugins: Vec::new(),
-        node: None,
-        started: None,
-        ended: None,
-        duration_ms: 0,
-        result: RunResult::Interrupted,
-        error: None,
-    };
     Card {
-        run,
+        run: RunInfo::unknown(id),
         vms: Vec::new(),
         running: Vec::new(),
         failing: None,
