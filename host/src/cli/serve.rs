@@ -69,8 +69,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             let runs = project.state.runs()?;
             let journals = Journals::new(runs.clone(), run_labels(&project.config));
             let pipelines = config.sources.values().map(|s| s.workflow.clone()).collect();
-            let board = Board::new(runs.clone(), pipelines);
-            Some((View::new(access, journals, board), runs))
+            Some(View::new(access, journals, Board::new(runs, pipelines)))
         }
     };
     let store_dir = project.state.root().join("serve");

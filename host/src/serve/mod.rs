@@ -105,14 +105,14 @@ pub async fn run(
 }
 
 /// [`run`], with the operator's view (`/metrics`, `/status`) when `status`
-/// is given; `runs_dir` is the journal directory the page watches.
+/// is given.
 pub async fn serve(
     listener: TcpListener,
     config: &ServeConfig,
     keys: BTreeMap<String, WebhookKey>,
     store_dir: &Path,
     pipeline: Arc<dyn Pipeline>,
-    status: Option<(status::View, std::path::PathBuf)>,
+    status: Option<status::View>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
     let (store, resume) = EventStore::open(store_dir, config.max_queued)?;
@@ -127,15 +127,8 @@ pub async fn serve(
     let dispatcher =
         tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
     let deliveries = metrics::Deliveries::new(keys.keys());
-    let status = status.map(|(view, runs_dir)| {
-        let view = Arc::new(view);
-        let watcher = tokio::spawn(page::live::watch(view.clone(), runs_dir, stop_rx.clone()));
-        (view, watcher)
-    });
-    let (status, watcher) = match status {
-        Some((view, watcher)) => (Some(view), Some(watcher)),
-        None => (None, None),
-    };
+    let status = status.map(Arc::new);
+    let watcher = status.as_ref().map(|view| tokio::spawn(page::live::watch(view.clone(), stop_rx.clone())));
     let shared = Arc::new(listener::Listener {
         keys,
         store: store.clone(),

@@ -217,6 +217,11 @@ impl Board {
         Board { dir, pipelines, entries: HashMap::new() }
     }
 
+    /// The journal directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Read what changed (module docs). A directory that cannot be listed
     /// changes nothing (the page shows what it had).
     pub fn refresh(&mut self, recheck_running: bool) -> Vec<Change> {

@@ -147,7 +147,8 @@ impl Body for EventStream {
 }
 
 /// Keep `view`'s board current and its pages told, until `stop` turns true.
-pub async fn watch(view: Arc<View>, dir: PathBuf, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn watch(view: Arc<View>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let dir = view.board.lock().unwrap_or_else(|e| e.into_inner()).dir().to_path_buf();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event {
