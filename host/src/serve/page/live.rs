@@ -156,7 +156,8 @@ pub async fn watch(view: Arc<View>, mut stop: tokio::sync::watch::Receiver<bool>
         }
     })
     .and_then(|mut w| w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| w));
-    let _watcher = match watcher {
+    // Kept for the life of the task: dropping it stops the watching.
+    let watcher = match watcher {
         Ok(w) => Some(w),
         Err(e) => {
             tracing::warn!(dir = %dir.display(), error = %e,
@@ -170,7 +171,7 @@ pub async fn watch(view: Arc<View>, mut stop: tokio::sync::watch::Receiver<bool>
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     // Without a watcher (or once it is gone) the tick alone keeps the board.
-    let mut watching = _watcher.is_some();
+    let mut watching = watcher.is_some();
     loop {
         let paths = tokio::select! {
             _ = stop.changed() => return,

@@ -366,10 +366,11 @@
 
   function onRun(card) {
     const known = state.cards.has(card.id);
-    // A run not listed is new only if it is running or newer than the newest
-    // listed (run ids start with their start time); else it is an old one
-    // past the listed ones, and stays out of view.
-    if (!known && card.result !== 'running' && state.order.length > 0 && card.id < state.order[0]) return;
+    // A run not listed while the list is full and older than all it shows
+    // (run ids start with their start time) is one past the listed ones: it
+    // stays out of view unless it runs. Any other run is shown, first.
+    const full = state.order.length >= state.limit;
+    if (!known && card.result !== 'running' && full && card.id < state.order[state.order.length - 1]) return;
     if (!keeps(card)) {
       if (known) {
         state.cards.delete(card.id);
