@@ -16,6 +16,9 @@
 //!   journal gone), so the live stream sends only that;
 //! - a journal that cannot be read is a card with [`Card::problem`] set, never
 //!   an error for the whole page (as `cradle runs list` shows it);
+//! - every card stays in memory, but only the timelines of running runs and
+//!   of the [`KEEP_TIMELINES`] finished runs read last: another is read from
+//!   its journal when asked for ([`Board::run`]);
 //! - cards and timelines are the journal's exact strings: escaping for the
 //!   page is [`super::render`]'s job, in one place;
 //! - the NetBox pipeline's runs (their workflow is a `[serve.sources]`
@@ -35,6 +38,9 @@ use crate::journal::{Timestamp, read_run_file};
 
 /// The most runs one list answer holds.
 pub const MAX_LIST: usize = 1000;
+/// Timelines of finished runs kept in memory (the most recently read); the
+/// others are read from their journal when a page opens them.
+pub const KEEP_TIMELINES: usize = 256;
 /// A journal named by the watcher is read again only once this many times
 /// its last reading's duration has passed (else at the next full refresh):
 /// a run of 1,000 VMs appends to a journal of megabytes many times a second,
@@ -208,13 +214,22 @@ pub struct Board {
     dir: PathBuf,
     pipelines: BTreeSet<String>,
     entries: HashMap<String, Entry>,
+    /// Timelines of finished runs kept in memory at most.
+    keep_timelines: usize,
 }
 
 impl Board {
     /// A board over `dir` (`<state>/runs`); runs of the workflows in
     /// `pipelines` are drawn as the NetBox pipeline. Nothing is read yet.
     pub fn new(dir: PathBuf, pipelines: BTreeSet<String>) -> Board {
-        Board { dir, pipelines, entries: HashMap::new() }
+        Board { dir, pipelines, entries: HashMap::new(), keep_timelines: KEEP_TIMELINES }
+    }
+
+    /// This board, keeping at most `n` timelines of finished runs (tests).
+    #[cfg(test)]
+    pub fn keeping_timelines(mut self, n: usize) -> Board {
+        self.keep_timelines = n;
+        self
     }
 
     /// The journal directory.
@@ -299,7 +314,30 @@ impl Board {
         let card = Arc::new(card);
         let entry = Entry { stamp, card: card.clone(), timeline: timeline.map(Arc::new), read_at, read_cost };
         self.entries.insert(id.to_string(), entry);
+        self.trim_timelines();
         changed.then_some(Change::Run(card))
+    }
+
+    /// Drop the timelines of the finished runs read longest ago beyond
+    /// `keep_timelines` (a running run's always stays: it is what pages open).
+    fn trim_timelines(&mut self) {
+        let mut finished: Vec<(Instant, &String)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.timeline.is_some() && e.card.result() != Some(RunResult::Running))
+            .map(|(id, e)| (e.read_at, id))
+            .collect();
+        if finished.len() <= self.keep_timelines {
+            return;
+        }
+        finished.sort();
+        let drop: Vec<String> =
+            finished[..finished.len() - self.keep_timelines].iter().map(|(_, id)| (*id).clone()).collect();
+        for id in drop {
+            if let Some(e) = self.entries.get_mut(&id) {
+                e.timeline = None;
+            }
+        }
     }
 
     fn read(&self, id: &str, path: &std::path::Path) -> (Card, Option<Timeline>) {
@@ -335,7 +373,18 @@ impl Board {
     }
 
     /// Run `id`'s card and timeline (no timeline for an unreadable journal).
-    pub fn run(&self, id: &str) -> Option<(Arc<Card>, Option<Arc<Timeline>>)> {
+    /// A timeline no longer kept is read again from the journal.
+    pub fn run(&mut self, id: &str) -> Option<(Arc<Card>, Option<Arc<Timeline>>)> {
+        let entry = self.entries.get(id)?;
+        if entry.timeline.is_none() && entry.card.problem.is_none() {
+            let path = self.dir.join(format!("{id}.jsonl"));
+            if let Ok(meta) = std::fs::metadata(&path) {
+                let stamp = Stamp { len: meta.len(), modified: meta.modified().ok(), ino: meta.ino() };
+                // A change found on the way reaches pages at the watcher's
+                // next refresh, which finds the card already current.
+                let _ = self.update(id, &path, stamp);
+            }
+        }
         self.entries.get(id).map(|e| (e.card.clone(), e.timeline.clone()))
     }
 }

@@ -282,3 +282,25 @@ fn a_large_journal_read_a_moment_ago_waits_before_it_is_read_again() {
     }
     assert_eq!(b.run("20261130T080000Z-big").expect("run").0.result(), Some(RunResult::Succeeded));
 }
+
+#[test]
+fn only_so_many_finished_timelines_stay_in_memory_and_the_others_are_read_again_when_asked_for() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    for i in 0..5 {
+        let mut lines = steps(&format!("vm-{i}"), &["validate", "create"]);
+        lines.push(done("succeeded", 9, None));
+        write(dir, &format!("20261130T08000{i}Z-r"), "provision", "prod", ME, 1, &lines);
+    }
+    let mut b = board(dir).keeping_timelines(2);
+    b.refresh(false);
+    let held = |b: &Board| b.entries.values().filter(|e| e.timeline.is_some()).count();
+    assert_eq!(held(&b), 2);
+    for i in 0..5 {
+        let (card, timeline) = b.run(&format!("20261130T08000{i}Z-r")).expect("run");
+        let timeline = timeline.expect("read again when it was not kept");
+        assert_eq!(timeline.lanes[0].vm.as_deref(), Some(format!("vm-{i}").as_str()));
+        assert_eq!(card.steps, 2);
+        assert!(held(&b) <= 2, "still at most two kept");
+    }
+}
