@@ -23,10 +23,10 @@ use crate::caps::http::Endpoints;
 use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::RunData;
-use crate::caps::ssh::{SshClient, SshSettings};
+use crate::caps::ssh::{ClientKind, SshClient, SshSettings};
 use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
-use crate::config::{Config, ConfigError, EnvironmentError};
+use crate::config::{Config, ConfigError, EnvironmentError, SshClientChoice};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
 use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
@@ -395,10 +395,14 @@ impl Project {
             known_hosts: self.state.known_hosts(),
             identity: access.identity.clone(),
             connect_timeout: std::time::Duration::from_secs(10),
-            control_dir: if self.config.ssh.multiplex {
+            control_dir: if self.config.ssh.multiplex && self.config.ssh.client == SshClientChoice::OpenSsh {
                 crate::caps::ssh::control_dir(self.state.root())
             } else {
                 None
+            },
+            client: match self.config.ssh.client {
+                SshClientChoice::OpenSsh => ClientKind::OpenSsh,
+                SshClientChoice::Builtin => ClientKind::Builtin { share: self.config.ssh.multiplex },
             },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;

@@ -358,6 +358,20 @@ pub struct SshConfig {
     /// sockets in `<state_dir>/mux`); `false` opens one connection per command.
     #[serde(default = "default_multiplex")]
     pub multiplex: bool,
+    /// Which SSH client speaks to nodes and guests.
+    #[serde(default)]
+    pub client: SshClientChoice,
+}
+
+/// `[ssh] client`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SshClientChoice {
+    /// The operator's OpenSSH `ssh` (the default).
+    #[default]
+    OpenSsh,
+    /// cradle's in-process client: no process per connection (for many guests).
+    Builtin,
 }
 
 fn default_multiplex() -> bool {
@@ -366,7 +380,12 @@ fn default_multiplex() -> bool {
 
 impl Default for SshConfig {
     fn default() -> Self {
-        SshConfig { identity: None, authorized_keys: Vec::new(), multiplex: default_multiplex() }
+        SshConfig {
+            identity: None,
+            authorized_keys: Vec::new(),
+            multiplex: default_multiplex(),
+            client: SshClientChoice::default(),
+        }
     }
 }
 
@@ -869,6 +888,12 @@ vmids = "100-199"
         assert!(SshConfig::default().multiplex);
         let off = format!("{GOOD}[ssh]\nmultiplex = false\n");
         assert!(!parse(&off).expect("valid").ssh.multiplex);
+        assert_eq!(parse(GOOD).expect("valid").ssh.client, SshClientChoice::OpenSsh, "OpenSSH by default");
+        let builtin = format!("{GOOD}[ssh]\nclient = \"builtin\"\n");
+        assert_eq!(parse(&builtin).expect("valid").ssh.client, SshClientChoice::Builtin);
+        let bad = format!("{GOOD}[ssh]\nclient = \"putty\"\n");
+        let e = parse(&bad).expect_err("an unknown client").to_string();
+        assert!(e.contains("openssh") && e.contains("builtin"), "{e}");
     }
 
     #[test]

@@ -19,8 +19,8 @@ use tokio::task::JoinHandle;
 
 use super::known_hosts::{KnownHosts, host_entry};
 use super::stream::{Capped, excerpt, spawn_reader, take};
-use super::{ExecOutput, SshSettings, Target, check_target, show_command};
-use super::{mux, mux_client};
+use super::{ClientKind, ExecOutput, SshSettings, Target, check_target, show_command};
+use super::{mux, mux_client, native};
 use crate::contract::{CapError, ErrorKind};
 
 /// cradle's SSH client. Cheap to share (`Arc`). Without a control directory
@@ -90,10 +90,15 @@ impl SshClient {
         Ok(changed)
     }
 
-    /// The control socket for `t`: `None` without a control directory or when
-    /// nothing is pinned for the host. Keyed on the pins (see `mux`).
+    /// Where calls to `t` share a connection: the control socket (OpenSSH) or
+    /// the built-in client's pool key. `None` without sharing or when nothing
+    /// is pinned for the host. Keyed on the pins (see `mux`).
     pub(crate) fn control_path(&self, t: &Target) -> Result<Option<PathBuf>, CapError> {
-        let Some(dir) = &self.settings.control_dir else { return Ok(None) };
+        let dir = match (&self.settings.client, &self.settings.control_dir) {
+            (ClientKind::Builtin { share: true }, _) => Path::new(native::POOL_DIR),
+            (ClientKind::OpenSsh, Some(dir)) => dir.as_path(),
+            _ => return Ok(None),
+        };
         let material = self.known_hosts.pin_material(&t.host, t.port)?;
         if material.is_empty() {
             return Ok(None);
@@ -113,6 +118,18 @@ impl SshClient {
         Ok(Some(mux::socket_path(dir, &parts)))
     }
 
+    /// Counts this client as a user of the shared connection at `control`
+    /// (once), so it lives until the last of its clients is dropped.
+    fn note_master(&self, t: &Target, control: Option<&Path>) {
+        if let Some(p) = control {
+            let mut m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
+            if !m.contains_key(p) {
+                mux::register(p);
+                m.insert(p.to_path_buf(), host_entry(&t.host, t.port));
+            }
+        }
+    }
+
     /// Stops the masters this client used for `host`/`port` (blocking). They
     /// stay counted as used until the client is dropped.
     fn close_masters_for(&self, host: &str, port: u16) {
@@ -121,6 +138,7 @@ impl SshClient {
             let m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
             m.iter().filter(|(_, e)| **e == entry).map(|(p, _)| p.clone()).collect()
         };
+        native::forget(&paths);
         mux::stop_masters(&paths);
     }
 
@@ -198,12 +216,9 @@ impl SshClient {
             return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
         }
         let control = self.control_path(t)?;
-        if let Some(p) = &control {
-            let mut m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
-            if !m.contains_key(p) {
-                mux::register(p);
-                m.insert(p.clone(), host_entry(&t.host, t.port));
-            }
+        self.note_master(t, control.as_deref());
+        if self.settings.client != ClientKind::OpenSsh {
+            return native::exec(self, control.as_deref(), t, command, Input::from(stdin), timeout).await;
         }
         let started = Instant::now();
         let mut opening = None;
@@ -305,6 +320,12 @@ impl SshClient {
         if command.contains('\0') {
             return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
         }
+        if self.settings.client != ClientKind::OpenSsh {
+            // In-process, the shared connection carries the data as well as any.
+            let control = self.control_path(t)?;
+            self.note_master(t, control.as_deref());
+            return native::exec(self, control.as_deref(), t, command, Input::File(input), timeout).await;
+        }
         // A connection of its own, not a session on the target's master: the
         // bulk data then goes straight from this `ssh` to the server instead
         // of through the master process (one more key exchange, nothing
@@ -341,7 +362,7 @@ impl SshClient {
         let mut probe_every = PROBE_INTERVAL;
         let mut last = String::from("no attempt finished");
         // A master, or an accepted probe, makes an `ssh` attempt the next step.
-        let mut open = self.control_path(t)?.is_some_and(|p| p.exists());
+        let mut open = self.control_path(t)?.is_some_and(|p| p.exists() || native::connected(&p));
         loop {
             let remaining = timeout.saturating_sub(started.elapsed());
             if remaining.is_zero() {
@@ -475,10 +496,52 @@ impl SshClient {
         Ok(ExecOutput { exit_code: status.code(), stdout: take(&stdout), stderr: take(&stderr) })
     }
 
+    /// The host key `t` offered (`offered`, a fingerprint) is not the one pinned.
+    pub(crate) fn changed_key_error(&self, t: &Target, offered: &str) -> CapError {
+        let kh = self.settings.known_hosts.display();
+        let pinned = self
+            .known_hosts
+            .pinned(&t.host, t.port)
+            .map(|keys| keys.iter().map(|k| k.fingerprint()).collect::<Vec<_>>().join(", "))
+            .unwrap_or_else(|e| format!("unreadable ({e})"));
+        let entry = host_entry(&t.host, t.port);
+        CapError::new(
+            ErrorKind::Conflict,
+            format!(
+                "ssh {t}: the host key changed: it offered {offered} but {kh} pins {pinned} for `{entry}`; \
+                 cradle never replaces a pinned key and made no connection. If the machine was re-created on \
+                 purpose, forget the old key (the remove workflow's forget-host-key, or `ssh-keygen -R '{entry}' -f {kh}`) \
+                 and pin the new one; otherwise investigate a possible man-in-the-middle"
+            ),
+        )
+    }
+
+    /// No pinned key of the kind `t` offered (`said`: what was seen).
+    pub(crate) fn unknown_key_error(&self, t: &Target, said: &str) -> CapError {
+        CapError::failed(format!(
+            "ssh {t}: no host key of the kind the server offered is pinned for `{}` in {}; cradle never \
+             trusts on first use: pin the key generated for this guest (trust-host-key) before connecting ({said})",
+            host_entry(&t.host, t.port),
+            self.settings.known_hosts.display()
+        ))
+    }
+
+    /// `t` refused the login (`said`: what was seen).
+    pub(crate) fn auth_error(&self, t: &Target, said: &str) -> CapError {
+        let key = match &self.settings.identity {
+            Some(p) => format!("the key {}", p.display()),
+            None => "the default keys (no identity configured)".to_string(),
+        };
+        CapError::failed(format!(
+            "ssh {t}: authentication failed for user `{}` with {key}; check that its public half is in \
+             ~{}/.ssh/authorized_keys on {} (for a guest: the user-data ssh_authorized_keys) ({said})",
+            t.user, t.user, t.host
+        ))
+    }
+
     /// The error for an `ssh` exit 255 whose stderr is one of ssh's own
     /// diagnostics; `None` when it looks like the remote command's own 255.
     fn classify(&self, t: &Target, command: &str, stderr: &str) -> Option<CapError> {
-        let kh = self.settings.known_hosts.display();
         let said = excerpt(stderr);
         let has = |p: &str| stderr.contains(p);
         if has("REMOTE HOST IDENTIFICATION HAS CHANGED") || has("Host key for") && has("has changed") {
@@ -487,40 +550,13 @@ impl SshClient {
                 .find(|w| w.starts_with("SHA256:"))
                 .map(|f| f.trim_end_matches('.').to_string())
                 .unwrap_or_else(|| "unknown".into());
-            let pinned = self
-                .known_hosts
-                .pinned(&t.host, t.port)
-                .map(|keys| keys.iter().map(|k| k.fingerprint()).collect::<Vec<_>>().join(", "))
-                .unwrap_or_else(|e| format!("unreadable ({e})"));
-            return Some(CapError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "ssh {t}: the host key changed: it offered {offered} but {kh} pins {pinned} for `{}`; \
-                     cradle never replaces a pinned key and made no connection. If the machine was re-created on \
-                     purpose, forget the old key (the remove workflow's forget-host-key, or `ssh-keygen -R '{}' -f {kh}`) \
-                     and pin the new one; otherwise investigate a possible man-in-the-middle",
-                    host_entry(&t.host, t.port),
-                    host_entry(&t.host, t.port)
-                ),
-            ));
+            return Some(self.changed_key_error(t, &offered));
         }
         if has("host key is known for") || has("Host key verification failed") {
-            return Some(CapError::failed(format!(
-                "ssh {t}: no host key of the kind the server offered is pinned for `{}` in {kh}; cradle never \
-                 trusts on first use: pin the key generated for this guest (trust-host-key) before connecting ({said})",
-                host_entry(&t.host, t.port)
-            )));
+            return Some(self.unknown_key_error(t, &said));
         }
         if has("Permission denied (") || has("Too many authentication failures") {
-            let key = match &self.settings.identity {
-                Some(p) => format!("the key {}", p.display()),
-                None => "OpenSSH's default keys (no identity configured)".to_string(),
-            };
-            return Some(CapError::failed(format!(
-                "ssh {t}: authentication failed for user `{}` with {key}; check that its public half is in \
-                 ~{}/.ssh/authorized_keys on {} (for a guest: the user-data ssh_authorized_keys) ({said})",
-                t.user, t.user, t.host
-            )));
+            return Some(self.auth_error(t, &said));
         }
         if has("Load key") || has("UNPROTECTED PRIVATE KEY FILE") || has("no such identity") {
             return Some(CapError::failed(format!("ssh {t}: the identity file cannot be used ({said})")));
@@ -588,7 +624,7 @@ const PROBE_IDENT: &[u8] = b"SSH-2.0-cradle_wait\r\n";
 /// line and reads the server's before it closes, so the server's buffer holds
 /// nothing unread and it sees an ordinary client hanging up before key exchange.
 /// What a command reads on its standard input.
-enum Input<'a> {
+pub(crate) enum Input<'a> {
     /// Nothing: stdin is closed.
     Closed,
     /// These bytes, written by cradle.

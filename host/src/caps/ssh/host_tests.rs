@@ -71,6 +71,7 @@ fn a_host_call_without_a_timeout_argument_ends_when_the_plugin_calls_time_does()
         identity: None,
         connect_timeout: std::time::Duration::from_secs(60),
         control_dir: None,
+        client: super::ClientKind::OpenSsh,
     })
     .expect("client");
     let mut c = ctx(&rt, dir.path(), port, Some(client));

@@ -78,7 +78,12 @@ impl PublicKey {
 
     /// `SHA256:…` as `ssh-keygen -l` prints it.
     pub fn fingerprint(&self) -> String {
-        format!("SHA256:{}", base64_encode_nopad(&Sha256::digest(&self.blob)))
+        blob_fingerprint(&self.blob)
+    }
+
+    /// The key in the SSH wire format (what a server presents).
+    pub(crate) fn blob(&self) -> &[u8] {
+        &self.blob
     }
 
     fn same_key(&self, other: &PublicKey) -> bool {
@@ -89,6 +94,11 @@ impl PublicKey {
 /// The `SHA256:…` fingerprint of an OpenSSH public key line.
 pub fn fingerprint(public_key: &str) -> Result<String, CapError> {
     PublicKey::parse(public_key).map(|k| k.fingerprint())
+}
+
+/// `SHA256:…` of a key in the SSH wire format.
+pub(crate) fn blob_fingerprint(blob: &[u8]) -> String {
+    format!("SHA256:{}", base64_encode_nopad(&Sha256::digest(blob)))
 }
 
 /// The known_hosts host field for `host`/`port`.

@@ -52,6 +52,7 @@ mod keyscan;
 mod known_hosts;
 mod mux;
 mod mux_client;
+mod native;
 pub mod playbook;
 pub(crate) mod rhai;
 pub mod scope;
@@ -60,6 +61,8 @@ mod upload;
 
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod native_tests;
 #[cfg(test)]
 mod playbook_tests;
 #[cfg(test)]
@@ -93,8 +96,24 @@ pub struct SshSettings {
     /// Where to keep multiplexing sockets (`ControlMaster=auto`,
     /// `ControlPersist` [`CONTROL_PERSIST_S`]); `None` opens one connection per
     /// call. Must be an owner-only directory of at most `mux::MAX_DIR_LEN` (65)
-    /// bytes ([`control_dir`] makes one under the state directory).
+    /// bytes ([`control_dir`] makes one under the state directory). Only for
+    /// [`ClientKind::OpenSsh`].
     pub control_dir: Option<PathBuf>,
+    /// Which SSH client speaks to nodes and guests.
+    pub client: ClientKind,
+}
+
+/// Which SSH client cradle uses (`[ssh] client`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// The operator's OpenSSH `ssh`, with masters when `control_dir` is set.
+    OpenSsh,
+    /// The in-process client (`native`); `share`: one connection per target
+    /// and pin in this process, else one per call.
+    Builtin {
+        /// Whether calls to one target share a connection.
+        share: bool,
+    },
 }
 
 /// How to reach one node over SSH.

@@ -103,6 +103,7 @@ pub(crate) fn release(paths: &[PathBuf]) {
         }
     }
     if !unused.is_empty() {
+        super::native::forget(&unused);
         stop_masters(&unused);
     }
 }

@@ -159,8 +159,29 @@ impl Sshd {
             identity,
             connect_timeout: Duration::from_secs(5),
             control_dir,
+            client: super::ClientKind::OpenSsh,
         })
         .expect("client")
+    }
+
+    /// A built-in (in-process) client with a fresh known_hosts; `share`: one
+    /// connection per target, as `[ssh] client = "builtin"` does by default.
+    pub fn builtin_client(&self, name: &str, identity: Option<PathBuf>, share: bool) -> SshClient {
+        SshClient::new(SshSettings {
+            known_hosts: self.dir.path().join(name),
+            identity,
+            connect_timeout: Duration::from_secs(5),
+            control_dir: None,
+            client: super::ClientKind::Builtin { share },
+        })
+        .expect("client")
+    }
+
+    /// A sharing built-in client whose known_hosts already pins this server's key.
+    pub fn pinned_builtin(&self, name: &str) -> SshClient {
+        let c = self.builtin_client(name, Some(self.client_key.clone()), true);
+        assert!(c.trust_host_key("127.0.0.1", self.port, &self.host_key.public).expect("pin"));
+        c
     }
 
     /// A client whose known_hosts already pins this server's key.

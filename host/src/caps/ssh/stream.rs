@@ -28,6 +28,27 @@ pub(super) struct Capped {
     dropped: u64,
 }
 
+impl Capped {
+    /// Keeps what fits of `chunk`, counts the rest.
+    pub(super) fn push(&mut self, chunk: &[u8]) {
+        let room = MAX_STREAM.saturating_sub(self.data.len()).min(chunk.len());
+        self.data.extend_from_slice(&chunk[..room]);
+        self.dropped += (chunk.len() - room) as u64;
+    }
+
+    /// The kept bytes, with a note of what was discarded.
+    pub(super) fn finish(&mut self) -> Vec<u8> {
+        let mut data = std::mem::take(&mut self.data);
+        if self.dropped > 0 {
+            data.extend_from_slice(
+                format!("\n[cradle: output cut at {MAX_STREAM} bytes; {} more bytes discarded]\n", self.dropped)
+                    .as_bytes(),
+            );
+        }
+        data
+    }
+}
+
 pub(super) fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf: Arc<Mutex<Capped>>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut chunk = vec![0u8; 64 * 1024];
@@ -35,21 +56,11 @@ pub(super) fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(mut r: R, buf:
             if n == 0 {
                 break;
             }
-            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-            let room = MAX_STREAM.saturating_sub(b.data.len()).min(n);
-            b.data.extend_from_slice(&chunk[..room]);
-            b.dropped += (n - room) as u64;
+            buf.lock().unwrap_or_else(|e| e.into_inner()).push(&chunk[..n]);
         }
     })
 }
 
 pub(super) fn take(buf: &Mutex<Capped>) -> Vec<u8> {
-    let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-    let mut data = std::mem::take(&mut b.data);
-    if b.dropped > 0 {
-        data.extend_from_slice(
-            format!("\n[cradle: output cut at {MAX_STREAM} bytes; {} more bytes discarded]\n", b.dropped).as_bytes(),
-        );
-    }
-    data
+    buf.lock().unwrap_or_else(|e| e.into_inner()).finish()
 }

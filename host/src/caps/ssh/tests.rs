@@ -221,6 +221,7 @@ async fn refused_connections_are_transient_and_wait_for_gives_up() {
         identity: None,
         connect_timeout: Duration::from_secs(2),
         control_dir: None,
+        client: super::ClientKind::OpenSsh,
     })
     .unwrap();
     let t = Target { host: "127.0.0.1".into(), port, user: "root".into() };

@@ -1,0 +1,440 @@
+//! The built-in SSH client (`[ssh] client = "builtin"`): the same contract as
+//! the OpenSSH path (`client.rs`), spoken in-process over `russh`, so a
+//! connection costs a key exchange, not an `ssh` process. An `ssh` process
+//! costs 10–15 ms of CPU before it sends a byte (exec, dynamic linking,
+//! OpenSSL set-up; docs/BENCHMARKS.md): at a thousand guests, two
+//! connections each, that is most of a run's CPU.
+//!
+//! Contract:
+//! - Host keys: the server must present a key pinned for the host in cradle's
+//!   known_hosts (plain entries; markers, hashed and wildcard lines are not
+//!   consulted, as by [`super::KnownHosts`]). Only the pinned key types are
+//!   offered in the key exchange, so a server with several keys shows the
+//!   pinned one. A host with no pin is refused before any connection; a key of
+//!   a pinned type that differs is a `conflict` naming both fingerprints; a
+//!   key of an unpinned type is `failed`. The same messages as OpenSSH's path.
+//! - Authentication: public key only, with the configured identity, else the
+//!   first of `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` that exists. An
+//!   encrypted key cannot be used (nothing prompts; the OpenSSH client with an
+//!   agent can). RSA signs with the best SHA-2 the server announces.
+//! - Sharing: with a connection key (the pin-keyed name `mux` computes),
+//!   calls to one target share one connection per process; the first call
+//!   makes it while the others wait. [`forget`] drops connections (the end
+//!   of the last run that used them, a pin change); a transport failure drops
+//!   the one it happened on. A session that cannot be opened on a shared
+//!   connection (the guest rebooted) costs one reconnect, never an error:
+//!   nothing ran.
+//! - A command's outcome is its exit status; a remote signal is exit 255
+//!   with no diagnostic (as `ssh` reports it). stdout and stderr are read
+//!   until the channel closes, so output after the exit status is kept;
+//!   a connection that dies before the status is `transient` ("the command
+//!   may have partly run"). A call that outlives its timeout closes its
+//!   channel and is `transient`. Streams are capped as with `ssh`.
+//! - Keep-alives every 15 s, three unanswered end the connection
+//!   (`ServerAliveInterval=15`, `ServerAliveCountMax=3`).
+
+use std::collections::HashMap;
+use std::io::ErrorKind as IoKind;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+use russh::client::{self, Handle, Handler};
+use russh::keys::{Algorithm, HashAlg, PrivateKeyWithHashAlg, PublicKeyBase64, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Disconnect};
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+
+use super::client::Input;
+use super::known_hosts::PublicKey;
+use super::stream::Capped;
+use super::{ExecOutput, SshClient, Target, show_command};
+use crate::contract::{CapError, ErrorKind};
+
+/// One shared connection, or the place where the first call makes it.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Handle<Checker>>>>>;
+
+/// The shared connections of this process, by connection key.
+static POOL: LazyLock<Mutex<HashMap<PathBuf, Slot>>> = LazyLock::new(Mutex::default);
+
+/// The stand-in directory of the built-in client's pool keys (nothing is
+/// created there: the keys only name connections).
+pub(crate) const POOL_DIR: &str = "/cradle-builtin-ssh";
+
+/// Whether a live shared connection is held under `key`.
+pub(crate) fn connected(key: &Path) -> bool {
+    let slot = POOL.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
+    slot.and_then(|s| s.try_lock().ok().map(|h| h.as_ref().is_some_and(|h| !h.is_closed()))).unwrap_or(false)
+}
+
+/// Keep-alive interval and how many may go unanswered (as OpenSSH's path).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+const KEEPALIVE_MAX: usize = 3;
+
+/// What the server offered when it was refused.
+#[derive(Debug, Clone)]
+struct Offered {
+    kind: String,
+    fingerprint: String,
+}
+
+/// The host-key check: accepts only a pinned key, records what else was offered.
+pub(crate) struct Checker {
+    pinned: Vec<PublicKey>,
+    offered: Arc<Mutex<Option<Offered>>>,
+}
+
+impl Handler for Checker {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let (kind, blob) = match key {
+            PublicKeyOrCertificate::PublicKey { key, .. } => (key.algorithm().to_string(), key.public_key_bytes()),
+            // Never asked for (no certificate algorithms are offered).
+            PublicKeyOrCertificate::Certificate(_) => ("a certificate".to_string(), Vec::new()),
+        };
+        if !blob.is_empty() && self.pinned.iter().any(|p| p.blob() == blob) {
+            return Ok(true);
+        }
+        let fingerprint = super::known_hosts::blob_fingerprint(&blob);
+        *self.offered.lock().unwrap_or_else(|e| e.into_inner()) = Some(Offered { kind, fingerprint });
+        Ok(false)
+    }
+}
+
+/// Drops the shared connections named by `keys` (the end of their last
+/// client, a pin change). Sessions in flight keep their handle until they end.
+pub(crate) fn forget(keys: &[PathBuf]) {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    for k in keys {
+        pool.remove(k);
+    }
+}
+
+/// Runs `command` on `t` (see the module docs); `key` shares the connection.
+pub(crate) async fn exec(
+    c: &SshClient,
+    key: Option<&Path>,
+    t: &Target,
+    command: &str,
+    mut input: Input<'_>,
+    timeout: Duration,
+) -> Result<ExecOutput, CapError> {
+    let deadline = Instant::now() + timeout;
+    let Some(key) = key else {
+        let conn = within(deadline, t, command, connect(c, t)).await??;
+        let out = session(&conn, t, command, &mut input, deadline).await;
+        let _ = conn.disconnect(Disconnect::ByApplication, "", "en").await;
+        return out.map_err(Failure::into_error);
+    };
+    let slot = POOL.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_path_buf()).or_default().clone();
+    let mut fresh = false;
+    loop {
+        let conn = {
+            let mut held = within(deadline, t, command, slot.clone().lock_owned()).await?;
+            match held.as_ref().filter(|h| !h.is_closed()) {
+                Some(h) => h.clone(),
+                None => {
+                    let h = Arc::new(within(deadline, t, command, connect(c, t)).await??);
+                    *held = Some(h.clone());
+                    fresh = true;
+                    h
+                }
+            }
+        };
+        match session(&conn, t, command, &mut input, deadline).await {
+            // Nothing ran on a connection that went away (a reboot): one new one.
+            Err(Failure::NotOpened(_)) if !fresh => {
+                drop_if_same(&slot, &conn).await;
+                fresh = true;
+            }
+            Err(f) => {
+                if f.transport() {
+                    drop_if_same(&slot, &conn).await;
+                }
+                return Err(f.into_error());
+            }
+            Ok(out) => return Ok(out),
+        }
+    }
+}
+
+/// Empties `slot` if it still holds `conn`.
+async fn drop_if_same(slot: &Slot, conn: &Arc<Handle<Checker>>) {
+    let mut held = slot.lock().await;
+    if held.as_ref().is_some_and(|h| Arc::ptr_eq(h, conn)) {
+        *held = None;
+    }
+}
+
+/// Awaits `f` until `deadline`; past it, the call's transient timeout error.
+async fn within<T>(
+    deadline: Instant,
+    t: &Target,
+    command: &str,
+    f: impl std::future::Future<Output = T>,
+) -> Result<T, CapError> {
+    tokio::time::timeout_at(deadline, f).await.map_err(|_| timed_out(t, command, "no session was opened"))
+}
+
+fn timed_out(t: &Target, command: &str, what: &str) -> CapError {
+    CapError::new(
+        ErrorKind::Transient,
+        format!(
+            "ssh {t}: `{}` did not finish in time ({what}); the command may have partly run (or still run) on the remote",
+            show_command(command)
+        ),
+    )
+}
+
+/// A new authenticated connection to `t`, its host key checked against the pins.
+async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError> {
+    let pinned = c.known_hosts().pinned(&t.host, t.port)?;
+    if pinned.is_empty() {
+        return Err(c.unknown_key_error(t, "no key is pinned for it; the built-in client made no connection"));
+    }
+    let mut algorithms: Vec<Algorithm> = Vec::new();
+    for p in &pinned {
+        let wanted: Vec<Algorithm> = if p.kind == "ssh-rsa" {
+            vec![Algorithm::Rsa { hash: Some(HashAlg::Sha512) }, Algorithm::Rsa { hash: Some(HashAlg::Sha256) }]
+        } else {
+            Algorithm::new(&p.kind).into_iter().collect()
+        };
+        for a in wanted {
+            if russh::Preferred::DEFAULT.key.contains(&a) && !algorithms.contains(&a) {
+                algorithms.push(a);
+            }
+        }
+    }
+    if algorithms.is_empty() {
+        let kinds: Vec<&str> = pinned.iter().map(|p| p.kind.as_str()).collect();
+        return Err(CapError::failed(format!(
+            "ssh {t}: the built-in client cannot check a {} host key; set `[ssh] client = \"openssh\"`",
+            kinds.join(" or ")
+        )));
+    }
+    let config = client::Config {
+        preferred: russh::Preferred { key: algorithms.into(), ..russh::Preferred::DEFAULT },
+        keepalive_interval: Some(KEEPALIVE),
+        keepalive_max: KEEPALIVE_MAX,
+        nodelay: true,
+        ..client::Config::default()
+    };
+    let offered = Arc::new(Mutex::new(None));
+    let checker = Checker { pinned: pinned.clone(), offered: offered.clone() };
+    let limit = c.settings().connect_timeout + Duration::from_secs(10);
+    let connected = tokio::time::timeout(limit, client::connect(Arc::new(config), (t.host.as_str(), t.port), checker));
+    let mut handle = match connected.await {
+        Ok(Ok(h)) => h,
+        Err(_) => {
+            return Err(CapError::new(
+                ErrorKind::Transient,
+                format!("ssh {t}: Connection timed out: no SSH session within {} s", limit.as_secs()),
+            ));
+        }
+        Ok(Err(e)) => {
+            let offered = offered.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            return Err(connect_error(c, t, &pinned, offered, e));
+        }
+    };
+    let key = identity(c, t)?;
+    let hash = match key.algorithm() {
+        Algorithm::Rsa { .. } => handle.best_supported_rsa_hash().await.ok().flatten().flatten(),
+        _ => None,
+    };
+    let auth = handle
+        .authenticate_publickey(t.user.clone(), PrivateKeyWithHashAlg::new(Arc::new(key), hash))
+        .await
+        .map_err(|e| transport(t, "authentication", &e))?;
+    if !auth.success() {
+        return Err(c.auth_error(t, "the server refused the key (Permission denied (publickey))"));
+    }
+    Ok(handle)
+}
+
+/// The private key to log in with (see the module docs).
+fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapError> {
+    let path = match &c.settings().identity {
+        Some(p) => p.clone(),
+        None => {
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            ["id_ed25519", "id_ecdsa", "id_rsa"]
+                .iter()
+                .map(|n| home.join(".ssh").join(n))
+                .find(|p| p.exists())
+                .ok_or_else(|| {
+                    c.auth_error(t, "no identity is configured and ~/.ssh has no id_ed25519, id_ecdsa or id_rsa")
+                })?
+        }
+    };
+    russh::keys::load_secret_key(&path, None).map_err(|e| {
+        let why = match e {
+            russh::keys::Error::KeyIsEncrypted => {
+                "it is encrypted and nothing can prompt for its passphrase (use an unencrypted key for cradle, or \
+                 `[ssh] client = \"openssh\"` with the key in an agent)"
+                    .to_string()
+            }
+            other => other.to_string(),
+        };
+        CapError::failed(format!("ssh {t}: the identity file {} cannot be used: {why}", path.display()))
+    })
+}
+
+/// The error for a connection that did not come up.
+fn connect_error(
+    c: &SshClient,
+    t: &Target,
+    pinned: &[PublicKey],
+    offered: Option<Offered>,
+    e: russh::Error,
+) -> CapError {
+    if let Some(o) = offered {
+        if pinned.iter().any(|p| same_family(&p.kind, &o.kind)) {
+            return c.changed_key_error(t, &o.fingerprint);
+        }
+        return c.unknown_key_error(t, &format!("it offered a {} key, {}", o.kind, o.fingerprint));
+    }
+    if let russh::Error::IO(io) = &e {
+        let text = match io.kind() {
+            IoKind::ConnectionRefused => Some("Connection refused"),
+            IoKind::ConnectionReset | IoKind::ConnectionAborted => Some("Connection reset"),
+            IoKind::TimedOut => Some("Connection timed out"),
+            IoKind::HostUnreachable => Some("No route to host"),
+            IoKind::NetworkUnreachable => Some("Network is unreachable"),
+            IoKind::UnexpectedEof | IoKind::BrokenPipe => Some("Connection closed"),
+            _ => None,
+        };
+        if let Some(text) = text {
+            return CapError::new(ErrorKind::Transient, format!("ssh {t}: {text} ({io})"));
+        }
+        if io.to_string().contains("lookup") || io.to_string().contains("resolve") {
+            return CapError::failed(format!(
+                "ssh {t}: the host name does not resolve; check the inventory address ({io})"
+            ));
+        }
+    }
+    transport(t, "connecting", &e)
+}
+
+/// Whether two key algorithm names are the same kind of key (`ssh-rsa` and
+/// `rsa-sha2-512` are one RSA key).
+fn same_family(a: &str, b: &str) -> bool {
+    fn family(s: &str) -> &str {
+        if s == "ssh-rsa" || s.starts_with("rsa-sha2") { "rsa" } else { s }
+    }
+    family(a) == family(b)
+}
+
+fn transport(t: &Target, what: &str, e: &russh::Error) -> CapError {
+    CapError::new(ErrorKind::Transient, format!("ssh {t}: connection failed while {what} ({e})"))
+}
+
+/// How a session failed.
+enum Failure {
+    /// No channel was opened: nothing ran.
+    NotOpened(CapError),
+    /// The connection failed or the call timed out after the command may have started.
+    Lost(CapError),
+    /// Anything else (the server refused the command): the connection is fine.
+    Refused(CapError),
+}
+
+impl Failure {
+    fn transport(&self) -> bool {
+        matches!(self, Failure::NotOpened(_) | Failure::Lost(_))
+    }
+
+    fn into_error(self) -> CapError {
+        match self {
+            Failure::NotOpened(e) | Failure::Lost(e) | Failure::Refused(e) => e,
+        }
+    }
+}
+
+/// Runs one command in a new channel on `conn`.
+async fn session(
+    conn: &Handle<Checker>,
+    t: &Target,
+    command: &str,
+    input: &mut Input<'_>,
+    deadline: Instant,
+) -> Result<ExecOutput, Failure> {
+    let shown = show_command(command);
+    let opened = tokio::time::timeout_at(deadline, conn.channel_open_session()).await;
+    let channel = match opened {
+        Ok(Ok(ch)) => ch,
+        Ok(Err(e)) => return Err(Failure::NotOpened(transport(t, &format!("opening a session for `{shown}`"), &e))),
+        Err(_) => return Err(Failure::Lost(timed_out(t, command, "the session was not opened"))),
+    };
+    if let Err(e) = channel.exec(true, command.as_bytes()).await {
+        return Err(Failure::Lost(transport(t, &format!("starting `{shown}`"), &e)));
+    }
+    // Input goes in its own task, so a command that writes before it reads
+    // cannot stall on a full window. It is taken only now: a session that
+    // was not opened leaves it for the retry.
+    let writer = {
+        let mut tx = channel.make_writer();
+        let data = match std::mem::replace(input, Input::Closed) {
+            Input::Closed => None,
+            Input::Bytes(b) => Some(Source::Bytes(b.to_vec())),
+            Input::File(f) => Some(Source::File(tokio::fs::File::from_std(f))),
+        };
+        tokio::spawn(async move {
+            let _ = match data {
+                Some(Source::Bytes(b)) => tx.write_all(&b).await,
+                Some(Source::File(mut f)) => tokio::io::copy(&mut f, &mut tx).await.map(|_| ()),
+                None => Ok(()),
+            };
+            // Shutting the writer down sends EOF: the command reads end-of-file.
+            let _ = tx.shutdown().await;
+        })
+    };
+    let mut channel = channel;
+    let (mut stdout, mut stderr) = (Capped::default(), Capped::default());
+    let mut status: Option<u32> = None;
+    let mut signalled = false;
+    let ended = loop {
+        match tokio::time::timeout_at(deadline, channel.wait()).await {
+            Err(_) => break Err(()),
+            Ok(None) => break Ok(()),
+            Ok(Some(msg)) => match msg {
+                ChannelMsg::Data { data } => stdout.push(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => stderr.push(&data),
+                ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
+                ChannelMsg::ExitSignal { .. } => signalled = true,
+                ChannelMsg::Failure => {
+                    writer.abort();
+                    return Err(Failure::Refused(CapError::failed(format!(
+                        "ssh {t}: the server refused to run `{shown}`"
+                    ))));
+                }
+                ChannelMsg::Close => break Ok(()),
+                _ => {}
+            },
+        }
+    };
+    writer.abort();
+    if ended.is_err() {
+        let _ = channel.close().await;
+        return Err(Failure::Lost(timed_out(t, command, "its channel was closed")));
+    }
+    let (stdout, stderr) = (stdout.finish(), stderr.finish());
+    match status {
+        Some(code) => Ok(ExecOutput { exit_code: Some(i32::try_from(code).unwrap_or(255)), stdout, stderr }),
+        None if signalled && !conn.is_closed() => Ok(ExecOutput { exit_code: Some(255), stdout, stderr }),
+        None => Err(Failure::Lost(CapError::new(
+            ErrorKind::Transient,
+            format!(
+                "ssh {t}: the connection closed while running `{shown}` before it reported an exit status; the \
+                 command may have partly run ({})",
+                super::stream::excerpt(&String::from_utf8_lossy(&stderr))
+            ),
+        ))),
+    }
+}
+
+/// What a session's standard input is read from.
+enum Source {
+    Bytes(Vec<u8>),
+    File(tokio::fs::File),
+}
