@@ -12,7 +12,8 @@
 //!   3 per VM, none of them a write; concurrent runs share VM listings;
 //! - no `ssh` process the runs started (masters included) outlives them;
 //! - `--forks` past the open-files limit is capped with a warning, and the run
-//!   succeeds (guests on 127.48.2.0/24).
+//!   succeeds (guests on 127.48.2.0/24);
+//! - the same 200 VMs through the built-in SSH client (127.48.3.0/24).
 //!
 //! Bounds are generous (a debug build on two loaded cores): this proves
 //! correctness under load, not speed; speed is `docs/BENCHMARKS.md`'s.
@@ -46,6 +47,18 @@ fn processes_naming(dir: &Path) -> Vec<u32> {
 
 #[test]
 fn two_hundred_vms_at_once_all_succeed_with_no_output_lost_in_few_requests() {
+    two_hundred_vms_at_once(1, "");
+}
+
+/// The same through the built-in SSH client (`[ssh] client = "builtin"`),
+/// which starts no `ssh` process at all.
+#[test]
+fn two_hundred_vms_through_the_builtin_ssh_client_all_succeed_with_no_output_lost() {
+    two_hundred_vms_at_once(3, "\n[ssh]\nclient = \"builtin\"\n");
+}
+
+/// 200 VMs on 127.48.`subnet`.0/24 with `toml` appended to cradle.toml.
+fn two_hundred_vms_at_once(subnet: u8, toml: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let wait = Wait {
         task_ms: 300_000,
@@ -56,9 +69,9 @@ fn two_hundred_vms_at_once_all_succeed_with_no_output_lost_in_few_requests() {
         reboot_attempts: Some(1200),
         reboot_interval_s: 0.1,
     };
-    let inv = LabInventory::new("127.48", 1).count(VMS).vmid_base(Some(400)).wait(wait);
+    let inv = LabInventory::new("127.48", subnet).count(VMS).vmid_base(Some(400)).wait(wait);
     let inventory = inv.write(dir.path());
-    let config = ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0))).write(dir.path());
+    let config = ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0))).append(toml).write(dir.path());
     let s = SimSession::open(&config);
 
     let results = s.run(&inventory, None, Action::Provision, 100);

@@ -2,7 +2,9 @@
 //! and guest host-key generation. It drives the operator's OpenSSH client
 //! (`ssh`) instead of an SSH library: operators already trust OpenSSH, and it
 //! checks host keys exactly as they expect. Guest host keys are generated
-//! in-process (`keys.rs`), not by `ssh-keygen`.
+//! in-process (`keys.rs`), not by `ssh-keygen`. `[ssh] client = "builtin"`
+//! swaps the `ssh` processes for the in-process client of `native.rs`, which
+//! keeps the same contract (below) for runs of hundreds of guests.
 //!
 //! Contract:
 //! - Every connection runs `ssh -F /dev/null -T -o BatchMode=yes
