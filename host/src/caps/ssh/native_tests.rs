@@ -6,14 +6,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::sshd_fixture::{Sshd, available, write_private};
-use super::tests::children_of;
 use super::*;
 use crate::contract::ErrorKind;
 
 const T: Duration = Duration::from_secs(20);
 
 #[tokio::test]
-async fn builtin_exec_passes_stdin_reports_exit_codes_and_starts_no_ssh_process() {
+async fn builtin_exec_passes_stdin_reports_exit_codes_over_a_socket_of_its_own() {
     if !available("builtin exec") {
         return;
     }
@@ -37,12 +36,12 @@ async fn builtin_exec_passes_stdin_reports_exit_codes_and_starts_no_ssh_process(
     assert!(out.stdout.starts_with(&big[..MAX_STREAM]), "the first MiB kept");
     let note = String::from_utf8_lossy(&out.stdout[MAX_STREAM..]).into_owned();
     assert!(note.contains("output cut at") && note.contains(&(2 * 1024 * 1024).to_string()), "{note}");
-    let me = std::process::id();
-    let ssh_children: Vec<u32> = children_of(me)
-        .into_iter()
-        .filter(|p| fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "ssh"))
-        .collect();
-    assert!(ssh_children.is_empty(), "no ssh process: {ssh_children:?}");
+    // The connection is this process's own socket, not an `ssh` child's
+    // (sshd tells the command which client port it came from).
+    let out = c.exec(&s.target(), "echo $SSH_CLIENT", None, T).await.expect("SSH_CLIENT");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let port: u16 = text.split_whitespace().nth(1).and_then(|p| p.parse().ok()).expect("a client port");
+    assert!(own_socket(port, s.port), "the connection from port {port} is not this process's socket");
     assert_eq!(s.logins(), 1, "every call shared one connection");
 }
 
@@ -169,6 +168,44 @@ async fn builtin_reconnects_after_a_dropped_connection_and_clients_share_until_t
     d.exec(&s.target(), "true", None, T).await.expect("one");
     d.exec(&s.target(), "true", None, T).await.expect("two");
     assert_eq!(s.logins(), 5);
+    // Nothing stays open once the clients are gone: no connection per VM left behind.
+    drop((c, d));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while connections_to(s.port) > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(connections_to(s.port), 0, "a connection outlived its clients");
+}
+
+/// Whether this process holds the TCP socket from local port `from` to `to`.
+fn own_socket(from: u16, to: u16) -> bool {
+    let table = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let (local, remote) = (format!(":{from:04X}"), format!(":{to:04X}"));
+    let inode = table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1)?.ends_with(&local) && f.get(2)?.ends_with(&remote)).then(|| f.get(9).map(|s| s.to_string()))?
+    });
+    let Some(inode) = inode else { return false };
+    let wanted = format!("socket:[{inode}]");
+    fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == wanted))
+}
+
+/// This machine's established TCP connections to 127.0.0.1:`port` (client side).
+fn connections_to(port: u16) -> usize {
+    let table = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(2) == Some(&remote.as_str()) && f.get(3) == Some(&"01")
+        })
+        .count()
 }
 
 #[tokio::test]
