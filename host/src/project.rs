@@ -402,7 +402,10 @@ impl Project {
             },
             client: match self.config.ssh.client {
                 SshClientChoice::OpenSsh => ClientKind::OpenSsh,
-                SshClientChoice::Builtin => ClientKind::Builtin { share: self.config.ssh.multiplex },
+                SshClientChoice::Builtin => ClientKind::Builtin {
+                    share: self.config.ssh.multiplex,
+                    agent: std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from),
+                },
             },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;

@@ -95,7 +95,7 @@ impl SshClient {
     /// is pinned for the host. Keyed on the pins (see `mux`).
     pub(crate) fn control_path(&self, t: &Target) -> Result<Option<PathBuf>, CapError> {
         let dir = match (&self.settings.client, &self.settings.control_dir) {
-            (ClientKind::Builtin { share: true }, _) => Path::new(native::POOL_DIR),
+            (ClientKind::Builtin { share: true, .. }, _) => Path::new(native::POOL_DIR),
             (ClientKind::OpenSsh, Some(dir)) => dir.as_path(),
             _ => return Ok(None),
         };

@@ -106,15 +106,17 @@ pub struct SshSettings {
 }
 
 /// Which SSH client cradle uses (`[ssh] client`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientKind {
     /// The operator's OpenSSH `ssh`, with masters when `control_dir` is set.
     OpenSsh,
-    /// The in-process client (`native`); `share`: one connection per target
-    /// and pin in this process, else one per call.
+    /// The in-process client (`native`).
     Builtin {
-        /// Whether calls to one target share a connection.
+        /// One connection per target and pin in this process, else one per call.
         share: bool,
+        /// The operator's agent socket (`SSH_AUTH_SOCK`), used when no
+        /// identity is configured.
+        agent: Option<PathBuf>,
     },
 }
 

@@ -13,10 +13,11 @@
 //!   pinned one. A host with no pin is refused before any connection; a key of
 //!   a pinned type that differs is a `conflict` naming both fingerprints; a
 //!   key of an unpinned type is `failed`. The same messages as OpenSSH's path.
-//! - Authentication: public key only, with the configured identity, else the
-//!   first of `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` that exists. An
-//!   encrypted key cannot be used (nothing prompts; the OpenSSH client with an
-//!   agent can). RSA signs with the best SHA-2 the server announces.
+//! - Authentication: public key only. The configured identity alone; without
+//!   one, the keys of the operator's agent (`SSH_AUTH_SOCK`), then the first
+//!   of `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` that exists (0600, as
+//!   OpenSSH demands). An encrypted key file cannot be used (nothing prompts;
+//!   put it in the agent). RSA signs with the best SHA-2 the server announces.
 //! - Sharing: with a connection key (the pin-keyed name `mux` computes),
 //!   calls to one target share one connection per process; the first call
 //!   makes it while the others wait. [`forget`] drops connections (the end
@@ -48,7 +49,7 @@ use tokio::time::Instant;
 use super::client::Input;
 use super::known_hosts::PublicKey;
 use super::stream::Capped;
-use super::{ExecOutput, SshClient, Target, show_command};
+use super::{ClientKind, ExecOutput, SshClient, Target, show_command};
 use crate::contract::{CapError, ErrorKind};
 
 /// One shared connection, or the place where the first call makes it.
@@ -120,10 +121,10 @@ pub(crate) async fn exec(
     mut input: Input<'_>,
     timeout: Duration,
 ) -> Result<ExecOutput, CapError> {
-    let deadline = Instant::now() + timeout;
+    let call = Call { t, command, timeout, deadline: Instant::now() + timeout };
     let Some(key) = key else {
-        let conn = within(deadline, t, command, connect(c, t)).await??;
-        let out = session(&conn, t, command, &mut input, deadline).await;
+        let conn = within(&call, connect(c, t)).await??;
+        let out = session(&conn, &call, &mut input).await;
         let _ = conn.disconnect(Disconnect::ByApplication, "", "en").await;
         return out.map_err(Failure::into_error);
     };
@@ -131,18 +132,18 @@ pub(crate) async fn exec(
     let mut fresh = false;
     loop {
         let conn = {
-            let mut held = within(deadline, t, command, slot.clone().lock_owned()).await?;
+            let mut held = within(&call, slot.clone().lock_owned()).await?;
             match held.as_ref().filter(|h| !h.is_closed()) {
                 Some(h) => h.clone(),
                 None => {
-                    let h = Arc::new(within(deadline, t, command, connect(c, t)).await??);
+                    let h = Arc::new(within(&call, connect(c, t)).await??);
                     *held = Some(h.clone());
                     fresh = true;
                     h
                 }
             }
         };
-        match session(&conn, t, command, &mut input, deadline).await {
+        match session(&conn, &call, &mut input).await {
             // Nothing ran on a connection that went away (a reboot): one new one.
             Err(Failure::NotOpened(_)) if !fresh => {
                 drop_if_same(&slot, &conn).await;
@@ -167,24 +168,33 @@ async fn drop_if_same(slot: &Slot, conn: &Arc<Handle<Checker>>) {
     }
 }
 
-/// Awaits `f` until `deadline`; past it, the call's transient timeout error.
-async fn within<T>(
+/// One command's call: where, what, and until when.
+struct Call<'a> {
+    t: &'a Target,
+    command: &'a str,
+    timeout: Duration,
     deadline: Instant,
-    t: &Target,
-    command: &str,
-    f: impl std::future::Future<Output = T>,
-) -> Result<T, CapError> {
-    tokio::time::timeout_at(deadline, f).await.map_err(|_| timed_out(t, command, "no session was opened"))
 }
 
-fn timed_out(t: &Target, command: &str, what: &str) -> CapError {
-    CapError::new(
-        ErrorKind::Transient,
-        format!(
-            "ssh {t}: `{}` did not finish in time ({what}); the command may have partly run (or still run) on the remote",
-            show_command(command)
-        ),
-    )
+impl Call<'_> {
+    /// The call's transient error once its time is up (`what` happened then).
+    fn timed_out(&self, what: &str) -> CapError {
+        CapError::new(
+            ErrorKind::Transient,
+            format!(
+                "ssh {}: `{}` did not finish within {} ms ({what}); the command may have partly run (or still run) \
+                 on the remote",
+                self.t,
+                show_command(self.command),
+                self.timeout.as_millis()
+            ),
+        )
+    }
+}
+
+/// Awaits `f` until the call's deadline; past it, the call's timeout error.
+async fn within<T>(call: &Call<'_>, f: impl std::future::Future<Output = T>) -> Result<T, CapError> {
+    tokio::time::timeout_at(call.deadline, f).await.map_err(|_| call.timed_out("no session was opened"))
 }
 
 /// A new authenticated connection to `t`, its host key checked against the pins.
@@ -237,6 +247,12 @@ async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError>
             return Err(connect_error(c, t, &pinned, offered, e));
         }
     };
+    if c.settings().identity.is_none()
+        && let ClientKind::Builtin { agent: Some(sock), .. } = &c.settings().client
+        && agent_login(&mut handle, t, sock).await
+    {
+        return Ok(handle);
+    }
     let key = identity(c, t)?;
     let hash = match key.algorithm() {
         Algorithm::Rsa { .. } => handle.best_supported_rsa_hash().await.ok().flatten().flatten(),
@@ -250,6 +266,30 @@ async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError>
         return Err(c.auth_error(t, "the server refused the key (Permission denied (publickey))"));
     }
     Ok(handle)
+}
+
+/// Logs in with a key the agent at `sock` holds: whether one was accepted.
+/// An agent that cannot be reached or declines to sign is passed over, as
+/// OpenSSH passes it over.
+async fn agent_login(handle: &mut Handle<Checker>, t: &Target, sock: &Path) -> bool {
+    let Ok(mut agent) = russh::keys::agent::client::AgentClient::connect_uds(sock).await else {
+        tracing::debug!("ssh {t}: the agent at {} cannot be reached", sock.display());
+        return false;
+    };
+    let Ok(identities) = agent.request_identities().await else { return false };
+    for id in identities {
+        let key = id.public_key().into_owned();
+        let hash = match key.algorithm() {
+            Algorithm::Rsa { .. } => handle.best_supported_rsa_hash().await.ok().flatten().flatten(),
+            _ => None,
+        };
+        if let Ok(r) = handle.authenticate_publickey_with(t.user.clone(), key, hash, &mut agent).await
+            && r.success()
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The private key to log in with (see the module docs).
@@ -267,11 +307,23 @@ fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapErr
                 })?
         }
     };
+    if c.settings().identity.is_none() {
+        // A configured identity was checked when the client was made; a
+        // default one is refused here as OpenSSH refuses it.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        if mode & 0o077 != 0 {
+            return Err(CapError::failed(format!(
+                "ssh {t}: the identity file {p} is accessible by group or others (mode {mode:03o}); run `chmod 600 {p}`",
+                p = path.display()
+            )));
+        }
+    }
     russh::keys::load_secret_key(&path, None).map_err(|e| {
         let why = match e {
             russh::keys::Error::KeyIsEncrypted => {
-                "it is encrypted and nothing can prompt for its passphrase (use an unencrypted key for cradle, or \
-                 `[ssh] client = \"openssh\"` with the key in an agent)"
+                "it is encrypted and nothing can prompt for its passphrase (leave `identity` unset and add the key \
+                 to your agent, SSH_AUTH_SOCK, or use an unencrypted key kept for cradle)"
                     .to_string()
             }
             other => other.to_string(),
@@ -352,19 +404,14 @@ impl Failure {
 }
 
 /// Runs one command in a new channel on `conn`.
-async fn session(
-    conn: &Handle<Checker>,
-    t: &Target,
-    command: &str,
-    input: &mut Input<'_>,
-    deadline: Instant,
-) -> Result<ExecOutput, Failure> {
+async fn session(conn: &Handle<Checker>, call: &Call<'_>, input: &mut Input<'_>) -> Result<ExecOutput, Failure> {
+    let (t, command, deadline) = (call.t, call.command, call.deadline);
     let shown = show_command(command);
     let opened = tokio::time::timeout_at(deadline, conn.channel_open_session()).await;
     let channel = match opened {
         Ok(Ok(ch)) => ch,
         Ok(Err(e)) => return Err(Failure::NotOpened(transport(t, &format!("opening a session for `{shown}`"), &e))),
-        Err(_) => return Err(Failure::Lost(timed_out(t, command, "the session was not opened"))),
+        Err(_) => return Err(Failure::Lost(call.timed_out("the session was not opened"))),
     };
     if let Err(e) = channel.exec(true, command.as_bytes()).await {
         return Err(Failure::Lost(transport(t, &format!("starting `{shown}`"), &e)));
@@ -416,7 +463,7 @@ async fn session(
     writer.abort();
     if ended.is_err() {
         let _ = channel.close().await;
-        return Err(Failure::Lost(timed_out(t, command, "its channel was closed")));
+        return Err(Failure::Lost(call.timed_out("its channel was closed")));
     }
     let (stdout, stderr) = (stdout.finish(), stderr.finish());
     match status {

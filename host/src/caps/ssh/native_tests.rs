@@ -134,6 +134,7 @@ async fn builtin_keeps_output_after_the_exit_status_and_times_out_as_transient()
     assert!(e.message.contains("sleep 30") && e.message.contains("127.0.0.1"), "{e}");
     let e = c.exec(&s.target(), "sleep 30", None, Duration::from_millis(1500)).await.expect_err("timeout");
     assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    assert!(e.message.contains("sleep 30") && e.message.contains("1500 ms"), "{e}");
     // After a timeout the next call still works (on a new connection).
     let out = c.exec(&s.target(), "echo fine", None, T).await.expect("after a timeout");
     assert_eq!(out.stdout, b"fine\n");
@@ -227,4 +228,46 @@ async fn builtin_refused_ports_are_transient_and_a_file_streams_as_input() {
     fs::write(&src, vec![b'y'; 5 * 1024 * 1024 + 3]).unwrap();
     let out = c.exec_with_file(&s.target(), "wc -c", fs::File::open(&src).unwrap(), T).await.expect("streams the file");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), (5 * 1024 * 1024 + 3).to_string());
+}
+
+#[tokio::test]
+async fn builtin_without_an_identity_logs_in_with_the_agents_key() {
+    if !available("builtin agent") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let sock = s.dir.path().join("agent.sock");
+    let mut agent =
+        Command::new("ssh-agent").arg("-D").arg("-a").arg(&sock).stdout(std::process::Stdio::null()).spawn();
+    let Ok(agent) = agent.as_mut() else {
+        eprintln!("skipping: ssh-agent is missing (openssh-client)");
+        return;
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let add = |args: &[&str]| {
+        let st = Command::new("ssh-add")
+            .args(args)
+            .env("SSH_AUTH_SOCK", &sock)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "ssh-add {args:?}");
+    };
+    add(&[s.client_key.to_str().unwrap()]);
+    let c = s.builtin_with_agent("kh", &sock);
+    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    let out = c.exec(&s.target(), "echo via-agent", None, T).await.expect("the agent's key logs in");
+    assert_eq!(out.stdout, b"via-agent\n");
+    // An agent without the key: the login fails as any refused key does.
+    add(&["-D"]);
+    let c = s.builtin_with_agent("kh2", &sock);
+    c.trust_host_key("127.0.0.1", s.port, &s.host_key.public).unwrap();
+    let e = c.exec(&s.target(), "true", None, T).await.expect_err("no key");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
+    assert!(e.message.contains("authentication failed") || e.message.contains("no identity"), "{e}");
+    let _ = agent.kill();
+    let _ = agent.wait();
 }

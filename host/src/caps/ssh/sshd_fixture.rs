@@ -172,7 +172,19 @@ impl Sshd {
             identity,
             connect_timeout: Duration::from_secs(5),
             control_dir: None,
-            client: super::ClientKind::Builtin { share },
+            client: super::ClientKind::Builtin { share, agent: None },
+        })
+        .expect("client")
+    }
+
+    /// A sharing built-in client with no identity and the agent at `sock`.
+    pub fn builtin_with_agent(&self, name: &str, sock: &Path) -> SshClient {
+        SshClient::new(SshSettings {
+            known_hosts: self.dir.path().join(name),
+            identity: None,
+            connect_timeout: Duration::from_secs(5),
+            control_dir: None,
+            client: super::ClientKind::Builtin { share: true, agent: Some(sock.to_path_buf()) },
         })
         .expect("client")
     }
