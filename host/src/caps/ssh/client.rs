@@ -42,16 +42,7 @@ impl SshClient {
     /// group or others can read (with the `chmod 600` to run).
     pub fn new(settings: SshSettings) -> Result<SshClient, CapError> {
         if let Some(id) = &settings.identity {
-            let meta = std::fs::metadata(id)
-                .map_err(|e| CapError::failed(format!("ssh: cannot read the identity file {}: {e}", id.display())))?;
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(CapError::failed(format!(
-                    "ssh: identity file {} is accessible by group or others (mode {mode:03o}); run `chmod 600 {}`",
-                    id.display(),
-                    id.display()
-                )));
-            }
+            check_identity(id)?;
         }
         if let Some(dir) = &settings.control_dir {
             mux::check_control_dir(dir)?;
@@ -593,6 +584,22 @@ impl SshClient {
         }
         None
     }
+}
+
+/// Refuses a private key that is missing or that group or others can read
+/// (as OpenSSH refuses it), with the `chmod 600` to run.
+pub(crate) fn check_identity(id: &Path) -> Result<(), CapError> {
+    let meta = std::fs::metadata(id)
+        .map_err(|e| CapError::failed(format!("ssh: cannot read the identity file {}: {e}", id.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(CapError::failed(format!(
+            "ssh: identity file {} is accessible by group or others (mode {mode:03o}); run `chmod 600 {}`",
+            id.display(),
+            id.display()
+        )));
+    }
+    Ok(())
 }
 
 impl Drop for SshClient {

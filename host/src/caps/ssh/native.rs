@@ -310,14 +310,7 @@ fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapErr
     if c.settings().identity.is_none() {
         // A configured identity was checked when the client was made; a
         // default one is refused here as OpenSSH refuses it.
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
-        if mode & 0o077 != 0 {
-            return Err(CapError::failed(format!(
-                "ssh {t}: the identity file {p} is accessible by group or others (mode {mode:03o}); run `chmod 600 {p}`",
-                p = path.display()
-            )));
-        }
+        super::client::check_identity(&path)?;
     }
     russh::keys::load_secret_key(&path, None).map_err(|e| {
         let why = match e {
