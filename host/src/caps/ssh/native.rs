@@ -19,8 +19,10 @@
 //!   OpenSSH demands). An encrypted key file cannot be used (nothing prompts;
 //!   put it in the agent). RSA signs with the best SHA-2 the server announces.
 //! - Sharing: with a connection key (the pin-keyed name `mux` computes),
-//!   calls to one target share one connection per process; the first call
-//!   makes it while the others wait. [`forget`] drops connections (the end
+//!   calls to one target share one connection per process, at most
+//!   [`SESSIONS_PER_CONNECTION`] sessions at once (sshd refuses more than its
+//!   `MaxSessions`, 10 by default); the first call makes it while the others
+//!   wait. A server refusing a session is `transient` and keeps the connection. [`forget`] drops connections (the end
 //!   of the last run that used them, a pin change); a transport failure drops
 //!   the one it happened on. A session that cannot be opened on a shared
 //!   connection (the guest rebooted) costs one reconnect, never an error:
@@ -28,9 +30,13 @@
 //! - A command's outcome is its exit status; a remote signal is exit 255
 //!   with no diagnostic (as `ssh` reports it). stdout and stderr are read
 //!   until the channel closes, so output after the exit status is kept;
-//!   a connection that dies before the status is `transient` ("the command
-//!   may have partly run"). A call that outlives its timeout closes its
-//!   channel and is `transient`. Streams are capped as with `ssh`.
+//!   a connection that dies before the status, or before the output's end,
+//!   is `transient` ("the command may have partly run", "the output is
+//!   incomplete"). A call that outlives its timeout, or that its caller gives
+//!   up on, closes its channel (the remote command gets its hang-up) and is
+//!   `transient`. Streams are capped as with `ssh`.
+//! - A host key is checked at the first key exchange; russh does not call
+//!   the check again at a re-key inside the encrypted session (OpenSSH does).
 //! - Keep-alives every 15 s, three unanswered end the connection
 //!   (`ServerAliveInterval=15`, `ServerAliveCountMax=3`).
 
@@ -42,7 +48,7 @@ use std::time::Duration;
 
 use russh::client::{self, Handle, Handler};
 use russh::keys::{Algorithm, HashAlg, PrivateKeyWithHashAlg, PublicKeyBase64, PublicKeyOrCertificate};
-use russh::{ChannelMsg, Disconnect};
+use russh::{ChannelMsg, ChannelWriteHalf, Disconnect};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
@@ -52,8 +58,18 @@ use super::stream::Capped;
 use super::{ClientKind, ExecOutput, SshClient, Target, show_command};
 use crate::contract::{CapError, ErrorKind};
 
-/// One shared connection, or the place where the first call makes it.
-type Slot = Arc<tokio::sync::Mutex<Option<Arc<Handle<Checker>>>>>;
+/// One shared connection (or the place where the first call makes it) and
+/// the sessions it may carry at once.
+struct Shared {
+    conn: tokio::sync::Mutex<Option<Arc<Handle<Checker>>>>,
+    sessions: Arc<tokio::sync::Semaphore>,
+}
+
+type Slot = Arc<Shared>;
+
+/// Sessions one shared connection carries at once: below sshd's default
+/// `MaxSessions` (10), which refuses the eleventh; further calls wait.
+const SESSIONS_PER_CONNECTION: usize = 8;
 
 /// The shared connections of this process, by connection key.
 static POOL: LazyLock<Mutex<HashMap<PathBuf, Slot>>> = LazyLock::new(Mutex::default);
@@ -65,7 +81,7 @@ pub(crate) const POOL_DIR: &str = "/cradle-builtin-ssh";
 /// Whether a live shared connection is held under `key`.
 pub(crate) fn connected(key: &Path) -> bool {
     let slot = POOL.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
-    slot.and_then(|s| s.try_lock().ok().map(|h| h.as_ref().is_some_and(|h| !h.is_closed()))).unwrap_or(false)
+    slot.and_then(|s| s.conn.try_lock().ok().map(|h| h.as_ref().is_some_and(|h| !h.is_closed()))).unwrap_or(false)
 }
 
 /// Keep-alive interval and how many may go unanswered (as OpenSSH's path).
@@ -128,11 +144,24 @@ pub(crate) async fn exec(
         let _ = conn.disconnect(Disconnect::ByApplication, "", "en").await;
         return out.map_err(Failure::into_error);
     };
-    let slot = POOL.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_path_buf()).or_default().clone();
+    let slot = POOL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(key.to_path_buf())
+        .or_insert_with(|| {
+            Arc::new(Shared {
+                conn: tokio::sync::Mutex::default(),
+                sessions: Arc::new(tokio::sync::Semaphore::new(SESSIONS_PER_CONNECTION)),
+            })
+        })
+        .clone();
+    let _permit = within(&call, slot.sessions.clone().acquire_owned())
+        .await?
+        .map_err(|_| CapError::failed(format!("ssh {t}: the shared connection was closed")))?;
     let mut fresh = false;
     loop {
         let conn = {
-            let mut held = within(&call, slot.clone().lock_owned()).await?;
+            let mut held = within(&call, slot.conn.lock()).await?;
             match held.as_ref().filter(|h| !h.is_closed()) {
                 Some(h) => h.clone(),
                 None => {
@@ -160,10 +189,12 @@ pub(crate) async fn exec(
     }
 }
 
-/// Empties `slot` if it still holds `conn`.
+/// Empties `slot` if it still holds `conn`. Bounded: behind another call's
+/// connect it gives up (that call replaces the connection anyway).
 async fn drop_if_same(slot: &Slot, conn: &Arc<Handle<Checker>>) {
-    let mut held = slot.lock().await;
-    if held.as_ref().is_some_and(|h| Arc::ptr_eq(h, conn)) {
+    if let Ok(mut held) = tokio::time::timeout(CLOSE_WAIT, slot.conn.lock()).await
+        && held.as_ref().is_some_and(|h| Arc::ptr_eq(h, conn))
+    {
         *held = None;
     }
 }
@@ -247,11 +278,14 @@ async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError>
             return Err(connect_error(c, t, &pinned, offered, e));
         }
     };
+    let mut tried_agent = false;
     if c.settings().identity.is_none()
         && let ClientKind::Builtin { agent: Some(sock), .. } = &c.settings().client
-        && agent_login(&mut handle, t, sock).await
     {
-        return Ok(handle);
+        if agent_login(&mut handle, t, sock).await {
+            return Ok(handle);
+        }
+        tried_agent = true;
     }
     let key = identity(c, t)?;
     let hash = match key.algorithm() {
@@ -261,7 +295,11 @@ async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError>
     let auth = handle
         .authenticate_publickey(t.user.clone(), PrivateKeyWithHashAlg::new(Arc::new(key), hash))
         .await
-        .map_err(|e| transport(t, "authentication", &e))?;
+        .map_err(|e| match tried_agent {
+            // sshd hangs up after MaxAuthTries refused keys: a login failure, not the network's.
+            true => c.auth_error(t, &format!("the server ended the login after refusing the agent's keys ({e})")),
+            false => transport(t, "authentication", &e),
+        })?;
     if !auth.success() {
         return Err(c.auth_error(t, "the server refused the key (Permission denied (publickey))"));
     }
@@ -333,6 +371,16 @@ fn connect_error(
     offered: Option<Offered>,
     e: russh::Error,
 ) -> CapError {
+    if let russh::Error::NoCommonAlgo { kind: russh::AlgorithmKind::Key, ours, theirs } = &e {
+        return c.unknown_key_error(
+            t,
+            &format!(
+                "it offers none of the pinned host key types (key types: {} / {})",
+                ours.join(","),
+                theirs.join(",")
+            ),
+        );
+    }
     if let Some(o) = offered {
         if pinned.iter().any(|p| same_family(&p.kind, &o.kind)) {
             return c.changed_key_error(t, &o.fingerprint);
@@ -352,7 +400,14 @@ fn connect_error(
         if let Some(text) = text {
             return CapError::new(ErrorKind::Transient, format!("ssh {t}: {text} ({io})"));
         }
-        if io.to_string().contains("lookup") || io.to_string().contains("resolve") {
+        let said = io.to_string();
+        if said.contains("Temporary failure") {
+            return CapError::new(
+                ErrorKind::Transient,
+                format!("ssh {t}: Temporary failure in name resolution ({io})"),
+            );
+        }
+        if said.contains("lookup") || said.contains("resolve") {
             return CapError::failed(format!(
                 "ssh {t}: the host name does not resolve; check the inventory address ({io})"
             ));
@@ -396,6 +451,34 @@ impl Failure {
     }
 }
 
+/// A session's sending half and input writer. Unless the server closed the
+/// channel, dropping it (a timeout, a refusal, the caller giving up on the
+/// call) stops the writer and sends the channel's close without waiting on
+/// it for long: the remote command gets its hang-up, the connection keeps no
+/// channel for a call that is gone.
+struct Open {
+    tx: Option<ChannelWriteHalf<client::Msg>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(w) = self.writer.take() {
+            w.abort();
+        }
+        if let Some(tx) = self.tx.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(CLOSE_WAIT, tx.close()).await;
+            });
+        }
+    }
+}
+
+/// How long closing a channel may wait for room in the connection's queue.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 /// Runs one command in a new channel on `conn`.
 async fn session(conn: &Handle<Checker>, call: &Call<'_>, input: &mut Input<'_>) -> Result<ExecOutput, Failure> {
     let (t, command, deadline) = (call.t, call.command, call.deadline);
@@ -403,65 +486,92 @@ async fn session(conn: &Handle<Checker>, call: &Call<'_>, input: &mut Input<'_>)
     let opened = tokio::time::timeout_at(deadline, conn.channel_open_session()).await;
     let channel = match opened {
         Ok(Ok(ch)) => ch,
+        // The server said no to one more session; the connection is fine.
+        Ok(Err(e @ russh::Error::ChannelOpenFailure(_))) => {
+            return Err(Failure::Refused(CapError::new(
+                ErrorKind::Transient,
+                format!("ssh {t}: the server refused a new session for `{shown}` ({e}; its MaxSessions?)"),
+            )));
+        }
         Ok(Err(e)) => return Err(Failure::NotOpened(transport(t, &format!("opening a session for `{shown}`"), &e))),
         Err(_) => return Err(Failure::Lost(call.timed_out("the session was not opened"))),
     };
-    if let Err(e) = channel.exec(true, command.as_bytes()).await {
-        return Err(Failure::Lost(transport(t, &format!("starting `{shown}`"), &e)));
+    let (mut rx, tx) = channel.split();
+    let mut open = Open { tx: Some(tx), writer: None };
+    let Some(tx) = open.tx.as_ref() else { unreachable!("set just above") };
+    match tokio::time::timeout_at(deadline, tx.exec(true, command.as_bytes())).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Failure::Lost(transport(t, &format!("starting `{shown}`"), &e))),
+        Err(_) => return Err(Failure::Lost(call.timed_out("the command was not started"))),
     }
     // Input goes in its own task, so a command that writes before it reads
     // cannot stall on a full window. It is taken only now: a session that
     // was not opened leaves it for the retry.
-    let writer = {
-        let mut tx = channel.make_writer();
-        let data = match std::mem::replace(input, Input::Closed) {
-            Input::Closed => None,
-            Input::Bytes(b) => Some(Source::Bytes(b.to_vec())),
-            Input::File(f) => Some(Source::File(tokio::fs::File::from_std(f))),
-        };
-        tokio::spawn(async move {
-            let _ = match data {
-                Some(Source::Bytes(b)) => tx.write_all(&b).await,
-                Some(Source::File(mut f)) => tokio::io::copy(&mut f, &mut tx).await.map(|_| ()),
-                None => Ok(()),
-            };
-            // Shutting the writer down sends EOF: the command reads end-of-file.
-            let _ = tx.shutdown().await;
-        })
+    let mut w = tx.make_writer();
+    let data = match std::mem::replace(input, Input::Closed) {
+        Input::Closed => None,
+        Input::Bytes(b) => Some(Source::Bytes(b.to_vec())),
+        Input::File(f) => Some(Source::File(tokio::fs::File::from_std(f))),
     };
-    let mut channel = channel;
+    open.writer = Some(tokio::spawn(async move {
+        let _ = match data {
+            Some(Source::Bytes(b)) => w.write_all(&b).await,
+            Some(Source::File(mut f)) => tokio::io::copy(&mut f, &mut w).await.map(|_| ()),
+            None => Ok(()),
+        };
+        // Shutting the writer down sends EOF: the command reads end-of-file.
+        let _ = w.shutdown().await;
+    }));
     let (mut stdout, mut stderr) = (Capped::default(), Capped::default());
     let mut status: Option<u32> = None;
-    let mut signalled = false;
-    let ended = loop {
-        match tokio::time::timeout_at(deadline, channel.wait()).await {
-            Err(_) => break Err(()),
-            Ok(None) => break Ok(()),
+    let (mut signalled, mut eof, mut closed) = (false, false, false);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.wait()).await {
+            Err(_) => {
+                // Stop reading first: the connection must not wait on this
+                // channel's full queue while its close is sent (by `open`).
+                drop(rx);
+                return Err(Failure::Lost(call.timed_out("its channel was closed")));
+            }
+            Ok(None) => break,
             Ok(Some(msg)) => match msg {
                 ChannelMsg::Data { data } => stdout.push(&data),
                 ChannelMsg::ExtendedData { data, ext: 1 } => stderr.push(&data),
                 ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
                 ChannelMsg::ExitSignal { .. } => signalled = true,
+                ChannelMsg::Eof => eof = true,
                 ChannelMsg::Failure => {
-                    writer.abort();
                     return Err(Failure::Refused(CapError::failed(format!(
                         "ssh {t}: the server refused to run `{shown}`"
                     ))));
                 }
-                ChannelMsg::Close => break Ok(()),
+                ChannelMsg::Close => {
+                    open.tx = None;
+                    closed = true;
+                    break;
+                }
                 _ => {}
             },
         }
-    };
-    writer.abort();
-    if ended.is_err() {
-        let _ = channel.close().await;
-        return Err(Failure::Lost(call.timed_out("its channel was closed")));
     }
+    drop(open);
     let (stdout, stderr) = (stdout.finish(), stderr.finish());
+    // Output is complete once the server closed the channel, or said end of
+    // output and the status; a connection that died short of that may have
+    // taken output with it.
+    let complete = closed || eof && (status.is_some() || signalled);
     match status {
-        Some(code) => Ok(ExecOutput { exit_code: Some(i32::try_from(code).unwrap_or(255)), stdout, stderr }),
-        None if signalled && !conn.is_closed() => Ok(ExecOutput { exit_code: Some(255), stdout, stderr }),
+        Some(code) if complete => {
+            Ok(ExecOutput { exit_code: Some(i32::try_from(code).unwrap_or(255)), stdout, stderr })
+        }
+        None if complete && signalled && !conn.is_closed() => Ok(ExecOutput { exit_code: Some(255), stdout, stderr }),
+        Some(code) => Err(Failure::Lost(CapError::new(
+            ErrorKind::Transient,
+            format!(
+                "ssh {t}: `{shown}` exited with {code} but the connection closed before its output ended; the \
+                 output is incomplete, so it is not used"
+            ),
+        ))),
         None => Err(Failure::Lost(CapError::new(
             ErrorKind::Transient,
             format!(

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::sshd_fixture::{Sshd, available, write_private};
+use super::tests::futures_join_all;
 use super::*;
 use crate::contract::ErrorKind;
 
@@ -270,4 +271,73 @@ async fn builtin_without_an_identity_logs_in_with_the_agents_key() {
     assert!(e.message.contains("authentication failed") || e.message.contains("no identity"), "{e}");
     let _ = agent.kill();
     let _ = agent.wait();
+}
+
+#[tokio::test]
+async fn builtin_carries_more_concurrent_calls_than_sshds_max_sessions_on_one_login() {
+    if !available("builtin sessions") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_builtin("kh");
+    let target = s.target();
+    let calls = (0..24).map(|i| {
+        let (c, target) = (&c, &target);
+        async move { c.exec(target, &format!("sleep 0.3; echo {i}"), None, T).await }
+    });
+    let outs = futures_join_all(calls).await;
+    for (i, out) in outs.into_iter().enumerate() {
+        let out = out.unwrap_or_else(|e| panic!("call {i}: {e}"));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), i.to_string());
+    }
+    assert_eq!(s.logins(), 1, "sshd's MaxSessions (10) never cost a new login or an error");
+}
+
+#[tokio::test]
+async fn builtin_a_call_that_times_out_or_is_given_up_hangs_up_its_command_and_the_connection_goes_on() {
+    if !available("builtin hang-up") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let c = s.pinned_builtin("kh");
+    // A flood of output past the timeout: the call ends, nothing hangs.
+    let e = c.exec(&s.target(), "yes cradle-flood", None, Duration::from_millis(1500)).await.expect_err("flood");
+    assert_eq!(e.kind, ErrorKind::Transient, "{e}");
+    let out = c.exec(&s.target(), "echo after-flood", None, T).await.expect("the client goes on");
+    assert_eq!(out.stdout, b"after-flood\n");
+    // The caller gives up on a call (a plugin's deadline): its channel is closed,
+    // and a command writing to it gets its hang-up.
+    let loop_cmd = "while true; do echo cradle-given-up; sleep 0.1; done";
+    let gave_up = tokio::time::timeout(Duration::from_millis(800), c.exec(&s.target(), loop_cmd, None, T)).await;
+    assert!(gave_up.is_err(), "the call was still running");
+    let running = || {
+        let out = Command::new("pgrep").args(["-f", "cradle-given-up"]).output().expect("pgrep");
+        !out.stdout.is_empty()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while running() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!running(), "the remote loop outlived the call its caller gave up on");
+    let out = c.exec(&s.target(), "echo still", None, T).await.expect("the connection goes on");
+    assert_eq!(out.stdout, b"still\n");
+}
+
+#[tokio::test]
+async fn builtin_a_host_that_offers_none_of_the_pinned_key_types_is_failed_not_retried() {
+    if !available("builtin key type") {
+        return;
+    }
+    let s = Sshd::start().await;
+    let other = s.dir.path().join("ecdsa_host");
+    let st = Command::new("ssh-keygen").args(["-q", "-t", "ecdsa", "-N", "", "-f"]).arg(&other).status();
+    assert!(st.unwrap().success());
+    let c = s.builtin_client("kh", Some(s.client_key.clone()), true);
+    let ecdsa = fs::read_to_string(other.with_extension("pub")).unwrap();
+    c.trust_host_key("127.0.0.1", s.port, &ecdsa).unwrap();
+    let e = c.exec(&s.target(), "true", None, T).await.expect_err("no common key type");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
+    assert!(e.message.contains("trust-host-key"), "{e}");
+    assert_eq!(c.wait_for(&s.target(), T).await.expect_err("no waiting").kind, ErrorKind::Failed);
+    assert_eq!(s.logins(), 0);
 }

@@ -305,7 +305,7 @@ pub(super) fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// Awaits every future (no `futures` dependency: they are polled together by `join!`-ing a vec).
-async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+pub(super) async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
     let mut pinned: Vec<std::pin::Pin<Box<F>>> = futs.map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
