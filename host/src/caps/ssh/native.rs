@@ -19,10 +19,12 @@
 //!   OpenSSH demands). An encrypted key file cannot be used (nothing prompts;
 //!   put it in the agent). RSA signs with the best SHA-2 the server announces.
 //! - Sharing: with a connection key (the pin-keyed name `mux` computes),
-//!   calls to one target share one connection per process, at most
+//!   calls to one target share a connection per process, at most
 //!   [`SESSIONS_PER_CONNECTION`] sessions at once (sshd refuses more than its
-//!   `MaxSessions`, 10 by default); the first call makes it while the others
-//!   wait. A server refusing a session is `transient` and keeps the connection. [`forget`] drops connections (the end
+//!   `MaxSessions`, 10 by default); while every connection is that busy another
+//!   one opens, up to [`MAX_LANES`], then calls wait. The first call on a
+//!   connection makes it while the others wait. A server refusing a session is
+//!   `transient` and keeps the connection. [`forget`] drops connections (the end
 //!   of the last run that used them, a pin change); a transport failure drops
 //!   the one it happened on. A session that cannot be opened on a shared
 //!   connection (the guest rebooted) costs one reconnect, never an error:
@@ -67,12 +69,54 @@ struct Shared {
 
 type Slot = Arc<Shared>;
 
+impl Shared {
+    fn new() -> Slot {
+        Arc::new(Shared {
+            conn: tokio::sync::Mutex::default(),
+            sessions: Arc::new(tokio::sync::Semaphore::new(SESSIONS_PER_CONNECTION)),
+        })
+    }
+}
+
+/// The shared connections to one target and pin: a second one opens only
+/// when the first carries all the sessions it may.
+#[derive(Default)]
+struct Lanes {
+    lanes: Mutex<Vec<Slot>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Lanes {
+    /// A connection with a free session (and the permit), else a new one if
+    /// there may be more, else the next one in turn to wait on.
+    fn pick(&self) -> (Slot, Option<tokio::sync::OwnedSemaphorePermit>) {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        for lane in lanes.iter() {
+            if let Ok(permit) = lane.sessions.clone().try_acquire_owned() {
+                return (lane.clone(), Some(permit));
+            }
+        }
+        if lanes.len() < MAX_LANES {
+            let lane = Shared::new();
+            lanes.push(lane.clone());
+            let permit = lane.sessions.clone().try_acquire_owned().ok();
+            return (lane, permit);
+        }
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % lanes.len();
+        (lanes[i].clone(), None)
+    }
+}
+
 /// Sessions one shared connection carries at once: below sshd's default
-/// `MaxSessions` (10), which refuses the eleventh; further calls wait.
+/// `MaxSessions` (10), which refuses the eleventh.
 const SESSIONS_PER_CONNECTION: usize = 8;
 
+/// Connections to one target and pin at most (so at most 32 sessions at once;
+/// further calls wait for one to end).
+const MAX_LANES: usize = 4;
+
 /// The shared connections of this process, by connection key.
-static POOL: LazyLock<Mutex<HashMap<PathBuf, Slot>>> = LazyLock::new(Mutex::default);
+static POOL: LazyLock<Mutex<HashMap<PathBuf, Arc<Lanes>>>> = LazyLock::new(Mutex::default);
 
 /// The stand-in directory of the built-in client's pool keys (nothing is
 /// created there: the keys only name connections).
@@ -80,8 +124,9 @@ pub(crate) const POOL_DIR: &str = "/cradle-builtin-ssh";
 
 /// Whether a live shared connection is held under `key`.
 pub(crate) fn connected(key: &Path) -> bool {
-    let slot = POOL.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
-    slot.and_then(|s| s.conn.try_lock().ok().map(|h| h.as_ref().is_some_and(|h| !h.is_closed()))).unwrap_or(false)
+    let Some(lanes) = POOL.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned() else { return false };
+    let lanes = lanes.lanes.lock().unwrap_or_else(|e| e.into_inner());
+    lanes.iter().any(|s| s.conn.try_lock().is_ok_and(|h| h.as_ref().is_some_and(|h| !h.is_closed())))
 }
 
 /// Keep-alive interval and how many may go unanswered (as OpenSSH's path).
@@ -144,20 +189,14 @@ pub(crate) async fn exec(
         let _ = conn.disconnect(Disconnect::ByApplication, "", "en").await;
         return out.map_err(Failure::into_error);
     };
-    let slot = POOL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(key.to_path_buf())
-        .or_insert_with(|| {
-            Arc::new(Shared {
-                conn: tokio::sync::Mutex::default(),
-                sessions: Arc::new(tokio::sync::Semaphore::new(SESSIONS_PER_CONNECTION)),
-            })
-        })
-        .clone();
-    let _permit = within(&call, slot.sessions.clone().acquire_owned())
-        .await?
-        .map_err(|_| CapError::failed(format!("ssh {t}: the shared connection was closed")))?;
+    let lanes = POOL.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_path_buf()).or_default().clone();
+    let (slot, permit) = lanes.pick();
+    let _permit = match permit {
+        Some(p) => p,
+        None => within(&call, slot.sessions.clone().acquire_owned())
+            .await?
+            .map_err(|_| CapError::failed(format!("ssh {t}: the shared connection was closed")))?,
+    };
     let mut fresh = false;
     loop {
         let conn = {

@@ -274,7 +274,7 @@ async fn builtin_without_an_identity_logs_in_with_the_agents_key() {
 }
 
 #[tokio::test]
-async fn builtin_carries_more_concurrent_calls_than_sshds_max_sessions_on_one_login() {
+async fn builtin_carries_more_concurrent_calls_than_sshds_max_sessions_without_an_error() {
     if !available("builtin sessions") {
         return;
     }
@@ -290,7 +290,9 @@ async fn builtin_carries_more_concurrent_calls_than_sshds_max_sessions_on_one_lo
         let out = out.unwrap_or_else(|e| panic!("call {i}: {e}"));
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), i.to_string());
     }
-    assert_eq!(s.logins(), 1, "sshd's MaxSessions (10) never cost a new login or an error");
+    // 8 sessions per connection (sshd refuses an eleventh), so 24 at once take
+    // three connections, never an error.
+    assert_eq!(s.logins(), 3, "one login per 8 concurrent sessions");
 }
 
 #[tokio::test]
