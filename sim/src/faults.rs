@@ -39,11 +39,14 @@ pub enum FaultKind {
     /// without the cloud-init drive falls back to DataSourceNone, a new instance,
     /// and regenerates the SSH host key.
     DatasourceNone,
+    /// Another writer makes the same HA rule change first: a create finds the
+    /// rule already defined, a digest-checked update finds the file changed.
+    HaRace,
 }
 
 impl FaultKind {
     /// All kinds with their spec names.
-    pub const ALL: [(FaultKind, &'static str); 12] = [
+    pub const ALL: [(FaultKind, &'static str); 13] = [
         (FaultKind::Api500, "api-500"),
         (FaultKind::Locked, "locked"),
         (FaultKind::LockFile, "lock-timeout"),
@@ -56,6 +59,7 @@ impl FaultKind {
         (FaultKind::CloudInitDegraded, "cloud-init-degraded"),
         (FaultKind::RebootHang, "reboot-hang"),
         (FaultKind::DatasourceNone, "datasource-none"),
+        (FaultKind::HaRace, "ha-race"),
     ];
 
     /// The spec name.

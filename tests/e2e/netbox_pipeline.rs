@@ -27,7 +27,7 @@ use cradle_sim::services::semaphore::{self, Semaphore, SemaphoreConfig, TaskOutc
 use cradle_sim::services::technitium::{self, Technitium, TechnitiumConfig};
 use cradle_sim::services::unifi::{self, NetworkSpec, Unifi, UnifiConfig};
 use cradle_sim::services::{Listen, unifi::DhcpOffer};
-use cradle_sim::{Cluster, RunningCluster, SimConfig};
+use cradle_sim::{Cluster, FaultSpec, RunningCluster, SimConfig};
 use cradle_testkit::netbox::{NetBox, id, unique_name};
 use cradle_tests::cradle_bin;
 use cradle_tests::serve_process::Served;
@@ -61,7 +61,7 @@ fn write_secret(path: &Path, value: &str) {
 }
 
 impl Lab {
-    fn start(dir: &Path) -> Lab {
+    fn start(dir: &Path, faults: Option<&str>) -> Lab {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         // A /24 of its own per test run: NetBox keeps addresses across runs.
         let net = (std::process::id() % 200 + 20) as u8;
@@ -100,6 +100,7 @@ impl Lab {
             listen: localhost,
             node_ssh_port: 0,
             dhcp: Some(unifi.dhcp("default")),
+            faults: faults.map(|f| FaultSpec::parse(f).expect("faults")).unwrap_or_default(),
             ..SimConfig::default()
         };
         let cluster = rt.block_on(Cluster::start(config)).expect("simulated cluster");
@@ -123,6 +124,8 @@ struct Setup<'a> {
     nics: Option<&'a str>,
     /// The environment's backend is Terraform, of this flavour (`bpg`, `telmate`).
     terraform: Option<&'static str>,
+    /// The simulator's faults (`ha-race`).
+    faults: Option<&'static str>,
 }
 
 const NIC0: &str = "  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
@@ -319,7 +322,7 @@ impl World {
     /// The project as `setup` says.
     fn with(setup: &Setup) -> World {
         let tmp = tempfile::tempdir().expect("tmp");
-        let lab = Lab::start(tmp.path());
+        let lab = Lab::start(tmp.path(), setup.faults);
         let secret = format!("CANARY-HOOK-{}", std::process::id());
         let netbox = NetBox::shared();
         let dir = project_with(tmp.path(), &lab, &netbox, &secret, setup);
@@ -527,6 +530,46 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
         let n =
             state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name.as_str()).count();
         assert_eq!(n, 1, "one VM {name}");
+    }
+}
+
+/// The node's HA rule is shared by every VM on the node and written
+/// optimistically: another writer changing it between cradle's read and its
+/// write (the simulator's `ha-race`: the same change lands first, so a create
+/// finds the rule already defined and an update finds the file changed) makes
+/// the write a conflict, and the `ha` step reads the rule again and goes on.
+#[test]
+fn a_concurrent_write_to_the_nodes_ha_rule_is_read_again_and_the_vms_go_active() {
+    let w = World::with(&Setup { faults: Some("ha-race"), ..Setup::default() });
+    let (lab, side, dir) = (&w.lab, &w.side, &w.dir);
+    let query = format!("name__isw={}-", side.prefix);
+    let mut sids = Vec::new();
+    // One at a time: the first VM creates the rule, the second updates it.
+    for i in 0..2 {
+        let name = format!("{}-r{i}", side.prefix);
+        let (vm, _) =
+            side.planned_vm(&name, &format!("127.78.{}.{}", lab.net, 40 + i), fields("pve2", Some("debian-12-cloud")));
+        side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
+        let out = Command::new(cradle_bin())
+            .current_dir(dir)
+            .args(["--output", "json", "netbox", "sync", "--query", &query])
+            .output()
+            .expect("cradle netbox sync");
+        let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        assert_eq!(side.netbox.vm(&vm)["status"]["value"], "active", "{text}");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let vmid = doc["vms"][0]["detail"]
+            .as_str()
+            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            .and_then(|d| d["vmid"].as_u64())
+            .expect("the created VM's vmid");
+        sids.push(format!("vm:{vmid}"));
+    }
+    let state = lab.state();
+    let rule = state["ha_rules"]["cradle-pve2"].to_string();
+    for sid in &sids {
+        assert!(rule.contains(sid.as_str()), "{sid} in the node's rule: {}", state["ha_rules"]);
     }
 }
 

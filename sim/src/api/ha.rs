@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{ApiError, ApiResult, Params, Reply};
+use crate::faults::FaultKind;
 use crate::model::{ClusterState, HaResource, HaRule};
 use crate::sim::{Sim, lock};
 
@@ -260,6 +261,12 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
         RULE_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
     let rule = HaRule { rule: id.clone(), kind, resources, options };
     let mut st = lock(&sim.state);
+    if !st.ha_rules.contains_key(&id) && sim.faults.fire(FaultKind::HaRace) {
+        // Another writer created the same rule a moment earlier.
+        validate_rule(sim, &st, &rule)?;
+        st.ha_rules.insert(id.clone(), rule.clone());
+        sim.changed();
+    }
     if st.ha_rules.contains_key(&id) {
         return Err(ApiError::die(format!("HA rule '{id}' already defined")));
     }
@@ -281,6 +288,17 @@ pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     p.only(&["type", "resources", "nodes", "strict", "disable", "comment", "affinity", "delete", "digest"])?;
     check_rule_id(id)?;
     let mut st = lock(&sim.state);
+    if p.get("digest").is_some()
+        && let (Some(r), Some(resources)) = (st.ha_rules.get(id).cloned(), p.get("resources"))
+        && sim.faults.fire(FaultKind::HaRace)
+    {
+        // Another writer made the same change a moment earlier: the file's
+        // digest moved on.
+        let mut r = r;
+        r.resources = parse_resources(resources)?;
+        st.ha_rules.insert(id.to_string(), r);
+        sim.changed();
+    }
     if let Some(d) = p.get("digest")
         && d != digest_of(&st.ha_rules)
     {
