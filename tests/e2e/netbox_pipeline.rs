@@ -506,13 +506,7 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
         vms.push(vm);
     }
     let query = format!("name__isw={}-", side.prefix);
-    let sync = || {
-        Command::new(cradle_bin())
-            .current_dir(dir)
-            .args(["--output", "json", "netbox", "sync", "--query", &query])
-            .output()
-            .expect("cradle netbox sync")
-    };
+    let sync = || netbox_sync(dir, &query);
     let out = sync();
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
@@ -533,6 +527,15 @@ fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds
     }
 }
 
+/// `cradle --output json netbox sync --query QUERY` in the project at `dir`.
+fn netbox_sync(dir: &Path, query: &str) -> std::process::Output {
+    Command::new(cradle_bin())
+        .current_dir(dir)
+        .args(["--output", "json", "netbox", "sync", "--query", query])
+        .output()
+        .expect("cradle netbox sync")
+}
+
 /// The node's HA rule is shared by every VM on the node and written
 /// optimistically: another writer changing it between cradle's read and its
 /// write (the simulator's `ha-race`: the same change lands first, so a create
@@ -550,11 +553,7 @@ fn a_concurrent_write_to_the_nodes_ha_rule_is_read_again_and_the_vms_go_active()
         let (vm, _) =
             side.planned_vm(&name, &format!("127.78.{}.{}", lab.net, 40 + i), fields("pve2", Some("debian-12-cloud")));
         side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
-        let out = Command::new(cradle_bin())
-            .current_dir(dir)
-            .args(["--output", "json", "netbox", "sync", "--query", &query])
-            .output()
-            .expect("cradle netbox sync");
+        let out = netbox_sync(dir, &query);
         let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{text}");
         assert_eq!(side.netbox.vm(&vm)["status"]["value"], "active", "{text}");

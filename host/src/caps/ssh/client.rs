@@ -121,6 +121,19 @@ impl SshClient {
         }
     }
 
+    /// A call through the built-in client, on the target's shared connection.
+    async fn exec_builtin(
+        &self,
+        t: &Target,
+        command: &str,
+        input: Input<'_>,
+        timeout: Duration,
+    ) -> Result<ExecOutput, CapError> {
+        let control = self.control_path(t)?;
+        self.note_master(t, control.as_deref());
+        native::exec(self, control.as_deref(), t, command, input, timeout).await
+    }
+
     /// Stops the masters this client used for `host`/`port` (blocking). They
     /// stay counted as used until the client is dropped.
     fn close_masters_for(&self, host: &str, port: u16) {
@@ -129,7 +142,6 @@ impl SshClient {
             let m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
             m.iter().filter(|(_, e)| **e == entry).map(|(p, _)| p.clone()).collect()
         };
-        native::forget(&paths);
         mux::stop_masters(&paths);
     }
 
@@ -206,11 +218,11 @@ impl SshClient {
         if command.contains('\0') {
             return Err(CapError::invalid(format!("ssh {t}: the command contains a NUL byte")));
         }
+        if self.settings.client != ClientKind::OpenSsh {
+            return self.exec_builtin(t, command, Input::from(stdin), timeout).await;
+        }
         let control = self.control_path(t)?;
         self.note_master(t, control.as_deref());
-        if self.settings.client != ClientKind::OpenSsh {
-            return native::exec(self, control.as_deref(), t, command, Input::from(stdin), timeout).await;
-        }
         let started = Instant::now();
         let mut opening = None;
         if let Some(p) = &control {
@@ -313,9 +325,7 @@ impl SshClient {
         }
         if self.settings.client != ClientKind::OpenSsh {
             // In-process, the shared connection carries the data as well as any.
-            let control = self.control_path(t)?;
-            self.note_master(t, control.as_deref());
-            return native::exec(self, control.as_deref(), t, command, Input::File(input), timeout).await;
+            return self.exec_builtin(t, command, Input::File(input), timeout).await;
         }
         // A connection of its own, not a session on the target's master: the
         // bulk data then goes straight from this `ssh` to the server instead

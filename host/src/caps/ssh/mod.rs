@@ -3,7 +3,7 @@
 //! (`ssh`) instead of an SSH library: operators already trust OpenSSH, and it
 //! checks host keys exactly as they expect. Guest host keys are generated
 //! in-process (`keys.rs`), not by `ssh-keygen`. `[ssh] client = "builtin"`
-//! swaps the `ssh` processes for the in-process client of `native.rs`, which
+//! swaps the `ssh` processes for the in-process client of `native/`, which
 //! keeps the same contract (below) for runs of hundreds of guests.
 //!
 //! Contract:

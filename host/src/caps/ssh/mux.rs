@@ -103,7 +103,6 @@ pub(crate) fn release(paths: &[PathBuf]) {
         }
     }
     if !unused.is_empty() {
-        super::native::forget(&unused);
         stop_masters(&unused);
     }
 }
@@ -219,9 +218,12 @@ fn control_command(path: &Path, op: &str) -> std::process::Command {
 }
 
 /// Stops the masters at `paths` (`-O stop`, in parallel, bounded by
-/// [`CLOSE_TIMEOUT`]) and removes sockets left behind. Blocking; for the end of
+/// [`CLOSE_TIMEOUT`]) and removes sockets left behind; drops the built-in
+/// client's connections under those keys. Blocking; for the end of
 /// a client and pin changes.
 pub(crate) fn stop_masters(paths: &[PathBuf]) {
+    // The built-in client's connections under the same keys end with them.
+    super::native::forget(paths);
     let live: Vec<&PathBuf> = paths.iter().filter(|p| fs::symlink_metadata(p).is_ok()).collect();
     // The protocol first (no process); `ssh -O stop` for a master that would not answer it.
     let mut children: Vec<_> = live
