@@ -58,9 +58,33 @@ pub enum StepState {
     Failed(String),
 }
 
-/// Where step events go (nowhere by default).
+/// One VM's run ended: what a live display marks its row with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmFinished {
+    /// The VM.
+    pub vm: String,
+    /// The result word of the summary table (`created`, `skipped`, `failed`, ...).
+    pub result: String,
+    /// It ended without an error.
+    pub ok: bool,
+    /// Its wall time, the figure the summary table shows.
+    pub duration: std::time::Duration,
+}
+
+/// What a live display is told, in order: the VMs, then their steps and ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The command will run these VMs (before the first starts).
+    Planned(Vec<String>),
+    /// A step started or ended.
+    Step(StepEvent),
+    /// A VM's run ended.
+    Finished(VmFinished),
+}
+
+/// Where progress events go (nowhere by default).
 #[derive(Clone, Default)]
-pub struct ProgressSink(Option<Arc<dyn Fn(StepEvent) + Send + Sync>>);
+pub struct ProgressSink(Option<Arc<dyn Fn(Progress) + Send + Sync>>);
 
 impl std::fmt::Debug for ProgressSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,8 +93,8 @@ impl std::fmt::Debug for ProgressSink {
 }
 
 impl ProgressSink {
-    /// A sink calling `f` for every step event.
-    pub fn new(f: impl Fn(StepEvent) + Send + Sync + 'static) -> ProgressSink {
+    /// A sink calling `f` for every event.
+    pub fn new(f: impl Fn(Progress) + Send + Sync + 'static) -> ProgressSink {
         ProgressSink(Some(Arc::new(f)))
     }
 
@@ -79,9 +103,16 @@ impl ProgressSink {
         self.0.is_some()
     }
 
-    fn emit(&self, vm: Option<&str>, step: &str, state: StepState) {
+    /// Tell the listener.
+    pub fn send(&self, event: Progress) {
         if let Some(f) = &self.0 {
-            f(StepEvent { vm: vm.map(str::to_string), step: step.to_string(), state });
+            f(event);
+        }
+    }
+
+    fn emit(&self, vm: Option<&str>, step: &str, state: StepState) {
+        if self.is_active() {
+            self.send(Progress::Step(StepEvent { vm: vm.map(str::to_string), step: step.to_string(), state }));
         }
     }
 }
@@ -535,6 +566,9 @@ impl Project {
         let result = loaded.workflows.call(&req.script, &req.func, req.args, ctx);
         // Every path: free what the run still holds, then record the end.
         let unreleased_locks = run.release_all(services.locks.as_ref());
+        if let Ok(value) = &result {
+            journal_outcome(&journal, &req.vms, value);
+        }
         let (status, error) = match &result {
             Ok(_) => (RunStatus::Succeeded, None),
             Err(e) => (RunStatus::Failed, Some(e.to_string())),
@@ -548,6 +582,27 @@ impl Project {
             result,
             unreleased_locks,
         })
+    }
+}
+
+/// A workflow that returns `#{ result, why }` (provision, check, remove) gets
+/// that outcome in its journal as a log event `outcome result=... why=...`,
+/// so `cradle runs show` says what the run did and why (a skip: complete,
+/// no checkpoint, nothing to change), not only that it succeeded.
+fn journal_outcome(journal: &JournalWriter, vms: &[ScopedVm], value: &Dynamic) {
+    let Some(map) = value.read_lock::<rhai::Map>() else { return };
+    let text = |key: &str| map.get(key).filter(|v| !v.is_unit()).map(|v| v.to_string());
+    let Some(result) = text("result") else { return };
+    let mut fields = vec![("result".to_string(), result)];
+    if let Some(why) = text("why") {
+        fields.push(("why".to_string(), why));
+    }
+    let vm = match vms {
+        [one] => Some(one.name.as_str()),
+        _ => None,
+    };
+    if let Err(e) = journal.log(vm, LogLevel::Info, "outcome", fields) {
+        tracing::error!(error = %e, "could not journal the run's outcome");
     }
 }
 
@@ -569,12 +624,9 @@ impl RunObserver for JournalObserver {
             tracing::error!(error = %e, "could not journal a step start");
         }
         self.progress.emit(vm, step, StepState::Started);
-        // With a live display the steps are on screen already: log them quietly.
-        if self.progress.is_active() {
-            tracing::debug!(vm = vm.unwrap_or("-"), step, "step started");
-        } else {
-            tracing::info!(vm = vm.unwrap_or("-"), step, "step started");
-        }
+        // Steps are detail (`-v`): a display shows them, and without one each
+        // VM's outcome gets one line (`provision::run_all`).
+        tracing::debug!(vm = vm.unwrap_or("-"), step, "step started");
     }
 
     fn step_finished(&self, vm: Option<&str>, step: &str, error: Option<&str>) {
@@ -588,12 +640,11 @@ impl RunObserver for JournalObserver {
             tracing::error!(error = %e, "could not journal a step end");
         }
         self.progress.emit(vm, step, error.map_or(StepState::Succeeded, |e| StepState::Failed(e.to_string())));
+        // A failure is detail too: a failed step fails every step around it,
+        // and the VM's outcome line and the summary table carry the error once.
         match error {
-            None if self.progress.is_active() => {
-                tracing::debug!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done")
-            }
-            None => tracing::info!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done"),
-            Some(err) => tracing::warn!(vm = vm.unwrap_or("-"), step, error = err, "step failed"),
+            None => tracing::debug!(vm = vm.unwrap_or("-"), step, ms = elapsed.as_millis() as u64, "step done"),
+            Some(err) => tracing::debug!(vm = vm.unwrap_or("-"), step, error = err, "step failed"),
         }
     }
 
@@ -603,9 +654,9 @@ impl RunObserver for JournalObserver {
             tracing::error!(error = %e, "could not journal script output");
         }
         if level == tracing::Level::DEBUG {
-            tracing::debug!(target: "cradle::script", "{message}");
+            tracing::debug!(target: crate::caps::log::TARGET, "{message}");
         } else {
-            tracing::info!(target: "cradle::script", "{message}");
+            tracing::info!(target: crate::caps::log::TARGET, "{message}");
         }
     }
 }

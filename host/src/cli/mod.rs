@@ -192,8 +192,13 @@ impl Cli {
 }
 
 fn init_tracing(cli: &Cli) {
+    // Commands over an inventory say one line per VM (its outcome) plus
+    // warnings and errors; plugin and workflow log events, like the steps,
+    // are detail for `-v` (the journal has them all either way).
+    let inventory = matches!(cli.command, Command::Provision(_) | Command::Remove(_));
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
+        (false, 0) if inventory => "warn,cradle=info,cradle::log=warn",
         (false, 0) => "warn,cradle=info",
         (false, 1) => "debug,wasmtime=info,cranelift=info",
         (false, _) => "trace",

@@ -116,7 +116,8 @@ pub fn print_results(cli: &Cli, results: &[HostResult], check: bool) -> anyhow::
             outln!("{:<20} {:>6} {:<8} {:<10} {:>9}  DETAIL", "VM", "VMID", "NODE", "RESULT", "TIME")?;
             for r in results {
                 let result = if r.ok() { r.result.as_str() } else { "failed" };
-                let detail = r.error.as_deref().or(r.detail.as_deref()).unwrap_or("");
+                // The problem first, where the workflow raised it after.
+                let detail = r.problem.as_deref().or(r.error.as_deref()).or(r.detail.as_deref()).unwrap_or("");
                 let vmid = r.vmid.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
                 // The detail is plugin, guest or cluster text: escape it.
                 outln!(

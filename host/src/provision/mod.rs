@@ -7,7 +7,9 @@
 //! their DNS settings, the guest settings of the inventory
 //! ([`crate::inventory::GuestVars`]) and optional bounds under `wait`. Every
 //! VM's value is built before the first run starts. Nothing here talks to the
-//! cluster: that is the workflow's job, through the capabilities.
+//! cluster but one reachability check before the first run
+//! ([`Project::check_reachable`]: a refused endpoint is one error, not one per
+//! VM); the rest is the workflow's job, through the capabilities.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +18,7 @@ use rhai::{Dynamic, Map};
 
 use crate::caps::policy::{ScopedVm, SshLogin};
 use crate::inventory::{Inventory, VmPlan};
-use crate::project::{Loaded, Project, ProjectError, RunRequest};
+use crate::project::{Loaded, Progress, Project, ProjectError, RunRequest, VmFinished};
 
 pub mod forks;
 #[cfg(test)]
@@ -44,6 +46,9 @@ pub struct HostResult {
     pub detail: Option<String>,
     /// The error, when failed.
     pub error: Option<String>,
+    /// The error as the summary table shows it: the problem first, then
+    /// where in the workflow it was raised (`WorkflowError::problem_first`).
+    pub problem: Option<String>,
     /// The run that did it.
     pub run_id: Option<String>,
     /// Wall time.
@@ -137,6 +142,25 @@ fn check_types(loaded: &Loaded, plans: &[VmPlan], action: Action) -> Result<(), 
 /// The backend a host with `vms_use_terraform` runs on.
 const TERRAFORM: &str = "terraform";
 
+/// Tell the display and the log that `out`'s VM ended.
+fn finished(project: &Project, out: &HostResult) {
+    let result = if out.ok() { out.result.as_str() } else { "failed" };
+    project.progress.send(Progress::Finished(VmFinished {
+        vm: out.name.clone(),
+        result: result.to_string(),
+        ok: out.ok(),
+        duration: out.duration,
+    }));
+    let secs = out.duration.as_secs_f64();
+    let detail = out.problem.as_deref().or(out.detail.as_deref()).map(|d| format!(": {d}")).unwrap_or_default();
+    // The row of a live display says it already; without one, this is the VM's line.
+    match (project.progress.is_active(), out.ok()) {
+        (true, _) => tracing::debug!("{} {result} in {secs:.1}s{detail}", out.name),
+        (false, true) => tracing::info!("{} {result} in {secs:.1}s{detail}", out.name),
+        (false, false) => tracing::error!("{} {result} in {secs:.1}s{detail}", out.name),
+    }
+}
+
 /// Run `action` for every plan, at most `forks` at a time.
 pub async fn run_all(
     project: Arc<Project>,
@@ -158,6 +182,13 @@ pub async fn run_all(
             crate::project::missing_backend(TERRAFORM)
         )));
     }
+    if !plans.is_empty() {
+        let (p, env) = (project.clone(), env.clone());
+        tokio::task::spawn_blocking(move || p.check_reachable(env.as_deref()))
+            .await
+            .map_err(|e| ProjectError::Environment(format!("the cluster reachability check did not finish: {e}")))??;
+    }
+    project.progress.send(Progress::Planned(plans.iter().map(|p| p.name.clone()).collect()));
     let mut tasks = Vec::new();
     for (plan, vm) in plans.into_iter().zip(vms) {
         let (project, loaded, permits, env) = (project.clone(), loaded.clone(), permits.clone(), env.clone());
@@ -174,7 +205,8 @@ pub async fn run_all(
                 vms: vec![scoped(&plan)],
                 backend: plan.use_terraform.then(|| TERRAFORM.to_string()),
             };
-            let report = tokio::task::spawn_blocking(move || project.run(&loaded, req)).await;
+            let runner = project.clone();
+            let report = tokio::task::spawn_blocking(move || runner.run(&loaded, req)).await;
             let mut out = HostResult {
                 name: plan.name.clone(),
                 vmid: plan.vmid,
@@ -182,6 +214,7 @@ pub async fn run_all(
                 result: "failed".into(),
                 detail: None,
                 error: None,
+                problem: None,
                 run_id: None,
                 duration: started.elapsed(),
             };
@@ -191,7 +224,10 @@ pub async fn run_all(
                 Ok(Ok(report)) => {
                     out.run_id = Some(report.run_id.clone());
                     match report.result {
-                        Err(e) => out.error = Some(e.to_string()),
+                        Err(e) => {
+                            out.error = Some(e.to_string());
+                            out.problem = Some(e.problem_first());
+                        }
                         Ok(v) => match v.try_cast::<Map>() {
                             Some(m) => {
                                 out.result = field(&m, "result").unwrap_or_else(|| "unknown".into());
@@ -208,6 +244,10 @@ pub async fn run_all(
                     }
                 }
             }
+            if out.error.is_some() && out.problem.is_none() {
+                out.problem.clone_from(&out.error);
+            }
+            finished(&project, &out);
             out
         }));
     }

@@ -85,6 +85,31 @@ impl WorkflowError {
     }
 }
 
+impl WorkflowError {
+    /// The error as a summary table reads it: the problem first, then where
+    /// in the workflow it was raised — `preflight: not-found: template 9000
+    /// does not exist … (workflows/lib/create.rhai:20:9)` — where the
+    /// [`Display`](std::fmt::Display) form leads with the location. Other
+    /// variants read as they display.
+    pub fn problem_first(&self) -> String {
+        match self {
+            WorkflowError::Script { file, line, column, message, .. } => {
+                let step = self.step_name().map(|s| format!("{s}: ")).unwrap_or_default();
+                format!("{step}{message} ({})", location(file, *line, *column))
+            }
+            WorkflowError::Limit { file, line, column, limit, value, key, .. } => {
+                let step = self.step_name().map(|s| format!("{s}: ")).unwrap_or_default();
+                format!(
+                    "{step}script stopped: it exceeded the {limit} limit of {value}; if the workflow legitimately \
+                     needs more, raise `[workflow] {key}` in cradle.toml ({})",
+                    location(file, *line, *column)
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 fn location(file: &str, line: usize, column: usize) -> String {
     match (line, column) {
         (0, _) => file.to_string(),
@@ -187,5 +212,36 @@ pub(crate) fn load_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimit
             WorkflowError::Compile { file, line, column, message }
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkflowError;
+
+    #[test]
+    fn problem_first_puts_the_step_and_message_before_the_location() {
+        let e = WorkflowError::Script {
+            file: "workflows/lib/create.rhai".into(),
+            line: 20,
+            column: 9,
+            step: Some("step 'preflight' for VM 'test-2'".into()),
+            kind: Some("not-found".into()),
+            message: "not-found: template debian-13-cloud does not exist".into(),
+        };
+        assert_eq!(
+            e.problem_first(),
+            "preflight: not-found: template debian-13-cloud does not exist (workflows/lib/create.rhai:20:9)"
+        );
+        assert!(e.to_string().starts_with("workflows/lib/create.rhai:20:9: in step 'preflight'"), "{e}");
+        let outside = WorkflowError::Script {
+            file: "workflows/provision.rhai".into(),
+            line: 3,
+            column: 0,
+            step: None,
+            kind: None,
+            message: "boom".into(),
+        };
+        assert_eq!(outside.problem_first(), "boom (workflows/provision.rhai:3)");
     }
 }
