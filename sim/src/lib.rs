@@ -23,6 +23,7 @@ mod iso9660;
 mod model;
 mod nodefs;
 mod persist;
+mod recover;
 mod seed;
 pub mod services;
 mod sim;
@@ -118,6 +119,7 @@ impl Cluster {
         tokio::spawn(api::serve(sim.clone(), listener, server_cfg));
         guest::qemu::reap_stale(sim.root());
         resume_guests(&sim);
+        recover::start_interrupted(&sim);
         Ok(RunningCluster { sim, api_addr, tls, key_path })
     }
 }

@@ -60,6 +60,8 @@ pub struct Sim {
     pub dhcp_leases: Mutex<Vec<crate::guest::dhcp::DhcpLease>>,
     /// Every request an appliance's web UI answered, in order (`guest::http`).
     pub guest_http: Mutex<Vec<crate::guest::http::GuestHttpRequest>>,
+    /// Starts a loaded state still owed (`recover`), run by `Cluster::start`.
+    pub interrupted_starts: Mutex<Vec<crate::recover::PendingStart>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -119,10 +121,9 @@ impl Sim {
             }
             None => ClusterState::default(),
         };
-        // Workers of a previous process are gone: PVE shows such tasks as failed.
-        for t in state.tasks.iter_mut().filter(|t| t.running()) {
-            t.finish(Err("unexpected status".into()));
-        }
+        // Workers of a previous process are gone, but PVE's would have run
+        // on: end them as PVE would have (`recover`).
+        let interrupted_starts = crate::recover::finish_interrupted(&mut state);
         let fresh = state.vms.is_empty() && state.tasks.is_empty();
         let (tx, _) = watch::channel(false);
         let sim = Arc::new(Sim {
@@ -142,6 +143,7 @@ impl Sim {
             disk_usage: crate::nodefs::Usage::default(),
             dhcp_leases: Mutex::new(Vec::new()),
             guest_http: Mutex::new(Vec::new()),
+            interrupted_starts: Mutex::new(interrupted_starts),
             cfg,
         });
         for node in &sim.cfg.nodes {
@@ -250,6 +252,13 @@ impl Sim {
     pub fn finish_task_in(st: &mut ClusterState, upid: &str, result: Result<(), String>) {
         if let Some(t) = st.task_mut(upid) {
             t.finish(result);
+        }
+    }
+
+    /// Record what a task's worker needs to finish (`Task::args`, for `recover`).
+    pub fn task_arg(st: &mut ClusterState, upid: &str, key: &str, value: impl Into<String>) {
+        if let Some(t) = st.task_mut(upid) {
+            t.args.insert(key.to_string(), value.into());
         }
     }
 

@@ -368,6 +368,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         )));
     }
     let upid = sim.new_task(&mut st, node, "qmdestroy", &vmid.to_string(), Some(vmid));
+    Sim::task_arg(&mut st, &upid, "purge", if purge { "1" } else { "0" });
     sim.changed();
     drop(st);
     let u = upid.clone();

@@ -101,6 +101,7 @@ fn migrate_task(sim: &Arc<Sim>, node: &str, vmid: u32, target: String) -> String
     let mut st = lock(&sim.state);
     let upid = sim.new_task(&mut st, node, "qmigrate", &vmid.to_string(), Some(vmid));
     Sim::task_log(&mut st, &upid, format!("starting migration of VM {vmid} to node '{target}'"));
+    Sim::task_arg(&mut st, &upid, "target", target.clone());
     if let Ok(vm) = vm_on_mut(&mut st, node, vmid) {
         vm.config.insert("lock".into(), "migrate".into());
     }

@@ -267,6 +267,11 @@ pub fn lifecycle_start(sim: &Arc<Sim>, node: &str, vmid: u32) {
     lifecycle::start_task(sim, node, vmid, false);
 }
 
+/// Cold-start a stopped VM now, as a start worker does (for `recover`).
+pub fn cold_start(sim: &Arc<Sim>, vmid: u32) -> Result<(), String> {
+    lifecycle::cold_start(sim, vmid, false)
+}
+
 /// Shut a VM down as the HA manager does (a `qmshutdown` task).
 pub fn lifecycle_shutdown(sim: &Arc<Sim>, node: &str, vmid: u32) {
     lifecycle::stop_task(sim, node, vmid, "qmshutdown", false, true);

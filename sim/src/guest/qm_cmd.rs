@@ -132,12 +132,36 @@ pub fn run(sim: &Arc<Sim>, node: &str, args: &[&str]) -> Outcome {
     let (cmd, rest) = match args {
         ["importdisk", rest @ ..] => ("importdisk", rest),
         ["disk", "import", rest @ ..] => ("disk import", rest),
-        _ => return die(format!("simulator: 'qm {}' is not modelled (only 'qm disk import')", args.join(" "))),
+        ["unlock", vmid] => return unlock(sim, node, vmid),
+        _ => {
+            return die(format!(
+                "simulator: 'qm {}' is not modelled (only 'qm disk import' and 'qm unlock')",
+                args.join(" ")
+            ));
+        }
     };
     match parse(sim, cmd, rest) {
         Ok(a) => import(sim, node, &a),
         Err(out) => out,
     }
+}
+
+/// `qm unlock <vmid>` (qemu-server `PVE/CLI/qm.pm` `unlock`): under the config
+/// lock, load the VM's config from this node (else `Configuration file ...
+/// does not exist`) and write it back without its `lock`; prints nothing. The
+/// operator's way out of a lock no task holds any more.
+fn unlock(sim: &Arc<Sim>, node: &str, vmid: &str) -> Outcome {
+    let Some(id) = vmid.parse::<u32>().ok().filter(|id| (100..=999_999_999).contains(id)) else {
+        return param_err("USAGE: qm unlock <vmid>", &[("vmid", "value does not look like a valid VM ID".to_string())]);
+    };
+    let mut st = lock(&sim.state);
+    let Some(vm) = st.vms.get_mut(&id).filter(|v| v.node == node && !v.is_ct()) else {
+        return die(format!("Configuration file '{}' does not exist", Vm::conf_path(node, id)));
+    };
+    vm.config.remove("lock");
+    drop(st);
+    sim.changed();
+    Outcome::ok(String::new())
 }
 
 /// `render_bytes($v, 1)` of pve-common `PVE/Format.pm`.

@@ -113,12 +113,6 @@ impl Tasks {
         Some(&mut self.list[i])
     }
 
-    /// Every task, to change them.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Task> {
-        self.json.iter_mut().for_each(|j| *j = None);
-        self.list.iter_mut()
-    }
-
     /// Drops the `n` oldest tasks.
     pub fn drop_oldest(&mut self, n: usize) {
         let n = n.min(self.list.len());
@@ -209,7 +203,10 @@ mod tests {
         assert_renders_as_serde(&mut st);
         st.vms.remove(&100);
         st.vms.insert(101, vm(101, "renamed"));
-        st.tasks.iter_mut().for_each(|t| t.log.push("line".into()));
+        let upids: Vec<String> = st.tasks.iter().map(|t| t.upid.clone()).collect();
+        for upid in upids {
+            st.task_mut(&upid).unwrap().log.push("line".into());
+        }
         assert_renders_as_serde(&mut st);
         st.tasks.drop_oldest(1);
         st.id_counter = 7;

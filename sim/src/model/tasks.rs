@@ -33,6 +33,12 @@ pub struct Task {
     pub log: Vec<String>,
     /// The VM the task concerns (for `?vmid=` filtering; the target of a clone).
     pub vmid: Option<u32>,
+    /// What the worker needs to finish that the UPID does not say (a migration's
+    /// `target`, a destroy's `purge`), so a simulator that stopped while the task
+    /// ran can finish it when it loads its state (`crate::recover`). Never shown
+    /// by the API.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub args: std::collections::BTreeMap<String, String>,
 }
 
 impl Task {
@@ -54,6 +60,7 @@ impl Task {
             endtime: None,
             log: Vec::new(),
             vmid,
+            args: Default::default(),
         }
     }
 
