@@ -82,7 +82,11 @@ impl CapCtx {
     /// Take `key` for this run.
     pub fn lock_acquire(&self, key: &str) -> Result<Holder, CapError> {
         self.guard("acquire", Call::Lock(LockCall { key, op: LockOp::Acquire }), || {
-            let acquired = self.services.locks.acquire(key, &self.run.holder)?;
+            let taken = super::acquire_taking_back(self.services.locks.as_ref(), key, &self.run.holder)?;
+            if let Some(former) = &taken.took_back {
+                self.journal_takeover(key, former);
+            }
+            let acquired = taken.acquired;
             if let (Some(fence), false, Some(journal)) = (acquired.fence, acquired.reentrant, &self.run.journal) {
                 // The fencing token, so the journal shows which holder this run was.
                 let fields = vec![("key".to_string(), key.to_string()), ("fence".to_string(), fence.to_string())];
@@ -94,6 +98,24 @@ impl CapCtx {
             *held.entry(key.to_string()).or_default().entry(self.lock_caller()).or_insert(0) += 1;
             Ok(wit_holder(self.run.holder.clone()))
         })
+    }
+
+    /// Journal (and print) that `key` was taken back from `former`, a process
+    /// of this host that is gone: the warning names the dead run so the
+    /// operator can look at what it left.
+    fn journal_takeover(&self, key: &str, former: &StoredHolder) {
+        let message = format!("took back lock `{key}` from {former}: that process is gone (killed or crashed)");
+        tracing::warn!(vm = self.vm.as_deref().unwrap_or("-"), "{message}");
+        if let Some(journal) = &self.run.journal {
+            let fields = vec![
+                ("key".to_string(), key.to_string()),
+                ("former_run".to_string(), former.run_id.clone()),
+                ("former_pid".to_string(), former.pid.to_string()),
+            ];
+            if let Err(e) = journal.log(self.vm.as_deref(), crate::journal::LogLevel::Warn, &message, fields) {
+                tracing::error!(error = %e, "could not journal a lock taken back");
+            }
+        }
     }
 
     /// Release `key` if this run holds it. A nested acquisition's release only

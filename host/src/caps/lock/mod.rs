@@ -11,10 +11,17 @@
 //!   acquisition that returned `reentrant: false` should release.
 //! - [`LockStore::release`] by a run that does not hold the lock is refused;
 //!   releasing a free lock is a no-op, so failure paths can always release.
-//! - A stale lock is removed only by [`LockStore::remove_stale`] (the operator's
-//!   `cradle unlock`), never as a side effect of acquiring: it refuses while the
-//!   holder is alive on this host, and for another host unless the caller's
-//!   liveness check says the holder is gone.
+//! - A stale lock is removed by [`LockStore::remove_stale`] (the operator's
+//!   `cradle unlock`): it refuses while the holder is alive on this host, and for
+//!   another host unless the caller's liveness check says the holder is gone.
+//! - [`acquire_taking_back`] is how every run takes a lock (provision, remove,
+//!   run, serve, netbox sync, plugin test: all through `CapCtx::lock_acquire`):
+//!   a lock whose holder is *provably* gone — recorded on this host, and that
+//!   pid no longer running with that start time — is removed and taken, and the
+//!   caller is told whose it was (to journal and print it). A holder that lives,
+//!   runs on another host, or cannot be told keeps its lock: the error names it
+//!   and `cradle unlock` stays the operator's explicit way. (etcd: a dead
+//!   holder's key stays until its lease ends, `remove_stale` refuses before.)
 //! - A lock whose holder cannot be read (a crash between taking the lock and
 //!   recording the holder) counts as held by an unknown holder, never as free.
 //!
@@ -41,6 +48,42 @@ pub fn lock_key(cluster_id: &str, vm_name: &str) -> String {
 /// [`process_liveness`] of the holder's host, pid and start ticks.
 pub fn local_liveness(holder: &Holder) -> Liveness {
     process_liveness(&holder.host, holder.pid, holder.pid_start_ticks)
+}
+
+/// What [`acquire_taking_back`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The acquisition.
+    pub acquired: Acquired,
+    /// `Some` when the lock was taken back from a holder shown to be gone on
+    /// this host (the holder it had); the caller journals and prints it.
+    pub took_back: Option<Holder>,
+}
+
+/// Takes `key` for `holder` ([`LockStore::acquire`]); a lock held by a process
+/// of this host that is gone ([`local_liveness`] `Gone`: the pid is not running
+/// with the recorded start time) is removed first ([`LockStore::remove_stale`],
+/// told nothing is known of other hosts) and then taken. Any other holder — alive,
+/// on another host, unknown, or a store that refuses (a live etcd lease) —
+/// leaves the original [`LockError::Held`], naming it. Two runs taking back the
+/// same dead holder's lock race on the store's atomic acquire: one wins, the
+/// other gets `Held` naming the winner.
+pub fn acquire_taking_back(store: &dyn LockStore, key: &str, holder: &Holder) -> Result<Taken, LockError> {
+    match store.acquire(key, holder) {
+        Ok(acquired) => Ok(Taken { acquired, took_back: None }),
+        Err(LockError::Held { key: held_key, holder: dead }) if local_liveness(&dead) == Liveness::Gone => {
+            let took_back = match store.remove_stale(key, &|_| Liveness::Unknown) {
+                Ok(Removal::Removed { holder: former }) => former.or_else(|| Some((*dead).clone())),
+                // Released meanwhile: nothing was taken back.
+                Ok(Removal::NotLocked) => None,
+                Err(LockError::NotStale { .. }) => return Err(LockError::Held { key: held_key, holder: dead }),
+                Err(e) => return Err(e),
+            };
+            let acquired = store.acquire(key, holder)?;
+            Ok(Taken { acquired, took_back })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 use std::path::PathBuf;

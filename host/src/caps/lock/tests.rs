@@ -193,3 +193,39 @@ fn bad_keys_are_refused() {
     assert!(matches!(s.acquire("", &holder("r", 1)), Err(LockError::InvalidKey { .. })));
     assert!(matches!(s.holder("a\nb"), Err(LockError::InvalidKey { .. })));
 }
+
+#[test]
+fn acquire_takes_back_a_lock_whose_local_holder_is_dead_and_names_it() {
+    let (_t, s) = store();
+    let dead = holder("run-dead", dead_pid());
+    s.acquire(KEY, &dead).unwrap();
+    let me = Holder::current("run-new");
+    let taken = acquire_taking_back(&s, KEY, &me).unwrap();
+    assert_eq!(taken.took_back, Some(dead), "the caller is told whose lock it took");
+    assert!(!taken.acquired.reentrant);
+    assert_eq!(s.holder(KEY).unwrap().map(|h| h.run_id), Some("run-new".into()));
+    // Held now by a live run: nobody takes it back.
+    let err = acquire_taking_back(&s, KEY, &Holder::current("run-other")).unwrap_err();
+    assert!(matches!(err, LockError::Held { .. }), "{err}");
+    assert!(err.to_string().contains("run run-new"), "the message names the holder: {err}");
+}
+
+#[test]
+fn acquire_takes_back_a_reused_pids_lock_but_never_a_remote_holders() {
+    let (_t, s) = store();
+    // A pid that now belongs to another process (start time differs) is gone.
+    let mut reused = Holder::current("run-old");
+    reused.pid_start_ticks = reused.pid_start_ticks.map(|t| t + 1);
+    s.acquire(KEY, &reused).unwrap();
+    let taken = acquire_taking_back(&s, KEY, &holder("run-a", std::process::id())).unwrap();
+    assert_eq!(taken.took_back.map(|h| h.run_id), Some("run-old".into()));
+    s.release(KEY, "run-a").unwrap();
+    // Another host's holder cannot be told from here: it keeps the lock and
+    // the message still points to `cradle unlock`.
+    let mut remote = holder("run-remote", dead_pid());
+    remote.host = "other-node.invalid".into();
+    s.acquire(KEY, &remote).unwrap();
+    let err = acquire_taking_back(&s, KEY, &holder("run-b", std::process::id())).unwrap_err();
+    assert!(err.to_string().contains("cradle unlock test-0"), "{err}");
+    assert_eq!(s.holder(KEY).unwrap().map(|h| h.run_id), Some("run-remote".into()));
+}
