@@ -35,6 +35,14 @@ pub struct RunSummary {
     /// The control node (host name) that ran it, from `run_started`: with
     /// several control nodes on one etcd, which one did what.
     pub node: Option<String>,
+    /// The process that ran it (with `node`, which command's run it is).
+    pub pid: Option<u32>,
+    /// The command line that started it, from `run_started` (redacted when written).
+    pub command: Vec<String>,
+    /// The VM it worked on: the first VM a step or log event names.
+    pub vm: Option<String>,
+    /// A `cradle provision --check` run: it changed nothing.
+    pub check: bool,
     /// When it finished; none if `run_finished` was never written.
     pub finished: Option<Timestamp>,
     /// Its status; `interrupted` when it never finished.
@@ -145,6 +153,10 @@ fn empty_summary(id: String) -> RunSummary {
         workflow: None,
         started: None,
         node: None,
+        pid: None,
+        command: Vec::new(),
+        vm: None,
+        check: false,
         finished: None,
         status: RunStatus::Interrupted,
         in_progress: false,
@@ -193,13 +205,24 @@ fn summarize(id: &str, events: &[Event], torn: bool) -> RunSummary {
     let mut process = None;
     for event in events {
         match event {
-            Event::RunStarted { workflow, at, host, pid, .. } => {
+            Event::RunStarted { workflow, at, host, pid, argv, .. } => {
                 s.workflow = Some(workflow.clone());
                 s.started = Some(*at);
                 s.node = Some(host.clone());
+                s.pid = Some(*pid);
+                s.command.clone_from(argv);
+                // `--check` runs `check(vm)`, which changes nothing; the
+                // journal records the command line, not the function.
+                s.check = argv.iter().any(|a| a == "provision") && argv.iter().any(|a| a == "--check");
                 process = Some((host.clone(), *pid));
             }
-            Event::StepStarted { .. } => s.steps += 1,
+            Event::StepStarted { vm, .. } => {
+                s.steps += 1;
+                if s.vm.is_none() {
+                    s.vm.clone_from(vm);
+                }
+            }
+            Event::Log { vm: Some(vm), .. } if s.vm.is_none() => s.vm = Some(vm.clone()),
             Event::StepFinished { error: Some(_), .. } => s.failed_steps += 1,
             Event::CapabilityCall { outcome: CallOutcome::Denied { .. }, .. } => s.denials += 1,
             Event::RunFinished { status, at, .. } => {

@@ -14,43 +14,92 @@ use crate::text::printable;
 
 use super::{CallOutcome, Event, JournalError, RunRecord, RunSummary, Timestamp};
 
-/// The run list as a table, newest first (the order of `runs`).
+/// The run list as a table, newest first (the order of `runs`), grouped by
+/// the command that started the runs: one `cradle provision` of 30 VMs is one
+/// heading (its command line, `--check` marked, how its runs ended) over its
+/// 30 rows, each naming its VM. A group is the runs of one process (node and
+/// pid) with one command line; groups are ordered by their newest run.
 pub fn render_list_text(runs: &[RunSummary]) -> String {
     if runs.is_empty() {
         return "no runs recorded yet\n".to_string();
     }
+    let mut groups: Vec<Vec<&RunSummary>> = Vec::new();
+    for r in runs {
+        let same = |g: &&mut Vec<&RunSummary>| {
+            let first = g[0];
+            !r.command.is_empty() && first.command == r.command && first.pid == r.pid && first.node == r.node
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  WORKFLOW",
-        "RUN ID", "STARTED", "NODE", "STATUS", "STEPS", "FAILED", "DENIED"
+        "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  {:<16} WORKFLOW",
+        "RUN ID", "STARTED", "NODE", "STATUS", "STEPS", "FAILED", "DENIED", "VM"
     );
-    for r in runs {
-        let started = r.started.map(short_time).unwrap_or_else(|| "-".into());
-        let mut status = r.status_word();
-        if r.torn {
-            status.push('*');
-        }
-        let _ = writeln!(
-            out,
-            "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  {}",
-            printable(&r.id),
-            started,
-            printable(r.node.as_deref().unwrap_or("-")),
-            status,
-            r.steps,
-            r.failed_steps,
-            r.denials,
-            printable(r.workflow.as_deref().unwrap_or("-"))
-        );
-        if let Some(problem) = &r.problem {
-            let _ = writeln!(out, "  ! {}", printable(problem));
+    for group in &groups {
+        let _ = writeln!(out, "{}", group_heading(group));
+        for r in group {
+            let started = r.started.map(short_time).unwrap_or_else(|| "-".into());
+            let mut status = r.status_word();
+            if r.torn {
+                status.push('*');
+            }
+            let workflow = printable(r.workflow.as_deref().unwrap_or("-")).into_owned();
+            let _ = writeln!(
+                out,
+                "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  {:<16} {}",
+                printable(&r.id),
+                started,
+                printable(r.node.as_deref().unwrap_or("-")),
+                status,
+                r.steps,
+                r.failed_steps,
+                r.denials,
+                printable(r.vm.as_deref().unwrap_or("-")),
+                if r.check { format!("{workflow} --check") } else { workflow }
+            );
+            if let Some(problem) = &r.problem {
+                let _ = writeln!(out, "  ! {}", printable(problem));
+            }
         }
     }
     if runs.iter().any(|r| r.torn) {
         out.push_str("* the journal's last line was torn by a crash\n");
     }
     out
+}
+
+/// `$ cradle provision -i inventory --check (check: changed nothing) - 30 runs: 29 succeeded, 1 failed`.
+fn group_heading(group: &[&RunSummary]) -> String {
+    let first = group[0];
+    let command = match first.command.split_first() {
+        // The program as it was typed may be a long path: its name says enough.
+        Some((program, args)) => {
+            let name = program.rsplit('/').next().unwrap_or(program);
+            std::iter::once(name).chain(args.iter().map(String::as_str)).collect::<Vec<_>>().join(" ")
+        }
+        None => "(command not recorded)".to_string(),
+    };
+    let mut heading = format!("$ {}", printable(&command));
+    if first.check {
+        heading.push_str(" (check: changed nothing)");
+    }
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for r in group {
+        let word = r.status_word();
+        match counts.iter_mut().find(|(w, _)| *w == word) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((word, 1)),
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+    let runs = if group.len() == 1 { "1 run".to_string() } else { format!("{} runs", group.len()) };
+    let _ = write!(heading, " - {runs}: {}", counts.join(", "));
+    heading
 }
 
 /// One run as a header and a timeline of its events.

@@ -196,13 +196,59 @@ fn unfinished_run_of_a_gone_process_is_interrupted_and_list_is_newest_first() {
     assert_eq!(list[1].status_word(), "interrupted");
     assert!(list[1].finished.is_none());
     let table = render_list_text(&list);
-    assert!(table.lines().nth(1).unwrap().starts_with(new), "{table}");
+    // Each run under the heading of its command (here, one each).
+    assert!(table.lines().nth(1).unwrap().starts_with("$ (command not recorded) - 1 run: 1 succeeded"), "{table}");
+    assert!(table.lines().nth(2).unwrap().starts_with(new), "{table}");
     // Which control node ran it (several may share one etcd).
     let node = list[0].node.clone().expect("the run's host is listed");
-    assert!(table.lines().next().unwrap().contains("NODE") && table.lines().nth(1).unwrap().contains(&node), "{table}");
+    assert!(table.lines().next().unwrap().contains("NODE") && table.lines().nth(2).unwrap().contains(&node), "{table}");
     assert_eq!(serde_json::to_value(&list[0]).unwrap()["node"], node.as_str());
     let json: serde_json::Value = serde_json::from_str(&render_list_json(&list).unwrap()).unwrap();
     assert_eq!(json[1]["status"], "interrupted");
+}
+
+/// A journal of process `pid` running `argv`, with one step on `vm`, ended `status`.
+fn command_run(s: &StateDir, id: &str, pid: u32, argv: &[&str], vm: &str, status: &str) {
+    let argv = serde_json::to_string(argv).unwrap();
+    let started = format!(
+        r#"{{"event":"run_started","run_id":"{id}","workflow":"provision","workflow_hash":"h","plugins":[],"host":"elsewhere.invalid","pid":{pid},"argv":{argv},"at":"2026-11-30T08:00:00Z"}}"#
+    );
+    let step = format!(r#"{{"event":"step_started","vm":"{vm}","step":"lock","at":"2026-11-30T08:00:01Z"}}"#);
+    let end = format!(r#"{{"event":"run_finished","status":"{status}","at":"2026-11-30T08:00:02Z","error":null}}"#);
+    write_raw(s, id, &[&started, &step, &end], true);
+}
+
+#[test]
+fn the_run_list_groups_a_commands_runs_under_it_with_each_vm_and_marks_check_runs() {
+    let (_t, s) = state();
+    let check = ["/opt/bin/cradle", "provision", "-i", "inventory", "--check"];
+    let provision = ["/opt/bin/cradle", "provision", "-i", "inventory"];
+    command_run(&s, "20261130T080000Z-0001", 10, &provision, "vm-0", "succeeded");
+    command_run(&s, "20261130T080000Z-0002", 10, &provision, "vm-1", "failed");
+    command_run(&s, "20261130T080100Z-0003", 11, &check, "vm-0", "succeeded");
+    command_run(&s, "20261130T080100Z-0004", 11, &check, "vm-1", "succeeded");
+    // The same command line again, by another process: another command.
+    command_run(&s, "20261130T080200Z-0005", 12, &provision, "vm-0", "succeeded");
+    let list = list_runs(&s).unwrap();
+    assert_eq!((list[0].vm.as_deref(), list[0].pid, list[0].check), (Some("vm-0"), Some(12), false));
+    assert!(list[1].check && list[2].check && !list[3].check);
+    let table = render_list_text(&list);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].contains(" VM ") && lines[0].ends_with("WORKFLOW"), "{table}");
+    assert_eq!(lines[1], "$ cradle provision -i inventory - 1 run: 1 succeeded", "{table}");
+    assert!(lines[2].starts_with("20261130T080200Z-0005"), "{table}");
+    assert_eq!(
+        lines[3], "$ cradle provision -i inventory --check (check: changed nothing) - 2 runs: 2 succeeded",
+        "{table}"
+    );
+    for (line, id, vm) in [(4, "0004", "vm-1"), (5, "0003", "vm-0")] {
+        assert!(lines[line].contains(id) && lines[line].contains(&format!(" {vm} ")), "{table}");
+        assert!(lines[line].ends_with("provision --check"), "{table}");
+    }
+    assert_eq!(lines[6], "$ cradle provision -i inventory - 2 runs: 1 failed, 1 succeeded", "{table}");
+    assert!(lines[7].contains("0002") && lines[7].contains(" vm-1 ") && lines[7].ends_with(" provision"), "{table}");
+    assert!(lines[8].contains("0001") && lines[8].contains(" vm-0 "), "{table}");
+    assert_eq!(lines.len(), 9, "{table}");
 }
 
 #[test]

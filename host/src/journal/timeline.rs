@@ -522,7 +522,9 @@ pub fn render_timeline_text(timeline: &Timeline, style: GanttStyle) -> String {
 /// indented): name, a bar placed and scaled within the run's span, duration
 /// and, unless ok, the outcome. A failed step is marked `✗` and, unless a
 /// step inside it failed with the same error, its error follows indented;
-/// the run's failing step is marked `✗ failing step`.
+/// the run's failing step is marked `✗ failing step`. A failed run without a
+/// failing step (it failed outside any step) ends with a `(run)` row marked
+/// `✗` and the run's error.
 pub fn render_gantt(timeline: &Timeline, style: GanttStyle) -> String {
     let width = style.width.max(1);
     let total = timeline.run.duration_ms.max(1);
@@ -578,11 +580,34 @@ pub fn render_gantt(timeline: &Timeline, style: GanttStyle) -> String {
             }
         }
     }
+    // A run that failed outside any step (in script code between steps, or
+    // after a failure the workflow caught) has no failing step: its ✗ is a
+    // row of its own, from its last step's end to the run's end, so the
+    // chart never shows a failed run without one.
+    if timeline.run.result == RunResult::Failed && timeline.failing.is_none() {
+        let last_end = timeline
+            .lanes
+            .iter()
+            .flat_map(|l| l.flatten())
+            .map(|(_, s)| s.start_ms.saturating_add(s.duration_ms))
+            .max()
+            .unwrap_or(0);
+        let rest = timeline.run.duration_ms.saturating_sub(last_end);
+        let bar = bar(last_end, rest, total, width, '█');
+        let bar = if style.color { format!("\x1b[31m{bar}\x1b[0m") } else { bar };
+        let label = fit(OUTSIDE, name_w.max(OUTSIDE.chars().count()));
+        let _ = writeln!(out, "  {label:<name_w$} ✗ |{bar}| {:>7}  failing: outside any step", duration(rest));
+        let error = timeline.run.error.as_deref().unwrap_or("(the run recorded no error)");
+        let _ = writeln!(out, "  error: {}", printable(error));
+    }
     if let Some(torn) = &timeline.torn_line {
         let _ = writeln!(out, "note: {}", super::render::torn_note(torn));
     }
     out
 }
+
+/// The label of the row of a run that failed outside any step.
+const OUTSIDE: &str = "(run)";
 
 /// `width` columns with `fill` from the step's start to its end, at least one.
 fn bar(start: u64, dur: u64, total: u64, width: usize, fill: char) -> String {

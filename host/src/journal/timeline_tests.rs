@@ -216,6 +216,33 @@ fn a_failure_the_workflow_caught_is_failed_but_not_the_failing_step() {
 }
 
 #[test]
+fn a_run_that_failed_outside_any_step_gets_its_own_failing_row() {
+    let (_t, s) = state();
+    let tl = write_raw(
+        &s,
+        "20261130T080000Z-0c02",
+        &[
+            started("vm-0", "lock", 1),
+            finished("vm-0", "lock", 2, 1000, None),
+            run_finished("failed", 4, Some("workflows/provision.rhai:9:5: no backend named terraform")),
+        ],
+        true,
+    );
+    assert!(tl.failing.is_none(), "the model has no failing step: {tl:?}");
+    let text = render_gantt(&tl, plain());
+    let row = line_of(&text, "(run)");
+    assert!(row.contains('✗') && row.ends_with("failing: outside any step"), "{text}");
+    assert!(text.contains("error: workflows/provision.rhai:9:5: no backend named terraform"), "{text}");
+    // The ✗ row runs from the last step's end (2 s) to the run's end (4 s): the back half.
+    let bar = bar_of(row);
+    assert!(bar.starts_with(' ') && bar.ends_with('█'), "{bar:?}");
+    // A failed run with a failing step, and a run that succeeded, get no such row.
+    let ok =
+        write_raw(&s, "20261130T080000Z-0c03", &[started("vm-0", "lock", 1), run_finished("succeeded", 2, None)], true);
+    assert!(!render_gantt(&ok, plain()).contains("(run)"));
+}
+
+#[test]
 fn a_run_in_progress_has_running_steps_timed_to_now() {
     let (_t, s) = state();
     let w = start(&s);
