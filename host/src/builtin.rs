@@ -51,7 +51,7 @@ pub static PLUGINS: &[BuiltinPlugin] = &[
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/direct.wasm")),
         config: r#"[grants.proxmox]
 nodes = ["*"]
-vmids = "100-999"
+vmids = "100-999999"
 storages = ["local-lvm", "local"]
 templates = ["debian-12-cloud"]
 "#,
@@ -72,7 +72,7 @@ timeout_ms = 5000       # longest run of plugin code without a host call; defaul
         wasm: include_bytes!(concat!(env!("OUT_DIR"), "/terraform.wasm")),
         config: r#"[grants.proxmox]
 nodes = ["*"]
-vmids = "100-999"
+vmids = "100-999999"
 storages = ["local-lvm", "local"]
 templates = ["debian-12-cloud"]
 
@@ -151,7 +151,7 @@ mod tests {
         let opts = EngineOptions { host_modules: crate::caps::script::modules(), ..EngineOptions::default() };
         let set = WorkflowSet::load_from(&WorkflowSource::Builtin, &opts).expect("built-in workflows compile");
         let scripts: Vec<String> = set.scripts().into_iter().map(|s| s.name).collect();
-        for name in ["plan", "provision", "remove"] {
+        for name in ["sample", "provision", "remove"] {
             assert!(scripts.iter().any(|s| s == name), "{name}: {scripts:?}");
         }
         let modules: Vec<&str> = set.modules().iter().map(|m| m.name.as_str()).collect();

@@ -149,7 +149,7 @@ fn init_writes_a_starter_project_that_runs_and_refuses_to_overwrite() {
     // The built-in workflows, byte for byte, every file of workflows/ including lib/.
     let source = workspace().join("workflows");
     let mut compared = 0;
-    for rel in ["plan.rhai", "provision.rhai", "remove.rhai", "lib/guest.rhai", "lib/finalize.rhai", "lib/vm.rhai"] {
+    for rel in ["sample.rhai", "provision.rhai", "remove.rhai", "lib/guest.rhai", "lib/finalize.rhai", "lib/vm.rhai"] {
         let written = std::fs::read_to_string(dir.join("workflows").join(rel)).expect("written");
         let expected = std::fs::read_to_string(source.join(rel)).expect("source");
         assert!(
@@ -166,12 +166,12 @@ fn init_writes_a_starter_project_that_runs_and_refuses_to_overwrite() {
     }
 
     // A second init refuses, naming the file and --force, and writes nothing.
-    std::fs::write(dir.join("workflows/plan.rhai"), "// mine\n").expect("edit");
+    std::fs::write(dir.join("workflows/sample.rhai"), "// mine\n").expect("edit");
     let again = cradle(tmp.path(), &["init", s(&dir)]);
     assert_eq!(again.code, 1, "{again:#?}");
     let config = dir.join("cradle.toml");
     assert!(again.stderr.contains(s(&config)) && again.stderr.contains("--force"), "{again:#?}");
-    assert_eq!(std::fs::read_to_string(dir.join("workflows/plan.rhai")).expect("read"), "// mine\n");
+    assert_eq!(std::fs::read_to_string(dir.join("workflows/sample.rhai")).expect("read"), "// mine\n");
     // One existing file is enough to refuse.
     let other = tmp.path().join("other");
     std::fs::create_dir_all(other.join("inventory")).expect("mkdir");
@@ -183,7 +183,7 @@ fn init_writes_a_starter_project_that_runs_and_refuses_to_overwrite() {
 
     let forced = cradle(tmp.path(), &["init", "--force", s(&dir)]);
     forced.ok();
-    assert_ne!(std::fs::read_to_string(dir.join("workflows/plan.rhai")).expect("read"), "// mine\n");
+    assert_ne!(std::fs::read_to_string(dir.join("workflows/sample.rhai")).expect("read"), "// mine\n");
 
     // What init wrote runs, from another directory: the project's workflows
     // (a copy of the built-ins) and the built-in backends with the grants it wrote.
@@ -201,4 +201,55 @@ fn init_writes_a_starter_project_that_runs_and_refuses_to_overwrite() {
     let state = dir.join(".cradle");
     let mode = std::fs::metadata(&state).expect("state dir").permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "the state dir is owner-only");
+}
+
+/// `cradle init lab && cd lab`, then every command with no `--config`: the
+/// default `cradle.toml` (a bare file name, whose parent is the empty path)
+/// loads through the one config loader as `--config ./cradle.toml` would —
+/// before the fix, `runs`, `unlock`, `remove` and `--env` completion failed
+/// with "`terraform` must be an absolute path".
+#[test]
+fn every_command_runs_inside_an_init_project_without_config() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("lab");
+    cradle(tmp.path(), &["init", s(&dir)]).ok();
+    // The starter's own addresses (127.20.0.x) belong to the demo: this test's
+    // guests answer on 127.35.2.0/24.
+    let hosts = std::fs::read_to_string(dir.join("inventory/hosts.ini")).expect("hosts.ini");
+    std::fs::write(dir.join("inventory/hosts.ini"), hosts.replace("127.20.0.", "127.35.2.")).expect("write");
+    let all = std::fs::read_to_string(dir.join("inventory/group_vars/all.yml")).expect("all.yml");
+    std::fs::write(dir.join("inventory/group_vars/all.yml"), all.replace("127.20.0.1", "127.35.2.1")).expect("write");
+    let json = |args: &[&str]| cradle(&dir, &[&["--output", "json"], args].concat()).json();
+
+    let check = json(&["workflows", "check"]);
+    assert_eq!(check["ok"], true, "{check}");
+    let plugins = json(&["plugins", "list"]);
+    assert!(plugins["plugins"].as_array().is_some_and(|p| !p.is_empty()), "{plugins}");
+    let planned = json(&["provision", "-i", "inventory", "--limit", "test-0", "--check"]);
+    assert_eq!(hosts_results(&planned), ["create"], "{planned}");
+    let created = json(&["provision", "-i", "inventory", "--limit", "test-0"]);
+    assert_eq!(hosts_results(&created), ["created"], "{created}");
+    let id = created["hosts"][0]["run_id"].as_str().expect("run_id").to_string();
+
+    let list = cradle(&dir, &["runs", "list"]);
+    assert!(list.ok().contains(&id[..8]), "runs list shows the run: {list:#?}");
+    let show = cradle(&dir, &["runs", "show", &id]);
+    assert!(show.ok().contains("test-0"), "{show:#?}");
+    let unlock = cradle(&dir, &["unlock", "test-0"]);
+    assert_eq!(unlock.code, 1, "{unlock:#?}");
+    assert!(unlock.stderr.contains("nothing to unlock"), "unlock reads the project, not an error: {unlock:#?}");
+
+    let mut complete = Command::new(cradle_bin());
+    complete
+        .args(["--", "cradle", "provision", "--env", ""])
+        .envs([("COMPLETE", "zsh"), ("_CLAP_IFS", "\n"), ("_CLAP_COMPLETE_INDEX", "3")])
+        .env_remove("CRADLE_CONFIG")
+        .env_remove("CRADLE_STATE_DIR")
+        .current_dir(&dir);
+    let envs = Out::from(complete.output().expect("run cradle"));
+    let offered: Vec<&str> = envs.ok().lines().map(|l| l.split(':').next().unwrap_or("")).collect();
+    assert!(offered.contains(&"test"), "--env completes from ./cradle.toml: {envs:#?}");
+
+    let removed = json(&["remove", "-i", "inventory", "--limit", "test-0", "--yes"]);
+    assert_eq!(hosts_results(&removed), ["removed"], "{removed}");
 }

@@ -602,6 +602,19 @@ fn verbose_and_quiet_together_are_a_usage_error() {
     assert!(out.stderr.contains("cannot be used with"), "{}", out.stderr);
 }
 
+#[test]
+fn forks_zero_is_a_usage_error_for_provision_and_remove() {
+    let fx = project(CONFIG);
+    for args in [
+        &["provision", "-i", "inventory", "--forks", "0"][..],
+        &["remove", "-i", "inventory", "--limit", "x", "--yes", "--forks", "0"][..],
+    ] {
+        let out = cradle(&fx, args);
+        assert_eq!(out.code, 2, "{args:?}: {out:#?}");
+        assert!(out.stderr.contains("--forks") && out.stderr.contains("at least 1"), "{args:?}: {}", out.stderr);
+    }
+}
+
 // ----------------------------------------------------------------------- runs
 
 fn run_id(fx: &Fixture) -> String {

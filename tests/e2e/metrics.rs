@@ -272,3 +272,37 @@ fn a_status_view_off_loopback_without_credentials_does_not_start() {
     assert!(!out.status.success() && err.contains("serve.status.token") && err.contains("not a loopback"), "{err}");
     assert!(!err.contains("listening on"), "{err}");
 }
+
+/// `[serve.status]` stands alone: with no webhook source, `cradle serve`
+/// serves the status page and `/metrics` over the journals of provision runs
+/// (before, it refused to start until a NetBox source existed). With neither,
+/// it says what to add.
+#[test]
+fn the_status_view_serves_without_any_webhook_source() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bare = PROJECT.split("[serve.sources.netbox]").next().expect("the project before its source");
+    std::fs::write(dir.path().join("cradle.toml"), format!("{bare}[serve.status]\n")).expect("config");
+    let served = Served::start(dir.path(), &[]);
+    assert!(served.log().contains("no webhook sources"), "{}", served.log());
+    // Open on loopback, for a Host that names loopback (the rebinding guard).
+    let get = |path: &str| {
+        http_request(
+            served.addr(),
+            &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+            b"",
+        )
+    };
+    let (status, _, body) = get("/metrics");
+    assert_eq!(status, 200, "/metrics answers: {body}");
+    assert_eq!(get("/status").0, 200, "the status page answers");
+    assert!(served.stop().success());
+
+    std::fs::write(dir.path().join("cradle.toml"), bare).expect("config");
+    let out = Command::new(cradle_bin())
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("[serve.sources.netbox]") && err.contains("[serve.status]"), "{err}");
+}

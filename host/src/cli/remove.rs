@@ -36,7 +36,7 @@ pub struct RemoveArgs {
     #[arg(long)]
     pub yes: bool,
     /// VMs worked on at once.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = super::provision::forks_value)]
     pub forks: usize,
 }
 
@@ -90,7 +90,7 @@ pub fn unlock(cli: &Cli, args: &UnlockArgs) -> anyhow::Result<ExitCode> {
     let (_, env) = config.environment(args.env.as_deref())?;
     let cluster = &config.clusters[&env.cluster];
     let key = crate::caps::lock::lock_key(&crate::cluster::cluster_id(&env.cluster, cluster), &args.vm);
-    let explicit = cli.state_dir.clone().or_else(|| config.state_dir.as_ref().map(|p| config.resolve(p)));
+    let explicit = config.state_dir_override(cli.state_dir.as_deref());
     let state = StateDir::resolve(explicit.as_deref())?;
     let locks = crate::caps::lock::open_store(&config.coordination, &config.base_dir, || state.locks())?;
     match locks.holder(&key)? {

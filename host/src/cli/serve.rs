@@ -29,9 +29,13 @@ pub struct ServeArgs {
 pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let project = Arc::new(cli.project()?);
     let config = project.config.serve.clone();
-    if config.sources.is_empty() {
+    // Either half stands alone: webhook sources without the status page, or
+    // the status page (and /metrics) over the journals of provision runs
+    // with no webhook source at all.
+    if config.sources.is_empty() && config.status.is_none() {
         anyhow::bail!(
-            "{}: [serve] has no sources; add [serve.sources.netbox] with its webhook secret (docs/SERVE.md)",
+            "{}: [serve] has nothing to serve: add [serve.sources.netbox] with its webhook secret, \
+             or [serve.status] for the status page and /metrics, or both (docs/SERVE.md)",
             project.config_path.display()
         );
     }
@@ -56,7 +60,8 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
     let bound = listener.local_addr()?;
     let paths: Vec<String> = config.sources.keys().map(|s| format!("/hooks/{s}")).collect();
-    eprintln!("cradle serve: listening on http://{bound} ({})", paths.join(", "));
+    let hooks = if paths.is_empty() { "no webhook sources".to_string() } else { paths.join(", ") };
+    eprintln!("cradle serve: listening on http://{bound} ({hooks})");
     let status = match access {
         None => None,
         Some(access) => {

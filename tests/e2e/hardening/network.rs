@@ -63,7 +63,7 @@ fn patched_workflows(dir: &Path, file: &str, from: &str, to: &str) -> Workflows 
     let src = cradle_tests::workspace().join("workflows");
     let dst = dir.join("wf");
     std::fs::create_dir_all(dst.join("lib")).expect("mkdir");
-    for rel in ["plan.rhai", "provision.rhai", "remove.rhai"] {
+    for rel in ["sample.rhai", "provision.rhai", "remove.rhai"] {
         std::fs::copy(src.join(rel), dst.join(rel)).expect("copy");
     }
     for e in std::fs::read_dir(src.join("lib")).expect("lib") {

@@ -213,7 +213,7 @@ fn watch_in_a_cradle_init_project_with_the_default_config_reloads_after_an_edit(
     let parent = tempfile::tempdir().expect("tempdir");
     let lab = init_project(parent.path());
     let mut child = cradle_in(&lab)
-        .args(["run", "plan", "test-0", "--watch"])
+        .args(["run", "sample", "--env", "demo", "test-0", "--watch"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -222,9 +222,9 @@ fn watch_in_a_cradle_init_project_with_the_default_config_reloads_after_an_edit(
     let mut seen = Vec::new();
     let watching = wait_for(&rx, "watching", &mut seen);
     if watching {
-        let plan = lab.join("workflows/plan.rhai");
-        let text = std::fs::read_to_string(&plan).expect("plan.rhai");
-        std::fs::write(&plan, format!("{text}\n// edited\n")).expect("edit plan.rhai");
+        let sample = lab.join("workflows/sample.rhai");
+        let text = std::fs::read_to_string(&sample).expect("sample.rhai");
+        std::fs::write(&sample, format!("{text}\n// edited\n")).expect("edit sample.rhai");
     }
     let reloaded = watching && wait_for(&rx, "reloaded after changes", &mut seen);
     let _ = child.kill();
@@ -238,8 +238,8 @@ fn watch_in_a_cradle_init_project_with_the_default_config_reloads_after_an_edit(
 fn a_cradle_init_project_with_the_default_config_keeps_ssh_connection_sharing_on() {
     let parent = tempfile::tempdir().expect("tempdir");
     let lab = init_project(parent.path());
-    let out = cradle_in(&lab).args(["run", "plan", "test-0"]).output().expect("cradle run");
+    let out = cradle_in(&lab).args(["run", "sample", "--env", "demo", "test-0"]).output().expect("cradle run");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "cradle run plan: {stderr}");
+    assert!(out.status.success(), "cradle run sample: {stderr}");
     assert!(!stderr.contains("multiplexing is off"), "no multiplexing warning: {stderr}");
 }
