@@ -19,7 +19,7 @@ use crate::caps::proxmox::errors::ProxmoxError;
 use crate::caps::proxmox::tls::TlsVerify;
 use crate::caps::ssh::NodeSshError;
 use crate::caps::terraform::{Credentials, TlsTrust};
-use crate::config::{ClusterConfig, ClusterKind, Config};
+use crate::config::{ClusterConfig, ClusterKind, Config, SshClientChoice};
 use crate::secrets::{Secret, SecretError};
 use crate::state::{StateDir, StateError};
 
@@ -58,6 +58,14 @@ pub enum ClusterError {
     /// A `node_ssh` entry.
     #[error("clusters.{name}.node_ssh.{node}: {source}")]
     NodeSsh { name: String, node: String, source: NodeSshError },
+    /// The API endpoint cannot be connected to (asked once, before a command
+    /// works on any VM: one message instead of one per VM).
+    #[error(
+        "cluster `{name}` is unreachable: cannot connect to its Proxmox API at {endpoint} ({detail}). Nothing was sent \
+         and no VM was worked on; check clusters.{name}.endpoint in cradle.toml and that the Proxmox API (pveproxy, \
+         port 8006) is up and reachable from here, then run the command again"
+    )]
+    Unreachable { name: String, endpoint: String, detail: String },
     /// A pinned host key for a node without an SSH address.
     #[error("clusters.{name}.node_host_keys.{node}: node {node} has no address in clusters.{name}.node_ssh")]
     HostKeyWithoutAddress { name: String, node: String },
@@ -76,6 +84,28 @@ pub struct ClusterAccess {
     pub guest_keys: Vec<String>,
     /// What terraform's provider needs to reach the same API.
     pub terraform: Credentials,
+    /// Whether cradle's built-in SSH client logs in to this cluster's nodes
+    /// and guests (`[ssh] client`, `auto` decided by `caps::ssh::choice`),
+    /// else OpenSSH's `ssh`.
+    pub ssh_builtin: bool,
+}
+
+/// `[ssh] client` for a login with `identity`; an `auto` that falls back to
+/// OpenSSH says so once per process.
+fn ssh_builtin(name: &str, config: &Config, identity: Option<&std::path::Path>) -> bool {
+    use crate::caps::ssh::choice::{self, Preference};
+    let pref = match config.ssh.client {
+        SshClientChoice::Auto => Preference::Auto,
+        SshClientChoice::OpenSsh => Preference::OpenSsh,
+        SshClientChoice::Builtin => Preference::Builtin,
+    };
+    let agent = std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let home = std::env::var_os("HOME").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let chosen = choice::choose(pref, identity, agent.as_deref(), home.as_deref());
+    if let Some(why) = &chosen.fallback {
+        choice::warn_fallback_once(name, why);
+    }
+    chosen.builtin
 }
 
 /// The simulated clusters this process started, by cluster name.
@@ -197,6 +227,19 @@ fn connect_api(
         .map_err(|source| ClusterError::Client { name: name_of(), source: Box::new(source) })
 }
 
+/// Whether cluster `name` answers at all: one `GET /version` (a read, retried
+/// like any), before a command works on its VMs. Only a connection that cannot
+/// be made is an error here; any answer, even a refusal of the token, is left
+/// to the runs, which report it with the call that met it.
+pub fn check_reachable(name: &str, access: &ClusterAccess, rt: &tokio::runtime::Handle) -> Result<(), ClusterError> {
+    match rt.block_on(access.proxmox.pve_version()) {
+        Err(ProxmoxError::Unreachable { endpoint, detail, .. }) => {
+            Err(ClusterError::Unreachable { name: name.to_string(), endpoint, detail })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Connect to cluster `name` as configured.
 pub fn connect(
     name: &str,
@@ -224,10 +267,12 @@ pub fn connect(
             if let Some(node) = cluster.node_host_keys.keys().find(|n| !cluster.node_ssh.contains_key(*n)) {
                 return Err(ClusterError::HostKeyWithoutAddress { name: name_of(), node: node.clone() });
             }
+            let identity = config.ssh.identity.as_ref().map(|p| config.resolve(p));
             Ok(ClusterAccess {
                 proxmox,
                 nodes,
-                identity: config.ssh.identity.as_ref().map(|p| config.resolve(p)),
+                ssh_builtin: ssh_builtin(name, config, identity.as_deref()),
+                identity,
                 guest_keys: config.ssh.authorized_keys.clone(),
                 terraform,
             })
@@ -262,7 +307,8 @@ pub fn connect(
             let mut guest_keys = config.ssh.authorized_keys.clone();
             guest_keys.push(public.trim().to_string());
             let terraform = sim_credentials(name, &sim, state)?;
-            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys, terraform })
+            let ssh_builtin = ssh_builtin(name, config, Some(&key));
+            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys, terraform, ssh_builtin })
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::caps::run::RunData;
 use crate::caps::ssh::{ClientKind, SshClient, SshSettings};
 use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
-use crate::config::{Config, ConfigError, EnvironmentError, SshClientChoice};
+use crate::config::{Config, ConfigError, EnvironmentError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
 use crate::plugin::backend::PluginBackend;
 use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
@@ -426,17 +426,18 @@ impl Project {
             known_hosts: self.state.known_hosts(),
             identity: access.identity.clone(),
             connect_timeout: std::time::Duration::from_secs(10),
-            control_dir: if self.config.ssh.multiplex && self.config.ssh.client == SshClientChoice::OpenSsh {
+            control_dir: if self.config.ssh.multiplex && !access.ssh_builtin {
                 crate::caps::ssh::control_dir(self.state.root())
             } else {
                 None
             },
-            client: match self.config.ssh.client {
-                SshClientChoice::OpenSsh => ClientKind::OpenSsh,
-                SshClientChoice::Builtin => ClientKind::Builtin {
+            client: if access.ssh_builtin {
+                ClientKind::Builtin {
                     share: self.config.ssh.multiplex,
                     agent: std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from),
-                },
+                }
+            } else {
+                ClientKind::OpenSsh
             },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;
@@ -475,7 +476,30 @@ impl Project {
             nodes: access.nodes,
             guest_keys: access.guest_keys,
             project_dir: self.config.base_dir.clone(),
+            // Simulated guests live on the simulator's clock; qemu guests and
+            // real clusters on the wall clock.
+            wait_scale: match cluster.kind {
+                crate::config::ClusterKind::Sim if cluster.sim.qemu.is_none() => cluster.sim.time_scale,
+                _ => 1.0,
+            },
         })
+    }
+
+    /// Whether environment `env`'s cluster can be connected to at all, asked once
+    /// before a command works on its VMs (`crate::cluster::check_reachable`), so
+    /// an endpoint that refuses connections is one error naming the cluster and
+    /// URL, not one per VM. The in-process simulator always answers: not asked.
+    pub fn check_reachable(&self, env: Option<&str>) -> Result<(), ProjectError> {
+        let (_, environment) = self.config.environment(env)?;
+        if self.config.clusters[&environment.cluster].kind == crate::config::ClusterKind::Sim {
+            return Ok(());
+        }
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| {
+            ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
+        })?;
+        let access = self.connection(&environment.cluster, &rt)?;
+        crate::cluster::check_reachable(&environment.cluster, &access, &rt)?;
+        Ok(())
     }
 
     /// The connection to cluster `name`, made once per project (see `connections`).

@@ -15,6 +15,7 @@ mod lxc;
 mod metrics;
 mod netbox_pipeline;
 mod netbox_real;
+mod operator_papercuts;
 mod plugin_kit;
 mod post_provision;
 mod progress_pty;

@@ -107,6 +107,33 @@ pub struct Services {
     /// The project's directory (cradle.toml's): relative control-node paths
     /// the workflows name (a VM type's disk image) are read from here.
     pub project_dir: std::path::PathBuf,
+    /// How host-side waits that model a real guest's time (the pause between
+    /// two cloud-init polls) are scaled: the built-in simulated cluster's
+    /// `time_scale` when its guests are simulated (their durations are scaled
+    /// by it), 1 for a real cluster and for the simulator's qemu guests. See
+    /// [`Services::scaled_wait`].
+    pub wait_scale: f64,
+}
+
+/// The shortest pause [`Services::scaled_wait`] makes of a longer one, so a
+/// time scale of 0 still polls at a pace instead of in a busy loop.
+pub const MIN_SCALED_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl Services {
+    /// `wait` as this cluster's guests experience it: multiplied by
+    /// [`Services::wait_scale`], never below [`MIN_SCALED_WAIT`] (nor above
+    /// `wait` for a scale of 1 or less); unchanged on a real cluster.
+    pub fn scaled_wait(&self, wait: std::time::Duration) -> std::time::Duration {
+        scaled_wait(wait, self.wait_scale)
+    }
+}
+
+/// See [`Services::scaled_wait`]; a scale that is not a finite number ≥ 0 is 1.
+pub fn scaled_wait(wait: std::time::Duration, scale: f64) -> std::time::Duration {
+    if !(scale.is_finite() && scale >= 0.0) || scale == 1.0 {
+        return wait;
+    }
+    wait.mul_f64(scale.min(100.0)).max(MIN_SCALED_WAIT.min(wait))
 }
 
 impl std::fmt::Debug for Services {
@@ -134,6 +161,7 @@ impl Services {
             nodes: Default::default(),
             guest_keys: Vec::new(),
             project_dir: dir.to_path_buf(),
+            wait_scale: 1.0,
         }
     }
 }
@@ -330,5 +358,23 @@ impl CapCtx {
                 Ok(()) => CapError::failed("budget: the plugin call's wall-clock limit ran out during a host call"),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use std::time::Duration;
+
+    use super::{MIN_SCALED_WAIT, scaled_wait};
+
+    #[test]
+    fn waits_are_scaled_by_a_simulators_time_scale_with_a_floor_and_kept_on_a_real_cluster() {
+        let five = Duration::from_secs(5);
+        assert_eq!(scaled_wait(five, 1.0), five, "a real cluster waits as configured");
+        assert_eq!(scaled_wait(five, 0.02), Duration::from_millis(100));
+        assert_eq!(scaled_wait(five, 0.0), MIN_SCALED_WAIT, "time scale 0 still polls at a pace");
+        assert_eq!(scaled_wait(Duration::from_millis(10), 0.0), Duration::from_millis(10), "never longer");
+        assert_eq!(scaled_wait(five, 2.0), Duration::from_secs(10));
+        assert_eq!(scaled_wait(five, f64::NAN), five);
     }
 }

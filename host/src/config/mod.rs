@@ -367,8 +367,11 @@ pub struct SshConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SshClientChoice {
-    /// The operator's OpenSSH `ssh` (the default).
+    /// The built-in client wherever it can serve the login, else OpenSSH,
+    /// saying once why (`caps::ssh::choice`). The default.
     #[default]
+    Auto,
+    /// The operator's OpenSSH `ssh`.
     OpenSsh,
     /// cradle's in-process client: no process per connection (for many guests).
     Builtin,
@@ -888,12 +891,18 @@ vmids = "100-199"
         assert!(SshConfig::default().multiplex);
         let off = format!("{GOOD}[ssh]\nmultiplex = false\n");
         assert!(!parse(&off).expect("valid").ssh.multiplex);
-        assert_eq!(parse(GOOD).expect("valid").ssh.client, SshClientChoice::OpenSsh, "OpenSSH by default");
-        let builtin = format!("{GOOD}[ssh]\nclient = \"builtin\"\n");
-        assert_eq!(parse(&builtin).expect("valid").ssh.client, SshClientChoice::Builtin);
+        assert_eq!(parse(GOOD).expect("valid").ssh.client, SshClientChoice::Auto, "built-in where it serves");
+        for (name, choice) in [
+            ("auto", SshClientChoice::Auto),
+            ("openssh", SshClientChoice::OpenSsh),
+            ("builtin", SshClientChoice::Builtin),
+        ] {
+            let text = format!("{GOOD}[ssh]\nclient = \"{name}\"\n");
+            assert_eq!(parse(&text).expect("valid").ssh.client, choice, "{name}");
+        }
         let bad = format!("{GOOD}[ssh]\nclient = \"putty\"\n");
         let e = parse(&bad).expect_err("an unknown client").to_string();
-        assert!(e.contains("openssh") && e.contains("builtin"), "{e}");
+        assert!(e.contains("auto") && e.contains("openssh") && e.contains("builtin"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
@@ -29,6 +30,39 @@ pub(crate) struct TooManyHosts {
     adds: usize,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How often this thread walked a group's hosts ([`Inventory::group_host_ix`]):
+    /// the tests prove resolving stays linear by counting walks, not time.
+    pub(crate) static GROUP_WALKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Each group's host positions (host index → 0-based position among
+/// [`Inventory::group_host_ix`]), built once per group on first use: resolving
+/// every host of a 10,000-host group would otherwise walk the group once per
+/// host. A cache of the finished inventory: cleared by [`Inventory::reconcile`],
+/// empty in a clone.
+#[derive(Default)]
+pub(crate) struct Positions(Mutex<HashMap<usize, Arc<HashMap<usize, usize>>>>);
+
+impl Positions {
+    fn clear(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+}
+
+impl Clone for Positions {
+    fn clone(&self) -> Self {
+        Positions::default()
+    }
+}
+
+impl std::fmt::Debug for Positions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Positions")
+    }
+}
+
 impl Inventory {
     pub(crate) fn empty(source: &Path) -> Inventory {
         let mut inv = Inventory {
@@ -39,6 +73,7 @@ impl Inventory {
             host_ix: HashMap::new(),
             order: Vec::new(),
             skipped_vault: Vec::new(),
+            positions: Positions::default(),
         };
         inv.group("all");
         inv.group("ungrouped");
@@ -132,6 +167,7 @@ impl Inventory {
             self.groups[g].depth = d.unwrap_or(0);
         }
         self.order = self.group_host_ix(ALL);
+        self.positions.clear();
         Ok(())
     }
 
@@ -184,6 +220,8 @@ impl Inventory {
 
     /// Hosts of group `g` and its descendants, deduplicated, in group order.
     pub(crate) fn group_host_ix(&self, g: usize) -> Vec<usize> {
+        #[cfg(test)]
+        GROUP_WALKS.with(|n| n.set(n.get() + 1));
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for d in self.descendants(g) {
@@ -194,6 +232,21 @@ impl Inventory {
             }
         }
         out
+    }
+
+    /// Host `h`'s 0-based position among the hosts of group `g` and its
+    /// descendants ([`Self::group_host_ix`]), or `None` if it is not one of them.
+    pub(crate) fn position_in_group(&self, g: usize, h: usize) -> Option<usize> {
+        let table = {
+            let mut cache = self.positions.0.lock().unwrap_or_else(PoisonError::into_inner);
+            cache
+                .entry(g)
+                .or_insert_with(|| {
+                    Arc::new(self.group_host_ix(g).into_iter().enumerate().map(|(i, h)| (h, i)).collect())
+                })
+                .clone()
+        };
+        table.get(&h).copied()
     }
 
     /// Every group host `h` belongs to (directly or as an ancestor), without `all`,

@@ -9,7 +9,8 @@
 //! - `[group:vars]` holds one `key=value` per line (value = everything after the
 //!   first `=`, through `literal_eval`); the group must be declared elsewhere.
 //!
-//! Failure modes: an unknown section type, a section header with spaces, a host
+//! Failure modes: an unknown section type, a section header with spaces or
+//! without its closing `]` (never read as a host named `[test`), a host
 //! token without `=`, unclosed quotes, a bad range, an undeclared child or `:vars`
 //! group: a `Parse` error naming the file and line.
 
@@ -61,6 +62,13 @@ pub(crate) fn parse(inv: &mut Inventory, text: &str, path: &Path) -> Result<(), 
                 pending.insert(name.to_string(), (line_no, format!("[{name}:vars]")));
             }
             continue;
+        }
+        // A section header without its `]`: read as a host line it would become
+        // a VM named `[test`. (A bracketed entry with its `]` goes on to the
+        // checks below.)
+        if line.starts_with('[') && !line.contains(']') {
+            let fixed = line.split('#').next().unwrap_or(line).trim_end();
+            return Err(err(line_no, format!("section header `{line}` is missing its closing `]`: write {fixed}]")));
         }
         if line.starts_with('[') && line.ends_with(']') {
             return Err(err(

@@ -147,6 +147,8 @@ pub struct Inventory {
     pub(crate) order: Vec<usize>,
     /// Vault-encrypted vars files that were not read.
     pub(crate) skipped_vault: Vec<PathBuf>,
+    /// Each group's host positions, for `vms_vmid_base` + index.
+    pub(crate) positions: build::Positions,
 }
 
 pub(crate) const ALL: usize = 0;
@@ -286,11 +288,6 @@ impl Inventory {
             .rev()
             .find(|(_, l)| l.vars.contains_key(key))
             .map(|(s, l)| (s, l.origin.get(key).cloned().unwrap_or_default()))
-    }
-
-    /// Where `key` of host `h` was set, for messages (`group_vars/test.yml`).
-    pub(crate) fn origin(&self, h: usize, key: &str) -> String {
-        self.var_scope(h, key).map(|(_, o)| o).unwrap_or_else(|| "not set".to_string())
     }
 }
 

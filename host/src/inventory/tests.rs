@@ -101,6 +101,19 @@ fn ini_sections_values_and_ungrouped() {
 }
 
 #[test]
+fn an_ini_section_header_missing_its_bracket_is_refused_with_file_and_line() {
+    for (text, line, fix) in [
+        ("[test\ntest-0\n", 1, "write [test]"),
+        ("[web]\nw1\n[test:vars # note\nx=1\n", 3, "write [test:vars]"),
+        ("[g:children]\n[kid\n", 2, "write [kid]"),
+    ] {
+        let err = Inventory::from_ini(text, Path::new("hosts.ini")).expect_err(text).to_string();
+        assert!(err.starts_with(&format!("hosts.ini:{line}: section header `")), "{err}");
+        assert!(err.contains("is missing its closing `]`") && err.contains(fix), "{err}");
+    }
+}
+
+#[test]
 fn children_may_be_declared_after_use_but_must_be_declared() {
     let inv = ini("[parent:children]\nkid\n[kid]\nh1\n");
     assert_eq!(names(&inv.group_hosts("parent").expect("group")), ["h1"]);

@@ -127,6 +127,43 @@ fn vmid_rules_refuse_ambiguity() {
 }
 
 #[test]
+fn derived_values_say_what_they_were_derived_from() {
+    // A name taken from an FQDN hostname was never set: no "set in not set".
+    let e = err(&inv("[g]\nweb.lab.example\n"), "web.lab.example");
+    assert!(e.contains("vms_name = \"web.lab.example\" (derived from the inventory hostname"), "{e}");
+    assert!(!e.contains("set in"), "{e}");
+    // base + index past Proxmox's range names both terms and the group.
+    let e = err(&inv("[g]\nh0\nh1\n[g:vars]\nvms_vmid_base=999999999\n"), "h1");
+    assert!(
+        e.contains(
+            "vms_vmid = 1000000000 (derived from vms_vmid_base + index: 999999999 (set in [g:vars] in hosts.ini:"
+        ) && e.contains("+ 1, the host's position in group `g`)")
+            && e.contains("lower vms_vmid_base"),
+        "{e}"
+    );
+}
+
+#[test]
+fn resolving_a_large_group_walks_it_once_not_once_per_host() {
+    let walks = || super::build::GROUP_WALKS.with(std::cell::Cell::get);
+    let hosts: String = (0..3000).map(|i| format!("vm-{i}\n")).collect();
+    let i = inv(&format!("[big]\n{hosts}[big:vars]\nvms_vmid_base=10000\n"));
+    let before = walks();
+    for (host, want) in [("vm-0", 10000), ("vm-1234", 11234), ("vm-2999", 12999)] {
+        assert_eq!(plan(&i, host).vmid, Some(want), "{host}");
+    }
+    // `--limit vm-7` still checks every host's identity (invariant 6).
+    let one = resolve_selected(&i, &i.select(Some("vm-7")).expect("vm-7"), &opts()).expect("one host");
+    assert_eq!(one[0].vmid, Some(10007));
+    let all = resolve_selected(&i, &i.select(None).expect("all"), &opts()).expect("all hosts");
+    assert_eq!(all.len(), 3000);
+    assert!(all.iter().enumerate().all(|(n, p)| p.vmid == Some(10000 + n as u32)));
+    // One walk builds the group's position table; a walk per host (the
+    // quadratic loading of 10,000 hosts) would be thousands.
+    assert_eq!(walks() - before, 1, "walks of group `big`");
+}
+
+#[test]
 fn two_hosts_on_one_vmid_or_name_are_refused() {
     let i = inv("[g]\nh1 vms_vmid=900\nh2 vms_vmid=900\n");
     let e = resolve_selected(&i, &i.select(None).expect("all"), &opts()).expect_err("dup").to_string();

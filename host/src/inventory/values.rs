@@ -24,7 +24,23 @@ impl Ctx<'_> {
 
     pub(crate) fn invalid(&self, variable: &str, value: &Value, expected: &str) -> InventoryError {
         let top = variable.split(['.', '[']).next().unwrap_or(variable);
-        let origin = format!("set in {}", self.inv.origin(self.h, top));
+        let origin = match self.inv.var_scope(self.h, top) {
+            Some((_, written)) => format!("set in {written}"),
+            // Not written anywhere: cradle derived it, and says from what.
+            None => derived_from(top).to_string(),
+        };
+        self.invalid_value(variable, value, origin, expected)
+    }
+
+    /// A value cradle derived rather than read (`origin` says from what, e.g.
+    /// "derived from vms_vmid_base + index ...").
+    pub(crate) fn invalid_value(
+        &self,
+        variable: &str,
+        value: &Value,
+        origin: String,
+        expected: &str,
+    ) -> InventoryError {
         let value = if is_vault(value) { "<vault-encrypted>".to_string() } else { value.to_string() };
         InventoryError::Invalid {
             host: self.host().to_string(),
@@ -138,6 +154,14 @@ impl Ctx<'_> {
             _ => return Err(self.invalid(variable, v, "a list of strings, or one string separated by commas")),
         };
         Ok(items)
+    }
+}
+
+/// Where a value not set in the inventory came from, for [`Ctx::invalid`].
+fn derived_from(variable: &str) -> &'static str {
+    match variable {
+        "vms_name" => "derived from the inventory hostname; set vms_name to choose another",
+        _ => "not set in the inventory: derived by cradle",
     }
 }
 

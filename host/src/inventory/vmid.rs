@@ -10,10 +10,16 @@
 //! 3. nothing: the workflow probes `nextid` under the VM's lock.
 //!
 //! VMIDs must lie in Proxmox's range 100..=999999999.
+//!
+//! Cost: a host's index is looked up in its group's position table, built once
+//! per group and inventory, and the uniqueness check is one pass over the hosts,
+//! so resolving (even one host under `--limit`, which still checks every host's
+//! identity) stays linear in the inventory's size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::template::Renderer;
 use super::values::Ctx;
@@ -77,11 +83,19 @@ pub(crate) fn vmid(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<(Option<u32>, 
             ));
         }
     };
-    let members = ctx.inv.group_host_ix(group);
-    let index = members.iter().position(|&x| x == ctx.h).unwrap_or(0) as u64;
+    let index = ctx.inv.position_in_group(group, ctx.h).unwrap_or(0) as u64;
     let id = base + index;
     if id > VMID_MAX {
-        return Err(ctx.invalid("vms_vmid_base", &v, "a base that leaves room for every host of the group"));
+        let origin = ctx.inv.var_scope(ctx.h, "vms_vmid_base").map(|(_, o)| o).unwrap_or_default();
+        return Err(ctx.invalid_value(
+            "vms_vmid",
+            &Value::from(id),
+            format!(
+                "derived from vms_vmid_base + index: {base} (set in {origin}) + {index}, the host's position in group `{}`",
+                ctx.inv.groups[group].name
+            ),
+            &format!("{VMID_FORM}: lower vms_vmid_base so that every host of the group fits, or set vms_vmid"),
+        ));
     }
     let source = VmidSource::BaseIndex {
         group: ctx.inv.groups[group].name.clone(),
@@ -116,8 +130,9 @@ pub(crate) fn check_unique(inv: &Inventory, plans: &[VmPlan]) -> Result<(), Inve
     }
     // Hosts outside the selection: only their identity is computed; a host that
     // does not resolve is not part of this run and is not judged here.
+    let planned: HashSet<&str> = plans.iter().map(|p| p.host.as_str()).collect();
     for (h, host) in inv.hosts.iter().enumerate() {
-        if plans.iter().any(|p| p.host.as_str() == host.name) {
+        if planned.contains(host.name.as_str()) {
             continue;
         }
         let vars = inv.merged(h);

@@ -16,7 +16,9 @@
 //!   node the creation record names if that differs (`ssh::exec`, `rm -f`),
 //!   then the record, which only then may go (its key was in those files).
 //! - [`wait_done`] polls `cloud-init status --format=json` (`ssh::exec`) with
-//!   a per-command timeout, at most `attempts` times, and succeeds only on
+//!   a per-command timeout, at most `attempts` times, `interval` apart (scaled
+//!   by the built-in simulator's `time_scale` when the guests are simulated:
+//!   [`crate::caps::context::Services::scaled_wait`]), and succeeds only on
 //!   `done` — from a cloud-init older than 23.4, whose status has no
 //!   `recoverable_errors`, only once its log shows no warning either
 //!   ([`crate::cloudinit::status::LOG_CHECK`]); only transport trouble
@@ -264,7 +266,9 @@ pub fn wait_done(c: &mut CapCtx, target: &ssh::Target, bounds: WaitBounds) -> Re
             },
         }
         if attempt < attempts {
-            std::thread::sleep(bounds.interval);
+            // The interval is a real guest's; a simulated one runs on the
+            // simulator's clock (`Services::wait_scale`).
+            std::thread::sleep(c.services.scaled_wait(bounds.interval));
         }
     }
     Err(CapError::new(

@@ -10,6 +10,11 @@
 //! | conflict | `VM is locked (...)`, `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
 //! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)` and `ha groups have been migrated to rules`, bad arguments, bad configuration |
 //! | transient | HTTP 5xx not matched above (incl. `can't lock file ... got timeout`, `got no worker upid`), 596, connect/reset/timeout |
+//!
+//! A connection that could not be made is [`ProxmoxError::Unreachable`]
+//! (nothing was sent: the message says so and names the endpoint); only a
+//! failure after the request may have been sent (reset, timeout) is the
+//! ambiguous [`ProxmoxError::Transport`], whose message asks to re-discover.
 //! | denied | HTTP 401/403: Proxmox refused the API token (not a cradle grant denial) |
 //! | failed | `No QEMU guest agent configured`, TLS trust failures, undecodable answers, anything else |
 //!
@@ -80,7 +85,25 @@ pub enum ProxmoxError {
         /// The verifier's reason.
         detail: String,
     },
-    /// No complete HTTP response arrived (connect refused, reset, timeout).
+    /// No connection could be made (refused, no route, name not resolved,
+    /// connect timeout): the request was never sent, so nothing happened on the
+    /// cluster and it may be sent again once the endpoint answers.
+    #[error(
+        "cannot reach the Proxmox API at {endpoint}: {detail}; nothing was sent ({method} {path}). Check the cluster's \
+         endpoint in cradle.toml and that the Proxmox API (pveproxy, port 8006) is up and reachable from here"
+    )]
+    Unreachable {
+        /// The endpoint (`https://host:8006`).
+        endpoint: String,
+        /// The HTTP method.
+        method: &'static str,
+        /// The request path below `/api2/json`.
+        path: String,
+        /// The transport's reason (`Connection refused`).
+        detail: String,
+    },
+    /// The request may have reached the server, but no complete HTTP response
+    /// arrived (reset after sending, timeout): its outcome is unknown.
     #[error(
         "{method} {url} got no complete response: {detail}; the cluster may still have acted on the request, \
          so re-discover (list-vms, list-tasks) before repeating anything that is not idempotent"
@@ -160,7 +183,7 @@ impl ProxmoxError {
             ProxmoxError::FingerprintMismatch { .. }
             | ProxmoxError::TlsRejected { .. }
             | ProxmoxError::Decode { .. } => ErrorKind::Failed,
-            ProxmoxError::Transport { .. } => ErrorKind::Transient,
+            ProxmoxError::Transport { .. } | ProxmoxError::Unreachable { .. } => ErrorKind::Transient,
             ProxmoxError::Api { kind, .. } => *kind,
             ProxmoxError::VmidTaken { .. } => ErrorKind::Conflict,
         }

@@ -2,9 +2,11 @@
 //! and guest host-key generation. It drives the operator's OpenSSH client
 //! (`ssh`) instead of an SSH library: operators already trust OpenSSH, and it
 //! checks host keys exactly as they expect. Guest host keys are generated
-//! in-process (`keys.rs`), not by `ssh-keygen`. `[ssh] client = "builtin"`
-//! swaps the `ssh` processes for the in-process client of `native/`, which
-//! keeps the same contract (below) for runs of hundreds of guests.
+//! in-process (`keys.rs`), not by `ssh-keygen`. The in-process client of
+//! `native/` keeps the same contract (below) without an `ssh` process per
+//! connection; it serves by default (`[ssh] client = "auto"`) wherever it can
+//! use cradle's login key, and OpenSSH serves the rest (`choice.rs`, which
+//! says once why) and whoever sets `client = "openssh"`.
 //!
 //! Contract:
 //! - Every connection runs `ssh -F /dev/null -T -o BatchMode=yes
@@ -47,6 +49,7 @@
 //! Failure modes are [`CapError`]s whose messages name the user, host, port,
 //! command (shortened, secrets redacted) and what to inspect; nothing panics.
 
+pub mod choice;
 mod client;
 mod host;
 mod keys;

@@ -194,6 +194,13 @@ impl ProxmoxClient {
             Some(TlsFailure::Rejected(detail)) => {
                 ProxmoxError::TlsRejected { endpoint: self.inner.endpoint.clone(), detail }
             }
+            // No connection, so no request: say so instead of "may have acted".
+            None if e.is_connect() => ProxmoxError::Unreachable {
+                endpoint: self.inner.endpoint.clone(),
+                method: call.method_name(),
+                path: call.path.clone(),
+                detail: self.scrub(&error_chain(e)),
+            },
             None => ProxmoxError::Transport {
                 method: call.method_name(),
                 url: url.to_string(),

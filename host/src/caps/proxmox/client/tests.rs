@@ -99,6 +99,21 @@ async fn dropped_connection_retries_a_read_but_not_a_power_action() {
 }
 
 #[tokio::test]
+async fn a_refused_connection_is_unreachable_and_says_nothing_was_sent() {
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let client = ProxmoxClient::new_plain_http_for_tests(settings(endpoint.clone())).expect("client");
+    let e = client.power("pve1", 100, PowerAction::Start).await.expect_err("refused");
+    assert!(matches!(e, ProxmoxError::Unreachable { .. }), "{e:?}");
+    assert_eq!(e.kind(), ErrorKind::Transient);
+    let text = e.to_string();
+    assert!(text.contains(&format!("cannot reach the Proxmox API at {endpoint}")), "{text}");
+    assert!(text.contains("nothing was sent") && text.contains("/nodes/pve1/qemu/100/status/start"), "{text}");
+    assert!(!text.contains("re-discover") && !text.contains("may still have acted"), "{text}");
+}
+
+#[tokio::test]
 async fn clone_posts_form_encoded_parameters_with_the_token_header() {
     let (server, client) = serve(vec![Canned::data(json!(UPID))]).await;
     assert_eq!(client.clone_vm(&clone_request()).await.expect("clone"), UPID);
