@@ -142,6 +142,7 @@ impl Fixture {
             workflow_grants: Arc::new(Grants::default()),
             scope: Arc::new(RunScope::default()),
             backend: Some(backend.clone()),
+            backend_grants: None,
             environment: "bench".into(),
         };
         RunContext::new(Arc::new(NoopObserver), Arc::new(data))

@@ -22,7 +22,7 @@ use crate::caps::dns::Rfc2136;
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
-use crate::caps::run::RunData;
+use crate::caps::run::{BackendGrants, RunData};
 use crate::caps::ssh::{ClientKind, SshClient, SshSettings};
 use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
@@ -559,11 +559,13 @@ impl Project {
         )?;
         let run = Arc::new(RunHandle::new(journal.run_id().to_string(), Some(journal.clone())));
         let backend_name = req.backend.as_deref().unwrap_or(&env.backend);
-        let backend = match (loaded.plugins.get(backend_name), &req.backend) {
-            (Some(p), _) => Some(BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>)),
+        let plugin = match (loaded.plugins.get(backend_name), &req.backend) {
+            (Some(p), _) => Some(p),
             (None, Some(name)) => return Err(ProjectError::Environment(missing_backend(name))),
             (None, None) => None,
         };
+        let backend = plugin.map(|p| BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>));
+        let backend_grants = plugin.map(|p| BackendGrants { name: p.name.clone(), grants: p.grants.clone() });
         let data = RunData {
             run: run.clone(),
             services: services.clone(),
@@ -579,6 +581,7 @@ impl Project {
                 operator: true,
             }),
             backend,
+            backend_grants,
             environment: env_name,
         };
         let observer = Arc::new(JournalObserver {

@@ -10,6 +10,7 @@ mod completions;
 mod coordination;
 mod crash;
 mod crash_terraform;
+mod grants;
 mod hardening;
 mod lxc;
 mod metrics;

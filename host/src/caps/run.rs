@@ -21,8 +21,22 @@ pub struct RunData {
     pub scope: Arc<RunScope>,
     /// The environment's backend, as scripts see it (`cradle::backend()`).
     pub backend: Option<BackendHandle>,
+    /// The grants of that backend plugin (`[plugins.NAME.grants]`, or a
+    /// built-in's defaults), so `cradle::check_grants` can hold a VM against
+    /// them before the first side effect, with the same policy check the
+    /// plugin's calls will meet.
+    pub backend_grants: Option<BackendGrants>,
     /// The environment's name.
     pub environment: String,
+}
+
+/// A backend plugin's name and grants.
+#[derive(Debug, Clone)]
+pub struct BackendGrants {
+    /// The plugin's name in cradle.toml (`direct`).
+    pub name: String,
+    /// What it is granted.
+    pub grants: Arc<Grants>,
 }
 
 impl RunData {

@@ -102,7 +102,7 @@ prefixes = ["*"]
 [workflow.grants.checkpoint]
 [workflow.grants.proxmox]
 nodes = ["*"]
-vmids = "100-999"
+vmids = "100-999999"
 storages = ["*"]
 [workflow.grants.ssh]
 hosts = ["guests", "nodes"]

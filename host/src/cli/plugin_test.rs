@@ -53,7 +53,7 @@ pub struct TestArgs {
 fn grant(cap: Capability) -> Option<&'static str> {
     Some(match cap {
         Capability::Proxmox => {
-            "nodes = [\"*\"]\nvmids = \"100-999\"\nstorages = [\"*\"]\ntemplates = [\"*\"]\ndestructive = true\n"
+            "nodes = [\"*\"]\nvmids = \"100-999999\"\nstorages = [\"*\"]\ntemplates = [\"*\"]\ndestructive = true\n"
         }
         Capability::Lock => "prefixes = [\"*\"]\n",
         Capability::Checkpoint => "",

@@ -339,6 +339,7 @@ fn main(ip) {
             workflow_grants: Arc::new(grants()),
             scope: Arc::new(RunScope::default()),
             backend: None,
+            backend_grants: None,
             environment: "test".into(),
         };
         let run = crate::workflow::RunContext::new(Arc::new(crate::workflow::NoopObserver), Arc::new(data));

@@ -4,7 +4,7 @@
 //! `rhai.rs`, and `cloudinit`, snippets and creation records, from
 //! `creation/rhai.rs`), the glue they share (the run's [`CapCtx`], `throw`),
 //! and the script-only modules: `cradle` (run helpers: `cradle::backend()`,
-//! `cradle::lock_key`, `cradle::check_inputs`) and `guestnet` (the guest's
+//! `cradle::lock_key`, `cradle::check_inputs`, `cradle::check_grants`) and `guestnet` (the guest's
 //! network, verified on the guest).
 //!
 //! Scripts are trusted operator code, but they go through the same
@@ -20,6 +20,7 @@ use crate::caps::run::RunData;
 use crate::contract::CapError;
 use crate::workflow::run_context;
 
+mod grants;
 pub(crate) mod guestnet;
 mod inputs;
 
@@ -45,7 +46,7 @@ pub(crate) fn caps(ctx: &NativeCallContext) -> Res<CapCtx> {
 const MAX_SLEEP_MS: i64 = 60_000;
 
 /// `cradle::backend()`, `cradle::environment()`, `cradle::run_id()`,
-/// `cradle::check_inputs(vm)`, `cradle::sleep(ms)`.
+/// `cradle::check_inputs(vm)`, `cradle::check_grants(vm[, opts])`, `cradle::sleep(ms)`.
 pub(crate) fn cradle_module() -> Module {
     let mut m = Module::new();
     FuncRegistration::new("backend").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<Dynamic> {
@@ -101,6 +102,15 @@ pub(crate) fn cradle_module() -> Module {
     // effect (inputs.rs).
     FuncRegistration::new("check_inputs")
         .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<()> { inputs::check_inputs(&ctx, &vm) });
+    // The VM's VMID, node, storages and template against the proxmox grants
+    // of the backend and the workflow, before any side effect (grants.rs).
+    FuncRegistration::new("check_grants").set_into_module(&mut m, |ctx: NativeCallContext, vm: Map| -> Res<()> {
+        grants::check_grants(&ctx, &vm, &Map::new())
+    });
+    FuncRegistration::new("check_grants")
+        .set_into_module(&mut m, |ctx: NativeCallContext, vm: Map, opts: Map| -> Res<()> {
+            grants::check_grants(&ctx, &vm, &opts)
+        });
     FuncRegistration::new("run_id").set_into_module(&mut m, |ctx: NativeCallContext| -> Res<ImmutableString> {
         with_run(&ctx, |d| d.run.run_id.as_str().into())
     });
