@@ -113,7 +113,14 @@ impl Etcd {
                     d,
                     "etcd-ca",
                     &[
-                        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"),
+                        // clientAuth too, as etcd's TLS guide has it: with
+                        // --client-cert-auth, etcd's gRPC gateway (which
+                        // cradle speaks) presents the server certificate to
+                        // etcd's own gRPC server.
+                        (
+                            "server",
+                            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+                        ),
                         ("client", "extendedKeyUsage=clientAuth\n"),
                     ],
                 );

@@ -9,6 +9,10 @@
 //! token). A writer whose lock was taken over since is refused
 //! ([`EtcdFailure::Fenced`]) and nothing is written.
 //!
+//! The client speaks etcd's gRPC gateway (JSON over HTTP, [`gateway`]), so
+//! the build needs no `protoc`; several endpoints are tried in turn when one
+//! cannot be reached.
+//!
 //! Failure modes: etcd unreachable or without quorum is an error after the
 //! request deadline (a third of the lease TTL, at least 5 s), naming the
 //! endpoints; never a guess.
@@ -16,9 +20,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, TlsOptions, Txn, TxnOp,
-};
+pub mod gateway;
+
+use gateway::{Client, Compare, Op, Tls};
 
 use super::CoordinationConfig;
 
@@ -126,35 +130,40 @@ impl EtcdConn {
             .enable_all()
             .build()
             .map_err(|e| fail(e.to_string()))?;
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(5))
-            .with_timeout(request_deadline(ttl))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(5));
-        if let Some(ca) = &config.ca_file {
-            let read = |p: &std::path::PathBuf| {
-                let path = base.join(p);
-                std::fs::read(&path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))
-            };
-            let mut tls = TlsOptions::new().ca_certificate(Certificate::from_pem(read(ca)?));
-            if let (Some(cert), Some(key)) = (&config.cert_file, &config.key_file) {
-                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        let read = |p: &std::path::PathBuf| {
+            let path = base.join(p);
+            std::fs::read(&path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))
+        };
+        let tls = match &config.ca_file {
+            Some(ca) => Some(Tls {
+                ca: read(ca)?,
+                identity: match (&config.cert_file, &config.key_file) {
+                    (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+                    _ => None,
+                },
+            }),
+            None => None,
+        };
+        let login = match (&config.user, &config.password) {
+            (Some(user), Some(password)) => {
+                Some((user.clone(), password.resolve().map_err(|e| fail(format!("the password: {e}")))?))
             }
-            options = options.with_tls(tls);
-        }
-        if let (Some(user), Some(password)) = (&config.user, &config.password) {
-            let secret = password.resolve().map_err(|e| fail(format!("the password: {e}")))?;
-            options = options.with_user(user.clone(), secret.expose().to_string());
-        }
-        let urls = config.endpoints.clone();
-        let client = run_on(&rt, request_deadline(ttl) + Duration::from_secs(5), async move {
-            Client::connect(urls, Some(options)).await
-        })
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(fail)?;
+            _ => None,
+        };
+        let deadline = request_deadline(ttl);
+        // One endpoint's connection may take a share of the deadline, so that
+        // the next can still be tried within it.
+        let per_endpoint = (deadline / (config.endpoints.len() as u32 + 1)).min(Duration::from_secs(5));
+        let client = Client::new(&config.endpoints, tls, login, per_endpoint).map_err(fail)?;
+        // With a user, a wrong password or an unreachable etcd shows now.
+        let login = client.clone();
+        run_on(&rt, deadline, async move { login.authenticate().await })
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(fail)?;
         Ok(EtcdConn { rt: Some(rt), client, prefix: config.prefix().to_string(), ttl, endpoints })
     }
 
-    /// A client to move into a request (clones share the channel).
+    /// A client to move into a request (clones share the connections).
     pub fn client(&self) -> Client {
         self.client.clone()
     }
@@ -163,7 +172,7 @@ impl EtcdConn {
     pub fn block<T: Send + 'static>(
         &self,
         action: &str,
-        f: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+        f: impl Future<Output = Result<T, gateway::Error>> + Send + 'static,
     ) -> Result<T, EtcdFailure> {
         let fail = |detail: String| EtcdFailure::Request {
             action: action.to_string(),
@@ -183,36 +192,29 @@ impl EtcdConn {
 
     /// The value of `key`, if any.
     pub fn get(&self, key: &str, action: &str) -> Result<Option<Vec<u8>>, EtcdFailure> {
-        let (mut client, key) = (self.client(), key.to_string());
-        let answer = self.block(action, async move { client.get(key, None).await })?;
-        Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+        let (client, key) = (self.client(), key.to_string());
+        let answer = self.block(action, async move { client.get(&key).await })?;
+        Ok(answer.map(|kv| kv.value))
     }
 
     /// Every `(key, value)` under `prefix`, in key order.
     pub fn list(&self, prefix: &str, action: &str) -> Result<Vec<(String, Vec<u8>)>, EtcdFailure> {
-        let (mut client, prefix) = (self.client(), prefix.to_string());
-        let answer =
-            self.block(action, async move { client.get(prefix, Some(GetOptions::new().with_prefix())).await })?;
-        Ok(answer
-            .kvs()
-            .iter()
-            .map(|kv| (String::from_utf8_lossy(kv.key()).into_owned(), kv.value().to_vec()))
-            .collect())
+        let (client, prefix) = (self.client(), prefix.to_string());
+        let answer = self.block(action, async move { client.get_prefix(&prefix).await })?;
+        Ok(answer.into_iter().map(|kv| (String::from_utf8_lossy(&kv.key).into_owned(), kv.value)).collect())
     }
 
     /// Put `value` at `key` (or delete `key`, when `value` is `None`) in one
     /// transaction with the check of `fence`.
     pub fn fenced(&self, key: &str, value: Option<Vec<u8>>, fence: &Fence, action: &str) -> Result<(), EtcdFailure> {
-        let mut client = self.client();
+        let client = self.client();
         let op = match value {
-            Some(v) => TxnOp::put(key, v, None),
-            None => TxnOp::delete(key, None),
+            Some(value) => Op::Put { key: key.to_string(), value, lease: 0 },
+            None => Op::Delete(key.to_string()),
         };
-        let txn = Txn::new()
-            .when([Compare::create_revision(fence.lock_key.clone(), CompareOp::Equal, fence.revision)])
-            .and_then([op]);
-        let answer = self.block(action, async move { client.txn(txn).await })?;
-        if answer.succeeded() {
+        let guard = [Compare::CreateRevision(fence.lock_key.clone(), fence.revision)];
+        let answer = self.block(action, async move { client.txn(&guard, &[op], &[]).await })?;
+        if answer.succeeded {
             Ok(())
         } else {
             Err(EtcdFailure::Fenced {

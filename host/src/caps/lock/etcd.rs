@@ -34,10 +34,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
-
 use super::{Acquired, Holder, LockError, LockStore, Removal};
 use crate::caps::coordination::CoordinationConfig;
+use crate::caps::coordination::etcd::gateway::{self, Compare, Op};
 use crate::caps::coordination::etcd::{EtcdConn, Fence};
 use crate::state::process::Liveness;
 
@@ -99,7 +98,7 @@ impl EtcdLockStore {
         &self,
         key: &str,
         action: &'static str,
-        f: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+        f: impl Future<Output = Result<T, gateway::Error>> + Send + 'static,
     ) -> Result<T, LockError> {
         self.conn.block(&format!("{action} lock `{key}`"), f).map_err(|e| etcd_error(key, e))
     }
@@ -112,34 +111,26 @@ impl EtcdLockStore {
 
     /// Keep `lease` alive every third of the TTL until `health.stop`.
     fn spawn_keep_alive(&self, lease: i64, health: Arc<LeaseHealth>) {
-        let mut client = self.conn.client();
+        let client = self.conn.client();
         let (period, epoch) = (self.conn.ttl / 3, self.epoch);
         self.conn.spawn(async move {
-            let mut stream = None;
             while !health.stop.load(Ordering::SeqCst) {
                 tokio::time::sleep(period).await;
                 if health.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                if stream.is_none() {
-                    stream = client.lease_keep_alive(lease).await.ok();
-                }
-                let Some((keeper, answers)) = stream.as_mut() else { continue };
-                let renewed = async {
-                    keeper.keep_alive().await?;
-                    answers.message().await
-                };
-                match tokio::time::timeout(period, renewed).await {
-                    Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
+                match tokio::time::timeout(period, client.lease_keep_alive(lease)).await {
+                    Ok(Ok(ttl)) if ttl > 0 => {
                         health.confirmed_ms.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
                     }
-                    Ok(Ok(Some(_))) => {
+                    Ok(Ok(_)) => {
                         // TTL 0: etcd has already deleted the lease and its key.
                         health.expired.store(true, Ordering::SeqCst);
                         break;
                     }
-                    // A broken stream is opened again at the next round.
-                    _ => stream = None,
+                    // Unanswered or failed: tried again at the next round;
+                    // `may_be_lost` judges by the last confirmed renewal.
+                    _ => {}
                 }
             }
         });
@@ -174,14 +165,13 @@ impl LockStore for EtcdLockStore {
         let value = serde_json::to_vec(holder)
             .map_err(|e| LockError::CorruptValue { key: key.to_string(), detail: e.to_string() })?;
         let ttl = self.conn.ttl.as_secs() as i64;
-        let mut client = self.conn.client();
-        let lease = self.block(key, "grant a lease for", async move { client.lease_grant(ttl, None).await })?.id();
-        let mut client = self.conn.client();
-        let txn = Txn::new()
-            .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(ekey.clone(), value, Some(PutOptions::new().with_lease(lease)))])
-            .or_else([TxnOp::get(ekey.clone(), None)]);
-        let answer = self.block(key, "take", async move { client.txn(txn).await });
+        let client = self.conn.client();
+        let lease = self.block(key, "grant a lease for", async move { client.lease_grant(ttl).await })?;
+        let client = self.conn.client();
+        let guard = [Compare::CreateRevision(ekey.clone(), 0)];
+        let put = [Op::Put { key: ekey.clone(), value, lease }];
+        let read = [Op::Get(ekey.clone())];
+        let answer = self.block(key, "take", async move { client.txn(&guard, &put, &read).await });
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
@@ -189,12 +179,9 @@ impl LockStore for EtcdLockStore {
                 return Err(e);
             }
         };
-        if !answer.succeeded() {
+        if !answer.succeeded {
             self.revoke(key, lease);
-            let current = answer.op_responses().into_iter().find_map(|r| match r {
-                TxnOpResponse::Get(g) => g.kvs().first().map(|kv| kv.value().to_vec()),
-                _ => None,
-            });
+            let current = answer.read().first().map(|kv| kv.value.clone());
             // Deleted between the compare and the get: held a moment ago.
             let Some(current) = current else {
                 return Err(LockError::Lost {
@@ -205,7 +192,8 @@ impl LockStore for EtcdLockStore {
             let other = parse_holder(key, &current)?;
             return Err(LockError::Held { key: key.to_string(), holder: Box::new(other) });
         }
-        let fence = answer.header().map(|h| h.revision()).unwrap_or_default();
+        // The transaction's revision is the one that created the key.
+        let fence = answer.revision();
         let health = Arc::new(LeaseHealth {
             confirmed_ms: AtomicU64::new(self.now_ms()),
             expired: AtomicBool::new(false),
@@ -245,14 +233,13 @@ impl LockStore for EtcdLockStore {
         h.health.stop.store(true, Ordering::SeqCst);
         // Delete only the key this acquisition created (its fencing token):
         // after a lost lease, another holder's key stays.
-        let mut client = self.conn.client();
-        let txn = Txn::new()
-            .when([Compare::create_revision(ekey.clone(), CompareOp::Equal, h.fence)])
-            .and_then([TxnOp::delete(ekey, None)]);
-        let deleted = self.block(key, "release", async move { client.txn(txn).await });
+        let client = self.conn.client();
+        let guard = [Compare::CreateRevision(ekey.clone(), h.fence)];
+        let delete = [Op::Delete(ekey)];
+        let deleted = self.block(key, "release", async move { client.txn(&guard, &delete, &[]).await });
         self.revoke(key, h.lease);
         match deleted {
-            Ok(a) if !a.succeeded() => {
+            Ok(a) if !a.succeeded => {
                 tracing::warn!(
                     key,
                     fence = h.fence,
@@ -268,41 +255,39 @@ impl LockStore for EtcdLockStore {
     fn holder(&self, key: &str) -> Result<Option<Holder>, LockError> {
         super::check_key(key)?;
         let ekey = self.etcd_key(key);
-        let mut client = self.conn.client();
-        let answer = self.block(key, "read", async move { client.get(ekey, None).await })?;
-        answer.kvs().first().map(|kv| parse_holder(key, kv.value())).transpose()
+        let client = self.conn.client();
+        let answer = self.block(key, "read", async move { client.get(&ekey).await })?;
+        answer.map(|kv| parse_holder(key, &kv.value)).transpose()
     }
 
     fn remove_stale(&self, key: &str, _liveness: &dyn Fn(&Holder) -> Liveness) -> Result<Removal, LockError> {
         super::check_key(key)?;
         let ekey = self.etcd_key(key);
-        let mut client = self.conn.client();
+        let client = self.conn.client();
         let get_key = ekey.clone();
-        let answer = self.block(key, "read", async move { client.get(get_key, Some(GetOptions::new())).await })?;
-        let Some(kv) = answer.kvs().first() else { return Ok(Removal::NotLocked) };
-        let holder = parse_holder(key, kv.value()).ok();
-        let (lease, revision) = (kv.lease(), kv.mod_revision());
+        let answer = self.block(key, "read", async move { client.get(&get_key).await })?;
+        let Some(kv) = answer else { return Ok(Removal::NotLocked) };
+        let holder = parse_holder(key, &kv.value).ok();
+        let (lease, revision) = (kv.lease, kv.mod_revision);
         if lease != 0 {
-            let mut client = self.conn.client();
-            let left =
-                self.block(key, "read the lease of", async move { client.lease_time_to_live(lease, None).await })?;
-            if left.ttl() > 0 {
+            let client = self.conn.client();
+            let left = self.block(key, "read the lease of", async move { client.lease_time_to_live(lease).await })?;
+            if left > 0 {
                 return Err(LockError::NotStale {
                     key: key.to_string(),
                     reason: format!(
                         "it is held under a live etcd lease ({} s left, renewed by its holder while it runs); \
                          a crashed holder's lock frees itself within lease_ttl_s",
-                        left.ttl()
+                        left
                     ),
                 });
             }
         }
-        let mut client = self.conn.client();
-        let txn = Txn::new()
-            .when([Compare::mod_revision(ekey.clone(), CompareOp::Equal, revision)])
-            .and_then([TxnOp::delete(ekey, None)]);
-        let done = self.block(key, "remove", async move { client.txn(txn).await })?;
-        if done.succeeded() { Ok(Removal::Removed { holder }) } else { Ok(Removal::NotLocked) }
+        let client = self.conn.client();
+        let guard = [Compare::ModRevision(ekey.clone(), revision)];
+        let delete = [Op::Delete(ekey)];
+        let done = self.block(key, "remove", async move { client.txn(&guard, &delete, &[]).await })?;
+        if done.succeeded { Ok(Removal::Removed { holder }) } else { Ok(Removal::NotLocked) }
     }
 
     fn fence(&self, key: &str, run_id: &str) -> Option<Fence> {
@@ -328,7 +313,7 @@ impl LockStore for EtcdLockStore {
 impl EtcdLockStore {
     /// Give a lease back; a failure only delays the key's deletion to the TTL.
     fn revoke(&self, key: &str, lease: i64) {
-        let mut client = self.conn.client();
+        let client = self.conn.client();
         if let Err(e) = self.block(key, "revoke the lease of", async move { client.lease_revoke(lease).await }) {
             tracing::warn!(key, error = %e, "could not revoke an etcd lease; it ends with its TTL");
         }

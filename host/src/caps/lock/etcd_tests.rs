@@ -150,6 +150,27 @@ fn an_unanswering_etcd_is_an_error_naming_the_endpoints_never_a_lock() {
     assert_eq!(a.holder(KEY).expect("read after the resume"), None, "nothing was taken");
 }
 
+#[test]
+fn an_unreachable_endpoint_is_passed_over_for_the_next_one() {
+    let etcd = Etcd::start();
+    // A port nobody listens on: connection refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let dead = format!("http://127.0.0.1:{closed}");
+    let both = CoordinationConfig { endpoints: vec![dead.clone(), etcd.url.clone()], ..config(&etcd, 10) };
+    let store = EtcdLockStore::connect(&both, std::path::Path::new("/")).expect("connect");
+    store.acquire(KEY, &holder("control-a", "run-a")).expect("taken through the second endpoint");
+    assert_eq!(store.holder(KEY).expect("read").map(|h| h.run_id), Some("run-a".into()));
+    store.release(KEY, "run-a").expect("release");
+    // With none reachable: an error naming every endpoint, nothing taken.
+    let none = CoordinationConfig { endpoints: vec![dead.clone()], ..config(&etcd, 10) };
+    let err = EtcdLockStore::connect(&none, std::path::Path::new("/"))
+        .expect("connecting sends nothing without a user")
+        .acquire(KEY, &holder("control-b", "run-b"))
+        .expect_err("no etcd")
+        .to_string();
+    assert!(err.contains(&dead) && err.contains("no endpoint could be reached"), "{err}");
+}
+
 fn tls_config(etcd: &Etcd, cert: &std::path::Path, key: &std::path::Path) -> CoordinationConfig {
     let files = etcd.tls.as_ref().expect("a TLS etcd");
     CoordinationConfig {
@@ -197,11 +218,22 @@ fn an_etcd_with_authentication_takes_the_user_and_its_secret_and_a_wrong_passwor
     let etcd = Etcd::start();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
     rt.block_on(async {
-        let mut admin = etcd_client::Client::connect([etcd.url.as_str()], None).await.expect("connect");
-        admin.user_add("root", PASSWORD, None).await.expect("user");
-        admin.role_add("root").await.expect("role");
-        admin.user_grant_role("root", "root").await.expect("grant");
-        admin.auth_enable().await.expect("auth on");
+        use serde_json::{Value, json};
+        let admin = crate::caps::coordination::etcd::gateway::Client::new(
+            std::slice::from_ref(&etcd.url),
+            None,
+            None,
+            Duration::from_secs(5),
+        )
+        .expect("client");
+        for (path, body) in [
+            ("/v3/auth/user/add", json!({ "name": "root", "password": PASSWORD })),
+            ("/v3/auth/role/add", json!({ "name": "root" })),
+            ("/v3/auth/user/grant", json!({ "user": "root", "role": "root" })),
+            ("/v3/auth/enable", json!({})),
+        ] {
+            admin.post::<Value>(path, &body).await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        }
     });
     let dir = tempfile::tempdir().expect("tmp");
     let secret = dir.path().join("etcd.password");
@@ -214,6 +246,10 @@ fn an_etcd_with_authentication_takes_the_user_and_its_secret_and_a_wrong_passwor
     };
     let store = EtcdLockStore::connect(&with(&secret), std::path::Path::new("/")).expect("authenticated");
     store.acquire(KEY, &holder("control-a", "run-a")).expect("take as root");
+    // etcd forgets a token left unused (5 minutes by default): the client
+    // logs in again and the request goes through.
+    store.conn.client().set_token("expired.1");
+    assert_eq!(store.holder(KEY).expect("read after the token expired").map(|h| h.run_id), Some("run-a".into()));
     store.release(KEY, "run-a").expect("release");
 
     let wrong = dir.path().join("wrong.password");
