@@ -228,7 +228,7 @@ impl Sim {
         });
     }
 
-    /// Create a running task; returns its UPID.
+    /// Create a running task (marking the state changed); returns its UPID.
     pub fn new_task(&self, st: &mut ClusterState, node: &str, kind: &str, id: &str, vmid: Option<u32>) -> String {
         let pid = st.pid();
         let t = Task::new(node, pid, kind, id, TOKEN_USER, vmid);
@@ -238,6 +238,10 @@ impl Sim {
         if st.tasks.len() > 20_000 {
             st.tasks.drop_oldest(5_000);
         }
+        // A task the client is told of is in `state.json` before the UPID
+        // leaves (a start or reboot marked nothing else), so a simulator
+        // killed now finds it at its next load (`recover`).
+        self.changed();
         upid
     }
 
