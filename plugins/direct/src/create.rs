@@ -81,8 +81,10 @@ fn configure(vm: &VmSpec, snippets: &Snippets, found: &VmState) -> Result<bool, 
 }
 
 /// An interrupted run may have left a task working on the VM (its clone, a
-/// migration, a resize): wait for those before touching the config.
-fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
+/// migration, a resize): wait for those before touching the config (or
+/// destroying it). A lock that outlives every task of the VM is stuck:
+/// [`stuck_lock`] says how to clear it.
+pub(crate) fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
     let Some(lock) = found.lock.clone() else {
         return Ok(found);
     };
@@ -110,10 +112,23 @@ fn settle_tasks(vm: &VmSpec, found: VmState) -> Result<VmState, Error> {
         .ok_or_else(|| Error::Failed(format!("{} disappeared while its tasks finished; rerun provision", vm.name)))?;
     match now.lock {
         None => Ok(now),
-        Some(lock) => Err(Error::Transient(format!(
-            "{} (vmid {}) is still locked ({lock}) with no task of it running on {node}; \
-             check its Tasks, then `qm unlock {}` if nothing is working on it, and rerun",
-            vm.name, vm.vmid, vm.vmid
-        ))),
+        Some(lock) => Err(stuck_lock(vm, &lock, &now.node)),
     }
+}
+
+/// A VM whose config `lock` no running task holds: on Proxmox VE the task that
+/// took it ended without clearing it (a node crash, a killed worker), and only
+/// the operator can tell it is safe to clear. Names the VM, the lock, and the
+/// way out on PVE (`qm unlock` on the node) and on the simulator (the same
+/// command over its node SSH, or a restart, which finishes the tasks it was
+/// running as PVE would and releases their locks).
+pub(crate) fn stuck_lock(vm: &VmSpec, lock: &str, node: &str) -> Error {
+    Error::Transient(format!(
+        "{} (vmid {}) is still locked ({lock}) on {node} and no task of it is running: the task that \
+         took the lock is gone. On Proxmox VE check the VM's Tasks, then run `qm unlock {}` on node \
+         {node}; on a simulator (`cradle sim serve`) run the same `qm unlock {}` over its node SSH, \
+         or restart it (a restarted simulator finishes the tasks it was running and releases their \
+         locks). Then rerun",
+        vm.name, vm.vmid, vm.vmid, vm.vmid
+    ))
 }

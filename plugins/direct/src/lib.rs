@@ -14,8 +14,9 @@
 //!   is never retried blindly: the VM and the task list are re-read first (see
 //!   `create.rs`).
 //! - `reconcile` re-applies `onboot`/`startup` on every run (self-healing).
-//! - `remove` stops and destroys with purge; a missing VM or a mismatched
-//!   identity fails closed.
+//! - `remove` waits for the VM's running tasks (a lock a task holds), then
+//!   stops and destroys with purge; a missing VM or a mismatched identity fails
+//!   closed, a lock no task holds fails naming how to clear it.
 
 mod config;
 mod create;
@@ -106,6 +107,10 @@ impl Backend for Direct {
                 vm.name, vm.vmid
             )));
         };
+        // A run killed mid-task left the VM locked by a task that runs on
+        // (PVE) or was finished at load (the simulator): wait for it, so the
+        // stop and destroy below are not refused with `VM is locked`.
+        let found = create::settle_tasks(&vm, found)?;
         if found.status == "running" {
             let upid = proxmox::power(&found.node, found.vmid, PowerAction::Stop)?;
             wait(&found.node, &upid, &format!("stop {}", vm.name))?;
