@@ -25,14 +25,16 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use cradle_tests::cradle_bin;
-use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
+use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, SimCluster, Wait};
 use cradle_tests::remote_sim::RemoteSim;
 use serde_json::Value;
 
-/// A project driving the remote simulator, with `hosts` VMs on `subnet`.
+/// A project with `hosts` VMs on `subnet`, on the remote simulator (`sim`) or
+/// on the simulated cluster built into cradle (`sim` none: it lives and dies
+/// with each cradle process, its state in `state/sim/sim`).
 struct Project {
     dir: tempfile::TempDir,
-    sim: RemoteSim,
+    sim: Option<RemoteSim>,
 }
 
 fn name(i: usize) -> String {
@@ -44,6 +46,17 @@ impl Project {
         let dir = tempfile::tempdir().expect("tempdir");
         let sim = RemoteSim::start(dir.path(), scale);
         ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).write(dir.path());
+        Project::with_inventory(dir, Some(sim), subnet, hosts)
+    }
+
+    /// On the built-in simulated cluster (`kind = "sim"`) at `scale`.
+    fn builtin(subnet: u8, hosts: usize, scale: f64) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(scale))).write(dir.path());
+        Project::with_inventory(dir, None, subnet, hosts)
+    }
+
+    fn with_inventory(dir: tempfile::TempDir, sim: Option<RemoteSim>, subnet: u8, hosts: usize) -> Project {
         let wait = Wait {
             ssh_ms: 60000,
             cloudinit_interval_ms: 500,
@@ -58,6 +71,40 @@ impl Project {
             .wait(wait)
             .write(dir.path());
         Project { dir, sim }
+    }
+
+    /// The simulator's state directory.
+    fn sim_state(&self) -> PathBuf {
+        match &self.sim {
+            Some(sim) => sim.state.clone(),
+            None => self.state().join("sim").join("sim"),
+        }
+    }
+
+    /// The simulator's VMs, as its state file has them.
+    fn vms(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.sim_state().join("state.json")).expect("state.json");
+        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
+        doc["vms"].as_object().map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The simulator's tasks, as its state file has them.
+    fn tasks(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.sim_state().join("state.json")).expect("state.json");
+        let doc: Value = serde_json::from_str(&text).expect("state.json parses");
+        doc["tasks"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Every snippet on the nodes, as `node:file`.
+    fn snippet_files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for node in ["pve1", "pve2", "pve3"] {
+            let dir = self.sim_state().join("nodes").join(node).join("var/lib/vz/snippets");
+            if let Ok(rd) = std::fs::read_dir(dir) {
+                out.extend(rd.filter_map(Result::ok).map(|e| format!("{node}:{}", e.file_name().to_string_lossy())));
+            }
+        }
+        out
     }
 
     fn cradle(&self, args: &[&str], crash_at: Option<&str>) -> Output {
@@ -129,7 +176,7 @@ fn show(o: &Output) -> String {
 
 /// Everything a converged `vm` looks like.
 fn assert_converged(p: &Project, vm: &str, boundary: &str) {
-    let vms: Vec<Value> = p.sim.vms().into_iter().filter(|v| v["config"]["name"] == vm).collect();
+    let vms: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["name"] == vm).collect();
     assert_eq!(vms.len(), 1, "{boundary}: exactly one {vm}: {vms:?}");
     let config = vms[0]["config"].as_object().expect("config");
     assert!(
@@ -141,7 +188,7 @@ fn assert_converged(p: &Project, vm: &str, boundary: &str) {
     assert_eq!(p.files_in("locks"), Vec::<String>::new(), "{boundary}: no lock left");
     assert_eq!(p.files_in("checkpoints"), Vec::<String>::new(), "{boundary}: no checkpoint left");
     assert_eq!(p.files_in("checkpoints/creating"), Vec::<String>::new(), "{boundary}: no creation record left");
-    let left: Vec<String> = p.sim.snippet_files().into_iter().filter(|f| f.contains(vm)).collect();
+    let left: Vec<String> = p.snippet_files().into_iter().filter(|f| f.contains(vm)).collect();
     assert_eq!(left, Vec::<String>::new(), "{boundary}: the snippets (the host's private key) were deleted");
 }
 
@@ -235,7 +282,7 @@ fn kill_9_at_every_removal_boundary_then_unlock_and_rerun_remove_converges() {
         } else {
             assert!(rerun.status.success(), "{boundary}: the rerun converges: {}", show(&rerun));
         }
-        assert!(p.sim.vms().iter().all(|v| v["config"]["name"] != vm.as_str()), "{boundary}: {vm} is gone");
+        assert!(p.vms().iter().all(|v| v["config"]["name"] != vm.as_str()), "{boundary}: {vm} is gone");
         assert_eq!(p.files_in("locks"), Vec::<String>::new(), "{boundary}: no lock left");
         assert_eq!(p.files_in("checkpoints"), Vec::<String>::new(), "{boundary}: no checkpoint left");
         let pinned = std::fs::read_to_string(&known_hosts).unwrap_or_default();
@@ -253,7 +300,7 @@ fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() 
     let vm = name(0);
     let killed = p.provision(&vm, Some(&format!("call:clone-vm@{vm}")));
     assert_eq!(killed.status.signal(), Some(9), "cradle died of SIGKILL: {}", show(&killed));
-    let locked: Vec<Value> = p.sim.vms().into_iter().filter(|v| v["config"]["name"] == vm.as_str()).collect();
+    let locked: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["name"] == vm.as_str()).collect();
     assert_eq!(locked.len(), 1, "the clone exists: {locked:?}");
     assert_eq!(locked[0]["config"]["lock"], "clone", "and its task still runs: {:?}", locked[0]);
     let unlock = p.cradle(&["unlock", &vm], None);
@@ -299,8 +346,8 @@ fn journal_events(p: &Project) -> std::collections::BTreeMap<String, Vec<Value>>
 }
 
 /// The simulator's persisted power state of `vm` (`running`, `stopped`).
-fn power_of(p: &RemoteSim, vm: &str) -> Option<String> {
-    let text = std::fs::read_to_string(p.state.join("state.json")).ok()?;
+fn power_of(p: &Project, vm: &str) -> Option<String> {
+    let text = std::fs::read_to_string(p.sim_state().join("state.json")).ok()?;
     let doc: Value = serde_json::from_str(&text).ok()?;
     let vms = doc["vms"].as_object()?;
     let found = vms.values().find(|v| v["config"]["name"] == vm)?;
@@ -340,7 +387,7 @@ fn kill_9_inside_the_reboot_then_the_rerun_waits_for_the_vms_own_start_and_conve
         assert!(std::time::Instant::now() < deadline, "the run never reached the end of the reboot task");
         assert!(child.try_wait().expect("try_wait").is_none(), "cradle ended before the reboot task ended");
         requested = requested || reboot_requested(&p, &vm);
-        if requested && power_of(&p.sim, &vm).as_deref() == Some("stopped") {
+        if requested && power_of(&p, &vm).as_deref() == Some("stopped") {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -371,4 +418,112 @@ fn kill_9_inside_the_reboot_then_the_rerun_waits_for_the_vms_own_start_and_conve
     });
     assert_converged(&p, &vm, "inside the reboot");
     assert!(waited, "the rerun's start step met PVE's own start of the VM (else the kill missed the gap)");
+}
+
+/// The built-in simulated cluster (`kind = "sim"`) lives in the cradle
+/// process: a kill -9 while one of the VM's tasks runs kills "Proxmox" too.
+/// On PVE the task would run on and clear its `lock` when it ends; the
+/// simulator must do the same when it next loads its state (sim/src/recover.rs),
+/// and the dead run's lock must be taken back by the rerun itself (no
+/// `cradle unlock`): a plain rerun converges to one complete VM.
+///
+/// `crash_at` is `call:FUNCTION`: the kill comes right after that host call
+/// succeeded, with the task it started running (no `@VM`: the workflow's own
+/// calls, `migrate` and `power`, carry none, and the project has one VM) (time scale 0.25: the clone
+/// runs 1 s, the migration 2 s, a start 0.5 s, a reboot's shutdown 1.25 s).
+/// `task` is the worker type the kill must have interrupted (the state the
+/// dead cradle left shows it running), so the test cannot pass by missing it.
+fn kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(p: &Project, vm: &str, crash_at: &str, task: &str) {
+    let killed = p.provision(vm, Some(crash_at));
+    assert_eq!(killed.status.signal(), Some(9), "{crash_at}: cradle died of SIGKILL: {}", show(&killed));
+    assert_interrupted(p, vm, crash_at, task);
+    rerun_converges(p, vm, crash_at);
+}
+
+/// The state the killed cradle left: `task` of `vm` still running, and the
+/// VM's lock still held by the dead run.
+fn assert_interrupted(p: &Project, vm: &str, crash_at: &str, task: &str) {
+    let vmid = p.vms().into_iter().find(|v| v["config"]["name"] == vm).map(|v| v["vmid"].clone());
+    let vmid = vmid.unwrap_or_else(|| panic!("{crash_at}: {vm} exists after the kill"));
+    let running: Vec<Value> =
+        p.tasks().into_iter().filter(|t| t["vmid"] == vmid && t["exitstatus"].is_null()).collect();
+    assert!(
+        running.iter().any(|t| t["kind"] == task),
+        "{crash_at}: the kill interrupted the {task} task of {vm}: {running:?}"
+    );
+    assert_eq!(p.files_in("locks").len(), 1, "{crash_at}: the dead run's lock is left");
+}
+
+/// A plain rerun (no `cradle unlock`) takes back the dead run's lock, says so,
+/// and converges.
+fn rerun_converges(p: &Project, vm: &str, crash_at: &str) {
+    let rerun = p.provision(vm, None);
+    assert!(rerun.status.success(), "{crash_at}: the plain rerun converges: {}", show(&rerun));
+    let said = String::from_utf8_lossy(&rerun.stderr);
+    assert!(
+        said.contains("took back lock") && said.contains(&format!("|{vm}`")),
+        "{crash_at}: the rerun says it took back the dead run's lock: {said}"
+    );
+    let journaled = journal_events(p)
+        .values()
+        .flatten()
+        .any(|ev| ev["event"] == "log" && ev["message"].as_str().is_some_and(|m| m.starts_with("took back lock")));
+    assert!(journaled, "{crash_at}: the takeover is in the rerun's journal");
+    assert_converged(p, vm, crash_at);
+    let running: Vec<Value> = p.tasks().into_iter().filter(|t| t["exitstatus"].is_null()).collect();
+    assert_eq!(running, Vec::<Value>::new(), "{crash_at}: no task is left running");
+}
+
+#[test]
+fn kill_9_during_the_clone_on_the_builtin_cluster_then_a_plain_rerun_converges() {
+    let p = Project::builtin(7, 1, 0.25);
+    kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(&p, &name(0), "call:clone-vm", "qmclone");
+}
+
+#[test]
+fn kill_9_during_the_migration_on_the_builtin_cluster_then_a_plain_rerun_converges() {
+    let p = Project::builtin(8, 1, 0.25);
+    kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(&p, &name(0), "call:migrate", "qmigrate");
+}
+
+#[test]
+fn kill_9_during_the_start_on_the_builtin_cluster_then_a_plain_rerun_converges() {
+    // The run's first `power` call is the start.
+    let p = Project::builtin(9, 1, 0.25);
+    kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(&p, &name(0), "call:power", "qmstart");
+}
+
+/// The reboot is the finalization's `power` call: a first run is killed
+/// before the `reboot` step (the VM is running, its checkpoint written), the
+/// second (which takes back the first's lock) at its `power` call, with the
+/// `qmreboot` task running; the third is the plain rerun.
+#[test]
+fn kill_9_during_the_reboot_on_the_builtin_cluster_then_a_plain_rerun_converges() {
+    let p = Project::builtin(10, 1, 0.25);
+    let vm = name(0);
+    let first = p.provision(&vm, Some(&format!("before:reboot@{vm}")));
+    assert_eq!(first.status.signal(), Some(9), "killed before the reboot: {}", show(&first));
+    assert_eq!(power_of(&p, &vm).as_deref(), Some("running"), "the VM ran when the first run died");
+    kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(&p, &vm, "call:power", "qmreboot");
+}
+
+/// `cradle remove --yes` right after a kill -9 during the migration (no
+/// unlock, no rerun of provision): the lock is taken back, the migration is
+/// finished by the simulator as PVE would have, and the VM is removed with its
+/// creation record and snippets.
+#[test]
+fn remove_yes_after_a_kill_9_during_the_migration_on_the_builtin_cluster_removes_the_vm() {
+    let p = Project::builtin(11, 1, 0.25);
+    let vm = name(0);
+    let killed = p.provision(&vm, Some("call:migrate"));
+    assert_eq!(killed.status.signal(), Some(9), "cradle died of SIGKILL: {}", show(&killed));
+    assert_interrupted(&p, &vm, "call:migrate", "qmigrate");
+    let removed = p.remove(&vm, None);
+    assert!(removed.status.success(), "remove --yes after the kill: {}", show(&removed));
+    assert!(p.vms().iter().all(|v| v["config"]["name"] != vm.as_str()), "{vm} is gone: {:?}", p.vms());
+    assert_eq!(p.files_in("locks"), Vec::<String>::new(), "no lock left");
+    assert_eq!(p.files_in("checkpoints"), Vec::<String>::new(), "no checkpoint left");
+    assert_eq!(p.files_in("checkpoints/creating"), Vec::<String>::new(), "no creation record left");
+    let left: Vec<String> = p.snippet_files().into_iter().filter(|f| f.contains(vm.as_str())).collect();
+    assert_eq!(left, Vec::<String>::new(), "the snippets (the host's private key) were deleted");
 }
