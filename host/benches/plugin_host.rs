@@ -109,6 +109,7 @@ impl Fixture {
             nodes: Default::default(),
             guest_keys: Vec::new(),
             project_dir: state.path().to_path_buf(),
+            wait_scale: 1.0,
         });
         let run = Arc::new(RunHandle::new("bench".into(), None));
         let vm_map: Dynamic =
