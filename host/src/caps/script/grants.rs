@@ -149,7 +149,10 @@ fn facts(vm: &Map, name: &str, opts: &Map) -> Res<Vec<Fact>> {
         (f.backend, f.workflow) = (backend_acts, true);
         out.push(f);
     }
-    let node = opt_str(vm, "node").unwrap_or(str_of(&spec, "node", "cradle::check_grants")?);
+    let node = match opt_str(vm, "node") {
+        Some(node) => node,
+        None => str_of(&spec, "node", "cradle::check_grants")?,
+    };
     let mut f = Fact::new("target_node", node.clone());
     f.node = Some(node);
     (f.backend, f.workflow) = (backend_acts, true);
