@@ -11,6 +11,10 @@
 //! the simulator runs at a time scale where provisioning takes seconds, far
 //! longer than one redraw, but no assertion counts frames or measures time.
 //!
+//! Without a terminal the same binary says one line per VM, a skip says why,
+//! a failure leads with its problem, and `cradle runs list` groups the runs of
+//! one command under it.
+//!
 //! Needs `target/debug/cradle`, the direct plugin (`scripts/test` builds it;
 //! see `cradle_tests::plugin_wasm`) and `script` (util-linux). Each test owns a
 //! loopback subnet 127.37.<n>.0/24 (n in 45..=49; a prefix no other test uses)
@@ -192,21 +196,57 @@ fn display_rows(shown: &str) -> Vec<String> {
     shown.split("\x1b[2K").skip(1).map(|r| without_escapes(r.split(['\r', '\n']).next().unwrap_or(""))).collect()
 }
 
+/// `cradle ARGS` in `dir` on plain pipes: (exit code, stdout, stderr).
+fn on_pipes(args: &[String], dir: &Path) -> (i32, String, String) {
+    let mut cmd = Command::new(&args[0]);
+    cmd.args(&args[1..]).stdin(Stdio::null());
+    let out = clean(cmd, dir).output().expect("run cradle");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), stdout.into_owned(), stderr.into_owned())
+}
+
+/// `cradle --config … --state-dir … ARGS` in `dir`.
+fn cradle_args(dir: &Path, args: &[&str]) -> Vec<String> {
+    let mut words = provision_args(dir)[..5].to_vec();
+    words.extend(args.iter().map(|a| a.to_string()));
+    words
+}
+
+/// The summary table's row of `vm`.
+fn summary_row<'a>(lines: &'a [String], vm: &str) -> &'a str {
+    let header = lines.iter().position(|l| l.starts_with("VM ") && l.contains("RESULT")).expect("summary header");
+    lines[header..].iter().find(|l| l.starts_with(vm)).unwrap_or_else(|| panic!("{vm} in the summary: {lines:#?}"))
+}
+
 #[test]
-fn on_a_terminal_each_vm_has_one_row_redrawn_in_place_with_its_step_and_the_summary_follows() {
+fn on_a_terminal_each_vm_has_one_row_redrawn_in_place_marked_when_it_ends_with_the_summarys_time() {
     let dir = project(45);
-    let (shown, code) = on_a_terminal(&provision_args(dir.path()), dir.path());
+    // -v: the steps' and the plugin's log lines go above the display.
+    let mut args = provision_args(dir.path());
+    args.insert(1, "-v".into());
+    let (shown, code) = on_a_terminal(&args, dir.path());
     assert_eq!(code, 0, "provisioning succeeded:\n{shown}");
 
-    // Redrawn in place: the cursor goes back up over both rows and each row is erased before it is written.
-    assert!(shown.contains("\x1b[2A"), "no redraw over the two rows:\n{shown:?}");
+    // Redrawn in place: the cursor goes back up over the rows and each row is erased before it is written.
+    assert!(shown.contains("\x1b[3A"), "no redraw over the two rows and the counts:\n{shown:?}");
     let rows = display_rows(&shown);
     let steps = workflow_steps();
     let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for row in &rows {
+        if row.contains(" done") {
+            assert!(
+                row.starts_with("0/2 done") || row.starts_with("1/2 done") || row.starts_with("2/2 done"),
+                "{row:?}"
+            );
+            continue;
+        }
         let words: Vec<&str> = row.split_whitespace().collect();
         let vm = VMS.iter().find(|vm| words.first() == Some(*vm)).unwrap_or_else(|| panic!("a row of no VM: {row:?}"));
         let step = words.get(1).copied().unwrap_or_default();
+        if step == "✓" {
+            assert_eq!(words.get(2), Some(&"created"), "{row:?}");
+            continue;
+        }
         assert!(steps.contains(step), "{row:?}: `{step}` is not a step of the workflows ({steps:?})");
         assert!(!row.contains("FAILED"), "{row:?}");
         let elapsed = words.get(2).copied().unwrap_or_default();
@@ -221,43 +261,107 @@ fn on_a_terminal_each_vm_has_one_row_redrawn_in_place_with_its_step_and_the_summ
     // What the operator is left with: the log lines intact, one row per VM, then the summary.
     let screen = Screen::replay(&shown).text();
     let plain = without_escapes(&shown);
-    let logs: Vec<&str> = plain.split(['\r', '\n']).filter(|l| l.contains(" INFO ")).collect();
-    assert!(!logs.is_empty(), "info lines were logged during provisioning:\n{plain}");
+    let logs: Vec<&str> = plain.split(['\r', '\n']).filter(|l| l.contains(" DEBUG ") || l.contains(" INFO ")).collect();
+    assert!(!logs.is_empty(), "log lines were written during provisioning:\n{plain}");
     for log in &logs {
         assert!(screen.iter().any(|l| l == log.trim_end()), "the log line {log:?} is not on the screen:\n{screen:#?}");
     }
-    for vm in VMS {
-        let vm_rows = screen.iter().filter(|l| l.starts_with(vm) && l.contains("s  (step ")).count();
-        assert_eq!(vm_rows, 1, "{vm} has exactly one display row on the screen:\n{screen:#?}");
-    }
+    // The final frame: each VM marked created, its timer stopped at the summary's figure.
     let header = screen.iter().position(|l| l.starts_with("VM ") && l.contains("RESULT")).expect("summary header");
-    let last_row = screen.iter().rposition(|l| l.contains("s  (step ")).expect("display rows");
-    assert!(last_row < header, "the summary comes after the display:\n{screen:#?}");
     for vm in VMS {
-        let row = screen[header..].iter().find(|l| l.starts_with(vm)).unwrap_or_else(|| panic!("{vm} in the summary"));
+        let vm_rows: Vec<&String> = screen[..header].iter().filter(|l| l.starts_with(vm) && l.contains("✓ ")).collect();
+        assert_eq!(vm_rows.len(), 1, "{vm} has exactly one display row, marked done:\n{screen:#?}");
+        assert!(vm_rows[0].contains("✓ created") && !vm_rows[0].contains("(step "), "{vm_rows:?}");
+        let shown_time = vm_rows[0].split_whitespace().last().unwrap_or_default();
+        let row = summary_row(&screen, vm);
         assert!(row.contains("created"), "{row}");
+        assert!(row.split_whitespace().any(|w| w == shown_time), "the display says {shown_time}, the summary: {row}");
     }
+    assert!(!screen.iter().any(|l| l.contains("(step ")), "no running row left behind:\n{screen:#?}");
+    let counts = screen[..header].iter().rev().find(|l| !l.is_empty()).expect("the counts line");
+    assert!(counts.starts_with("2/2 done · took "), "{counts}\n{screen:#?}");
+    // Plugin log fields in key=value form, not Rust's debug form.
+    assert!(plain.contains("cloned and configured"), "the plugin's log line with -v:\n{plain}");
+    assert!(!plain.contains("fields=["), "a log line in debug form:\n{plain}");
 }
 
 #[test]
-fn without_a_terminal_no_escape_sequence_is_written() {
+fn without_a_terminal_each_vm_gets_one_line_a_skip_says_why_and_runs_list_groups_the_command() {
     let dir = project(46);
-    let mut cmd = Command::new(&provision_args(dir.path())[0]);
-    cmd.args(&provision_args(dir.path())[1..]).stdin(Stdio::null());
-    let out = clean(cmd, dir.path()).output().expect("run cradle");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = on_pipes(&provision_args(dir.path()), dir.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         !stdout.contains('\x1b') && !stderr.contains('\x1b'),
         "escape sequences on a pipe:\n{stdout:?}\n{stderr:?}"
     );
-    assert!(stderr.contains(" INFO "), "the log lines still go to stderr: {stderr}");
-    assert!(!stderr.contains("(step "), "no progress rows: {stderr}");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert!(lines.first().is_some_and(|l| l.starts_with("VM ") && l.contains("RESULT")), "{stdout}");
+    // One line per VM outcome: no step lines, no plugin log lines, no progress rows.
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), VMS.len(), "one line per VM:\n{stderr}");
     for vm in VMS {
-        assert!(lines.iter().any(|l| l.starts_with(vm) && l.contains("created")), "{vm} in the summary: {stdout}");
+        assert!(lines.iter().any(|l| l.contains(&format!(" INFO {vm} created in "))), "{vm}:\n{stderr}");
     }
+    let table: Vec<String> = stdout.lines().map(str::to_string).collect();
+    assert!(table[0].starts_with("VM ") && table[0].contains("RESULT"), "{stdout}");
+    for vm in VMS {
+        assert!(summary_row(&table, vm).contains("created"), "{stdout}");
+    }
+
+    // The rerun skips both, and says why, in the table and in the journal.
+    let (code, stdout, stderr) = on_pipes(&provision_args(dir.path()), dir.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let table: Vec<String> = stdout.lines().map(str::to_string).collect();
+    for vm in VMS {
+        let row = summary_row(&table, vm);
+        assert!(
+            row.contains("skipped") && row.contains("complete: no cloud-init drive, checkpoint or creation record"),
+            "{row}"
+        );
+        assert!(row.ends_with("settings unchanged"), "{row}");
+    }
+    let (code, runs, _) = on_pipes(&cradle_args(dir.path(), &["--output", "json", "runs", "list"]), dir.path());
+    assert_eq!(code, 0, "{runs}");
+    let newest: serde_json::Value = serde_json::from_str(&runs).expect("json");
+    let id = newest[0]["id"].as_str().expect("run id").to_string();
+    let (_, show, _) = on_pipes(&cradle_args(dir.path(), &["runs", "show", &id]), dir.path());
+    assert!(show.contains("outcome result=skipped why=complete: no cloud-init drive"), "{show}");
+
+    // A check run, then the list: each command once, over its VMs' rows.
+    let (code, stdout, stderr) =
+        on_pipes(&cradle_args(dir.path(), &["provision", "-i", "inventory", "--check"]), dir.path());
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (_, list, _) = on_pipes(&cradle_args(dir.path(), &["runs", "list"]), dir.path());
+    let headings: Vec<&str> = list.lines().filter(|l| l.starts_with("$ ")).collect();
+    assert_eq!(headings.len(), 3, "three commands, each with a heading:\n{list}");
+    assert!(headings[0].contains("--check (check: changed nothing) - 2 runs: 2 succeeded"), "{list}");
+    assert!(
+        headings[1].contains(" provision -i ") && headings[1].ends_with("/inventory - 2 runs: 2 succeeded"),
+        "{list}"
+    );
+    let rows: Vec<&str> = list.lines().filter(|l| l.starts_with("20")).collect();
+    assert_eq!(rows.len(), 6, "{list}");
+    for vm in VMS {
+        assert_eq!(rows.iter().filter(|r| r.contains(&format!(" {vm} "))).count(), 3, "{vm} in each command:\n{list}");
+    }
+    assert_eq!(rows.iter().filter(|r| r.ends_with("provision --check")).count(), 2, "{list}");
+}
+
+#[test]
+fn a_failed_vms_row_leads_with_the_problem_and_ends_with_where_the_workflow_raised_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.02))).write(dir.path());
+    LabInventory::new("127.37", 47).template("no-such-template").vmid_base(Some(200)).write(dir.path());
+    let (code, stdout, stderr) = on_pipes(&provision_args(dir.path()), dir.path());
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let table: Vec<String> = stdout.lines().map(str::to_string).collect();
+    let row = summary_row(&table, "vm-0");
+    let detail = row.split_once("s  ").map(|(_, d)| d).unwrap_or_else(|| panic!("{row}"));
+    assert!(detail.starts_with("preflight: "), "the step and the problem first: {row}");
+    assert!(detail.contains("no-such-template"), "{row}");
+    assert!(detail.ends_with(')') && detail.rsplit('(').next().is_some_and(|l| l.contains(".rhai:")), "{row}");
+    // Without a terminal: one error line for the VM, the same text.
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("vm-0 failed in ") && errors[0].ends_with(detail), "{stderr}");
 }
 
 #[test]

@@ -123,6 +123,10 @@ impl Live {
     /// has room for at least one row, the counts line last.
     pub fn frame(&self, now: Instant, height: usize) -> Vec<String> {
         let board = self.board.lock().unwrap_or_else(|p| p.into_inner());
+        // Nothing planned yet (inventory still loading): nothing to show.
+        if board.rows.is_empty() {
+            return Vec::new();
+        }
         let listed: Vec<&Row> = board.rows.iter().filter(|r| !matches!(r.state, State::Waiting)).collect();
         // Room for the rows: the counts line and a possible `…` line aside,
         // and one line spare, since a frame that fills the screen scrolls its
@@ -345,12 +349,7 @@ mod tests {
     }
 
     fn end(vm: &str, result: &str, ok: bool, secs: u64) -> Progress {
-        Progress::Finished(VmFinished {
-            vm: vm.into(),
-            result: result.into(),
-            ok,
-            duration: Duration::from_secs(secs),
-        })
+        Progress::Finished(VmFinished { vm: vm.into(), result: result.into(), ok, duration: Duration::from_secs(secs) })
     }
 
     #[test]
@@ -358,6 +357,7 @@ mod tests {
         let live = Arc::new(Live::default());
         assert!(live.sink().is_active());
         let t0 = Instant::now();
+        assert!(live.frame(t0, 24).is_empty(), "nothing to draw before the VMs are known");
         let emit = |e| live.record(e, t0);
         emit(ev("test-0", "lock", StepState::Started));
         emit(ev("test-1", "lock", StepState::Started));
@@ -388,7 +388,10 @@ mod tests {
         for later in [20, 300] {
             let frame = live.frame(t0 + Duration::from_secs(later), 24);
             assert_eq!(frame.len(), 4, "a, b, c; d waits and is only counted: {frame:?}");
-            assert!(frame[0].starts_with("a ") && frame[0].contains("✓ created") && frame[0].ends_with(" 7.0s"), "{frame:?}");
+            assert!(
+                frame[0].starts_with("a ") && frame[0].contains("✓ created") && frame[0].ends_with(" 7.0s"),
+                "{frame:?}"
+            );
             assert!(!frame[0].contains("step"), "no step timer once done: {frame:?}");
             assert!(frame[1].contains("✗ failed at preflight") && frame[1].ends_with(" 2.0s"), "{frame:?}");
             assert!(frame[2].starts_with("c ") && frame[2].contains("lock"), "{frame:?}");
