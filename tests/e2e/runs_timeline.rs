@@ -1,7 +1,8 @@
 //! `cradle runs show` draws a run's timeline: after a real provision on the
 //! simulator (built-in workflows and backend), every step of the VM has a
 //! line with a bar and a duration; a provision that fails has its failing
-//! step marked `✗` with the error on the next line; `--timeline --output
+//! step marked `✗` with the error on the next line, and a run that failed
+//! outside any step a `(run)` row marked `✗` with the run's error; `--timeline --output
 //! json` gives the same model as JSON; nothing the binary prints to a pipe
 //! carries a colour code.
 //!
@@ -148,4 +149,38 @@ fn a_failed_provision_shows_its_failing_step_and_error() {
     assert!(text.lines().any(|l| l.starts_with("result    failed after")), "{text}");
     // The steps before it succeeded.
     assert!(!step_line(&text, "validate").contains('✗'), "{text}");
+}
+
+#[test]
+fn a_run_that_failed_outside_any_step_has_its_own_failing_row_with_the_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sim = SimCluster { nodes: vec!["pve1"], time_scale: 0.0, seed: None, faults: None, extra: Vec::new() };
+    let config = ProjectConfig::new(Cluster::Sim(sim))
+        .state_dir(None)
+        .workflows(Workflows::Dir("wf".into()))
+        .backend(Backend::BuiltIn)
+        .write(dir.path());
+    std::fs::create_dir_all(dir.path().join("wf")).expect("mkdir");
+    // One step that succeeds, then a failure in script code after it.
+    std::fs::write(
+        dir.path().join("wf/app.rhai"),
+        "fn main(name) {\n    step(name, \"prepare\", || 1);\n    throw \"gave up after the last step\";\n}\n",
+    )
+    .expect("write workflow");
+    let p = Project { dir, config };
+    let out = cradle(&p, &["--output", "json", "run", "app", "vm-9"]);
+    assert_ne!(out.code, 0, "{out:#?}");
+    let doc = out.json();
+    let id = doc["run_id"].as_str().unwrap_or_else(|| panic!("a run id: {doc}"));
+
+    let text = cradle(&p, &["runs", "show", "--timeline", id]).stdout;
+    assert!(text.lines().any(|l| l.starts_with("result    failed after")), "{text}");
+    assert!(!step_line(&text, "prepare").contains('✗'), "the step itself succeeded: {text}");
+    let row = step_line(&text, "(run)");
+    assert!(row.contains('✗') && row.ends_with("failing: outside any step"), "{text}");
+    let next = text.lines().skip_while(|l| *l != row).nth(1).expect("a line after the row");
+    assert!(next.trim_start().starts_with("error: ") && next.contains("gave up after the last step"), "{text}");
+    // `runs show` without the flag ends with the same chart.
+    let full = cradle(&p, &["runs", "show", id]).stdout;
+    assert_eq!(step_line(&full, "(run)"), row, "{full}");
 }
