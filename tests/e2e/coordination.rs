@@ -7,6 +7,9 @@
 //! holder killed mid-run leaves its checkpoint and creation record in etcd,
 //! so the other node finishes the VM exactly once after the lease, with the
 //! same guest host key; etcd never holds that key in clear.
+//!
+//! Also: building cradle needs no `protoc` (etcd is spoken through its JSON
+//! gateway, not a generated gRPC client).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -443,4 +446,33 @@ fn the_file_backend_provisions_with_no_etcd_anywhere_on_the_path() {
     let (doc, text) = report(&out);
     assert!(ok(&doc), "{text}");
     assert!(doc["hosts"].as_array().expect("hosts").iter().all(|h| h["result"] == "created"), "{text}");
+}
+
+/// cradle talks to etcd through its JSON gateway, and the test provider's
+/// gRPC code is committed: nothing in the workspace's build generates code
+/// from `.proto` files, which needs `protoc` (an operator's `cargo install
+/// --path host` on a machine with only Rust failed in etcd-client's build
+/// script). Read from the resolved dependency graph, so it holds for every
+/// crate a plain `cargo build` compiles, without building anything again.
+#[test]
+fn building_the_workspace_needs_no_protoc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["tree", "--workspace", "--locked", "--edges", "normal,build,dev", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .current_dir(root)
+        .output()
+        .expect("run cargo tree");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(tree.lines().any(|l| l.starts_with("cradle ")), "the graph lists cradle:\n{tree}");
+    let generators: Vec<&str> = tree
+        .lines()
+        .filter(|l| {
+            ["prost-build ", "tonic-build ", "protobuf-codegen ", "protoc-bin-vendored "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    assert!(generators.is_empty(), "build scripts that run protoc: {generators:?}");
 }
