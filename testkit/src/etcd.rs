@@ -90,16 +90,23 @@ fn etcd_binary() -> PathBuf {
 impl Etcd {
     /// Start etcd and wait until it answers on its client port.
     pub fn start() -> Etcd {
-        Self::start_with(false)
+        Self::start_with(false, true)
     }
 
     /// Start etcd serving clients over TLS only, with client-certificate
     /// authentication ([`Etcd::tls`] holds the CA and a client certificate).
     pub fn start_tls() -> Etcd {
-        Self::start_with(true)
+        Self::start_with(true, true)
     }
 
-    fn start_with(tls: bool) -> Etcd {
+    /// [`Etcd::start_tls`], with a server certificate for server
+    /// authentication only: etcd's gRPC gateway, which presents it to etcd
+    /// itself, is refused, as on an etcd set up that way.
+    pub fn start_tls_server_auth_only() -> Etcd {
+        Self::start_with(true, false)
+    }
+
+    fn start_with(tls: bool, server_cert_client_auth: bool) -> Etcd {
         let binary = etcd_binary();
         let mut last = String::new();
         for _ in 0..3 {
@@ -119,7 +126,11 @@ impl Etcd {
                         // etcd's own gRPC server.
                         (
                             "server",
-                            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+                            if server_cert_client_auth {
+                                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
+                            } else {
+                                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+                            },
                         ),
                         ("client", "extendedKeyUsage=clientAuth\n"),
                     ],

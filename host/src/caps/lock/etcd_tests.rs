@@ -171,6 +171,17 @@ fn an_unreachable_endpoint_is_passed_over_for_the_next_one() {
     assert!(err.contains(&dead) && err.contains("no endpoint could be reached"), "{err}");
 }
 
+#[test]
+fn a_server_certificate_without_client_auth_is_named_as_the_cause_when_the_gateway_is_refused() {
+    let etcd = Etcd::start_tls_server_auth_only();
+    let files = etcd.tls.clone().expect("tls files");
+    let store =
+        EtcdLockStore::connect(&tls_config(&etcd, &files.client_cert, &files.client_key), std::path::Path::new("/"))
+            .expect("connecting sends nothing without a user");
+    let err = store.acquire(KEY, &holder("control-a", "run-a")).expect_err("the gateway cannot reach etcd").to_string();
+    assert!(err.contains(&etcd.url) && err.contains("clientAuth extended key usage"), "{err}");
+}
+
 fn tls_config(etcd: &Etcd, cert: &std::path::Path, key: &std::path::Path) -> CoordinationConfig {
     let files = etcd.tls.as_ref().expect("a TLS etcd");
     CoordinationConfig {
