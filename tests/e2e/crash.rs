@@ -17,7 +17,7 @@
 //! step names are read from its run journal, so a step added to the workflow
 //! is crash-tested without touching this file.
 //!
-//! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=6), a prefix no
+//! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=12), a prefix no
 //! other test uses, where the simulated guests bind port 22.
 
 use std::os::unix::process::ExitStatusExt;
@@ -526,4 +526,35 @@ fn remove_yes_after_a_kill_9_during_the_migration_on_the_builtin_cluster_removes
     assert_eq!(p.files_in("checkpoints/creating"), Vec::<String>::new(), "no creation record left");
     let left: Vec<String> = p.snippet_files().into_iter().filter(|f| f.contains(vm.as_str())).collect();
     assert_eq!(left, Vec::<String>::new(), "the snippets (the host's private key) were deleted");
+}
+
+/// A Proxmox lock that no task holds (here `backup`, written into the
+/// built-in simulator's state as a vzdump killed on the node would leave it)
+/// is really stuck: neither a rerun nor cradle can know it is safe to clear.
+/// `cradle remove` stops before any change and its error names the VM, the
+/// lock, and how to clear it on Proxmox VE (`qm unlock VMID` on the node) and
+/// on `cradle sim serve`.
+#[test]
+fn a_lock_no_task_holds_is_refused_naming_the_vm_the_lock_and_how_to_clear_it() {
+    let p = Project::builtin(12, 1, 0.0);
+    let vm = name(0);
+    let made = p.provision(&vm, None);
+    assert!(made.status.success(), "{}", show(&made));
+    let path = p.sim_state().join("state.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("state.json")).expect("json");
+    let vmid = doc["vms"]
+        .as_object()
+        .and_then(|m| m.iter().find(|(_, v)| v["config"]["name"] == vm.as_str()).map(|(k, _)| k.clone()))
+        .expect("the VM in the state");
+    doc["vms"][&vmid]["config"]["lock"] = Value::from("backup");
+    std::fs::write(&path, serde_json::to_vec(&doc).expect("json")).expect("write state.json");
+
+    let refused = p.remove(&vm, None);
+    assert!(!refused.status.success(), "{}", show(&refused));
+    let out = show(&refused);
+    for needle in [vm.as_str(), "backup", &format!("qm unlock {vmid}"), "cradle sim serve"] {
+        assert!(out.contains(needle), "the error names `{needle}`: {out}");
+    }
+    assert!(p.vms().iter().any(|v| v["config"]["name"] == vm.as_str()), "nothing was destroyed");
+    assert_eq!(p.files_in("locks"), Vec::<String>::new(), "cradle's own lock is released");
 }
