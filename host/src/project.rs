@@ -268,7 +268,7 @@ impl Project {
         let config_path = &absolute(config_path);
         let state_dir = state_dir.map(absolute);
         let config = Config::load(config_path)?;
-        let explicit = state_dir.or_else(|| config.state_dir.as_ref().map(|p| absolute(&config.resolve(p))));
+        let explicit = config.state_dir_override(state_dir.as_deref()).map(|p| absolute(&p));
         let state = StateDir::resolve(explicit.as_deref())?;
         let host =
             PluginHost::new(&state.cache()?.join("components")).map_err(|e| ProjectError::Engine(format!("{e:#}")))?;

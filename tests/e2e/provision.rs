@@ -346,8 +346,12 @@ fn removing_a_creation_that_never_produced_a_vm_cleans_up_its_record_and_snippet
     assert!(removed[0].detail.as_deref().unwrap_or("").contains("no VM was ever created"), "{removed:?}");
     assert!(!record.exists(), "the record is gone");
     assert_eq!(s.snippets_on("pve2"), Vec::<String>::new(), "and so are the snippets");
+    // Nothing is left: removing again is `absent`, a success, as Ansible's
+    // `state: absent` says of a VM already gone.
     let again = s.remove_all(&lab);
-    assert!(error_of(&again[0]).contains("does not exist"), "nothing is left: {again:?}");
+    assert_ok(&again[0], "absent");
+    assert!(again[0].detail.as_deref().unwrap_or("").contains("nothing to remove"), "{again:?}");
+    assert_eq!(lab.held_locks(), Vec::<String>::new(), "the lock is released");
 }
 
 #[test]

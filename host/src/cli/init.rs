@@ -81,7 +81,7 @@ const HEADER: &str = r#"# cradle.toml: written by `cradle init`. Every key: docs
 #
 #   cradle --config cradle.toml provision -i inventory --check
 #   cradle --config cradle.toml provision -i inventory
-#   cradle --config cradle.toml run plan --env demo test-0
+#   cradle --config cradle.toml run sample --env demo test-0
 
 default_environment = "test"
 # Journals, locks, checkpoints, the simulated cluster and the component cache

@@ -32,7 +32,7 @@ pub struct ProvisionArgs {
     #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
     pub env: Option<String>,
     /// VMs worked on at once.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = forks_value)]
     pub forks: usize,
     /// Change nothing; print what would happen for each VM, and why.
     #[arg(long)]
@@ -133,4 +133,14 @@ pub fn print_results(cli: &Cli, results: &[HostResult], check: bool) -> anyhow::
         }
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `--forks N`: at least one VM at a time. Zero would run nothing, so it is a
+/// usage error rather than a silent no-op (or a silent 1).
+pub(super) fn forks_value(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1 (how many VMs are worked on at once)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{text}` is not a number of VMs: {e}")),
+    }
 }

@@ -44,7 +44,7 @@ pub fn run(cli: &Cli, cmd: &RunsCmd) -> anyhow::Result<ExitCode> {
     let explicit = match &cli.state_dir {
         Some(p) => Some(p.clone()),
         None => match crate::config::Config::load(&cli.config) {
-            Ok(c) => c.state_dir.as_ref().map(|p| c.resolve(p)),
+            Ok(c) => c.state_dir_override(None),
             // No project here: the default state directory.
             Err(ConfigError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => None,
             // A broken cradle.toml may name another state_dir: do not guess.

@@ -558,14 +558,30 @@ impl From<RawPluginConfig> for PluginConfig {
 
 impl Config {
     /// Read and validate `path`.
+    ///
+    /// The one loader of every command: `path` is made absolute first, so the
+    /// bare default `cradle.toml` (whose parent is the empty path) resolves
+    /// its relative paths against the current directory exactly as
+    /// `./cradle.toml` or `--config /abs/cradle.toml` would, and state,
+    /// workflow and module-root paths come out absolute (the SSH control
+    /// directory and `terraform.module_root` must be).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let path = &std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-        // Absolute, so a relative `--config` still yields absolute state and
-        // workflow paths (the SSH control directory must be absolute).
+        let base = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         let base = std::path::absolute(&base).unwrap_or(base);
         Config::parse(&text, path, &base)
+    }
+
+    /// The state directory this configuration asks for: `--state-dir` (or
+    /// `CRADLE_STATE_DIR`) when given, else `state_dir` resolved against this
+    /// file's directory; `None` means the default (see `StateDir::resolve`).
+    pub fn state_dir_override(&self, cli: Option<&Path>) -> Option<PathBuf> {
+        cli.map(Path::to_path_buf).or_else(|| self.state_dir.as_ref().map(|p| self.resolve(p)))
     }
 
     /// Parse `text` as if read from `path`, resolving relative paths against `base`.

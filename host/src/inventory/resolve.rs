@@ -117,13 +117,13 @@ pub fn resolve(inv: &Inventory, host: &str, opts: &ResolveOptions) -> Result<VmP
             let ok = !t.is_empty()
                 && t.len() <= 64
                 && t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-                && !["provision", "remove", "plan"].contains(&t.as_str());
+                && !["provision", "remove", "sample"].contains(&t.as_str());
             if !ok {
                 return Err(ctx.invalid(
                     "vms_type",
                     &v,
                     "a VM type: the name of its workflow file workflows/<type>.rhai (lower-case letters, digits, `_`, \
-                     `-`; not provision, remove or plan)",
+                     `-`; not provision, remove or sample)",
                 ));
             }
             Some(t)
