@@ -152,12 +152,20 @@ fn finished(project: &Project, out: &HostResult) {
         duration: out.duration,
     }));
     let secs = out.duration.as_secs_f64();
-    let detail = out.problem.as_deref().or(out.detail.as_deref()).map(|d| format!(": {d}")).unwrap_or_default();
+    // Plugin, guest and cluster text: control characters (a forged line, a
+    // terminal escape) are made printable before they reach the terminal.
+    let detail = out
+        .problem
+        .as_deref()
+        .or(out.detail.as_deref())
+        .map(|d| format!(": {}", crate::text::printable(d)))
+        .unwrap_or_default();
+    let name = crate::text::printable(&out.name);
     // The row of a live display says it already; without one, this is the VM's line.
     match (project.progress.is_active(), out.ok()) {
-        (true, _) => tracing::debug!("{} {result} in {secs:.1}s{detail}", out.name),
-        (false, true) => tracing::info!("{} {result} in {secs:.1}s{detail}", out.name),
-        (false, false) => tracing::error!("{} {result} in {secs:.1}s{detail}", out.name),
+        (true, _) => tracing::debug!("{name} {result} in {secs:.1}s{detail}"),
+        (false, true) => tracing::info!("{name} {result} in {secs:.1}s{detail}"),
+        (false, false) => tracing::error!("{name} {result} in {secs:.1}s{detail}"),
     }
 }
 
