@@ -31,15 +31,7 @@ fn bare() -> ProjectConfig {
 /// Runs cradle in `cwd` (never the project directory: the binary must not
 /// need one), with `args`.
 fn cradle(cwd: &Path, args: &[&str]) -> Out {
-    let out = Command::new(cradle_bin())
-        .current_dir(cwd)
-        .args(args)
-        .env_remove("CRADLE_CONFIG")
-        .env_remove("CRADLE_STATE_DIR")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run cradle");
-    Out::from(out)
+    cradle_tests::cradle_in(cwd, args)
 }
 
 fn s(p: &Path) -> &str {

@@ -11,10 +11,9 @@
 //! bind port 22 on 127.63.<n>.0/24, a prefix no other test uses.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use cradle_tests::Out;
 use cradle_tests::fixture::{Backend, Cluster, LabInventory, ProjectConfig, SimCluster, Wait, Workflows, sim_vms};
-use cradle_tests::{Out, cradle_bin};
 
 /// The built-in direct backend's grants as a test writes them out.
 const DIRECT: &str = r#"
@@ -72,15 +71,7 @@ impl Lab {
         let inventory = self.inventory.clone();
         let mut args = vec!["--config", s(&config), "--output", "json", "provision", "-i", s(&inventory)];
         args.extend_from_slice(extra);
-        let out = Command::new(cradle_bin())
-            .current_dir(self.dir.path())
-            .args(&args)
-            .env_remove("CRADLE_CONFIG")
-            .env_remove("CRADLE_STATE_DIR")
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("run cradle");
-        Out::from(out)
+        cradle_tests::cradle_in(self.dir.path(), &args)
     }
 
     /// `provision --check` and `provision` both refuse the host with a

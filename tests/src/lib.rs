@@ -36,6 +36,21 @@ pub fn cradle_bin() -> PathBuf {
     target.join(profile).join("cradle")
 }
 
+/// Runs the cradle binary in `cwd` with `args`, as an operator's shell would
+/// with no cradle variables set: `CRADLE_CONFIG` and `CRADLE_STATE_DIR`
+/// removed (so only what `args` and `cwd` say counts), `NO_COLOR` set.
+pub fn cradle_in(cwd: &Path, args: &[&str]) -> Out {
+    let out = std::process::Command::new(cradle_bin())
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("CRADLE_CONFIG")
+        .env_remove("CRADLE_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cradle");
+    Out::from(out)
+}
+
 /// The test provider (`tests/tf-provider`), built by `scripts/test`.
 pub fn tf_provider_bin() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
