@@ -394,26 +394,13 @@ fn a_failure_in_a_step_of_the_pipeline_reaches_failed_with_the_step() {
 fn cradle_serve_refuses_to_start_without_its_workflow_or_secret_naming_what_is_missing() {
     let dir = project();
     std::fs::remove_file(dir.path().join("workflows/netbox.rhai")).expect("rm");
-    let out = Command::new(cradle_bin())
-        .current_dir(dir.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("serve.sources.netbox") && err.contains("workflows/netbox.rhai"),
-        "{err}"
-    );
+    let err = Served::refused(dir.path(), "127.0.0.1:0");
+    assert!(err.contains("serve.sources.netbox") && err.contains("workflows/netbox.rhai"), "{err}");
     std::fs::write(dir.path().join("workflows/netbox.rhai"), NETBOX_RHAI).expect("restore");
     std::fs::set_permissions(dir.path().join("webhook.secret"), std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .expect("chmod");
-    let out = Command::new(cradle_bin())
-        .current_dir(dir.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("serve.sources.netbox.secret") && err.contains("chmod 600"), "{err}");
+    let err = Served::refused(dir.path(), "127.0.0.1:0");
+    assert!(err.contains("serve.sources.netbox.secret") && err.contains("chmod 600"), "{err}");
     assert!(!err.contains(SECRET), "{err}");
 }
 

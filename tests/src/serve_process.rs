@@ -61,6 +61,21 @@ impl Served {
         }
     }
 
+    /// `cradle serve --listen LISTEN` in `dir` that must refuse to start:
+    /// panics if it exits 0 or says it listens; its stderr.
+    pub fn refused(dir: &Path, listen: &str) -> String {
+        let out = Command::new(cradle_bin())
+            .current_dir(dir)
+            .args(["serve", "--listen", listen])
+            .stdin(Stdio::null())
+            .output()
+            .expect("cradle serve");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "cradle serve started: {err}");
+        assert!(!err.contains("listening on"), "{err}");
+        err
+    }
+
     /// Its address as a socket address.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.url.trim_start_matches("http://").parse().expect("an address")
