@@ -103,9 +103,19 @@ pub fn list_runs(state: &StateDir) -> Result<Vec<RunSummary>, JournalError> {
             }
         })
         .collect();
-    // Ids start with the UTC start second, so a reverse sort is newest first.
-    runs.sort_by(|a, b| b.id.cmp(&a.id));
+    newest_first(&mut runs);
     Ok(runs)
+}
+
+/// Orders `runs` newest first. An id starts with the UTC start second and ends
+/// with a random suffix, so runs of the same second (a check right after a
+/// provision) are ordered by their recorded start (milliseconds), not by the
+/// suffix; a journal without a readable start keeps its id's second.
+fn newest_first(runs: &mut [RunSummary]) {
+    fn second(r: &RunSummary) -> &str {
+        r.id.get(..16).unwrap_or(&r.id)
+    }
+    runs.sort_by(|a, b| second(b).cmp(second(a)).then_with(|| b.started.cmp(&a.started)).then_with(|| b.id.cmp(&a.id)));
 }
 
 /// The run whose id is `id_or_prefix` exactly, or the only one starting with it.
@@ -237,4 +247,30 @@ fn summarize(id: &str, events: &[Event], torn: bool) -> RunSummary {
             process.is_some_and(|(host, pid)| matches!(process_liveness(&host, pid, None), Liveness::Alive));
     }
     s
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    fn run(id: &str, started: &str) -> RunSummary {
+        RunSummary { started: Some(Timestamp::parse(started).expect("timestamp")), ..empty_summary(id.into()) }
+    }
+
+    #[test]
+    fn runs_of_the_same_second_are_newest_first_by_their_start_not_their_random_suffix() {
+        // Suffixes ordered against the starts: `ffff` began first.
+        let mut runs = vec![
+            run("20261206T060743Z-ffff", "2026-12-06T06:07:43.100Z"),
+            run("20261206T060743Z-0000", "2026-12-06T06:07:43.900Z"),
+            run("20261206T060742Z-aaaa", "2026-12-06T06:07:42.999Z"),
+            RunSummary { problem: Some("unreadable".into()), ..empty_summary("20261206T060744Z-1234".into()) },
+        ];
+        newest_first(&mut runs);
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["20261206T060744Z-1234", "20261206T060743Z-0000", "20261206T060743Z-ffff", "20261206T060742Z-aaaa"]
+        );
+    }
 }
