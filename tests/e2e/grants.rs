@@ -110,6 +110,15 @@ impl Lab {
         assert!(vms.is_empty(), "no VM was created: {vms:?}");
     }
 
+    /// With the direct grant's line `from` replaced by `to`, provisioning is
+    /// refused (see [`Lab::refused`]); with the grant restored it converges.
+    fn refused_until_granted(&self, from: &str, to: &str, expected: &[&str]) {
+        self.configure(&DIRECT.replace(from, to), "100-999999");
+        self.refused(expected);
+        self.configure(DIRECT, "100-999999");
+        self.converges();
+    }
+
     /// The next run creates the VM; the one after skips it.
     fn converges(&self) {
         let out = self.provision(&[]);
@@ -183,56 +192,57 @@ fn a_vmid_outside_the_built_in_default_grants_says_to_write_the_section_out() {
 #[test]
 fn an_ungranted_storage_is_refused_before_any_side_effect() {
     let lab = Lab::new(4, |i| i.vmid_base(Some(400)));
-    lab.configure(&DIRECT.replace("storages = [\"local-lvm\", \"local\"]", "storages = [\"local\"]"), "100-999999");
-    lab.refused(&[
-        "host grant-0",
-        "vms_config.storage local-lvm",
-        "storage `local-lvm` is not in plugins.direct.grants.proxmox.storages",
-        "[plugins.direct.grants.proxmox]",
-    ]);
-    lab.configure(DIRECT, "100-999999");
-    lab.converges();
+    lab.refused_until_granted(
+        "storages = [\"local-lvm\", \"local\"]",
+        "storages = [\"local\"]",
+        &[
+            "host grant-0",
+            "vms_config.storage local-lvm",
+            "storage `local-lvm` is not in plugins.direct.grants.proxmox.storages",
+            "[plugins.direct.grants.proxmox]",
+        ],
+    );
 }
 
 #[test]
 fn an_ungranted_snippet_storage_is_refused_before_any_side_effect() {
     let lab = Lab::new(5, |i| i.vmid_base(Some(410)));
-    lab.configure(&DIRECT.replace("storages = [\"local-lvm\", \"local\"]", "storages = [\"local-lvm\"]"), "100-999999");
-    lab.refused(&["vms_snippet_storage local", "storage `local` is not in plugins.direct.grants.proxmox.storages"]);
-    lab.configure(DIRECT, "100-999999");
-    lab.converges();
+    lab.refused_until_granted(
+        "storages = [\"local-lvm\", \"local\"]",
+        "storages = [\"local-lvm\"]",
+        &["vms_snippet_storage local", "storage `local` is not in plugins.direct.grants.proxmox.storages"],
+    );
 }
 
 #[test]
 fn an_ungranted_node_is_refused_before_any_side_effect() {
     let lab = Lab::new(6, |i| i.vmid_base(Some(420)));
-    lab.configure(&DIRECT.replace("nodes = [\"*\"]", "nodes = [\"pve1\"]"), "100-999999");
-    lab.refused(&[
-        "host grant-0",
-        "target_node pve2",
-        "node `pve2` is not in plugins.direct.grants.proxmox.nodes",
-        "[plugins.direct.grants.proxmox]",
-    ]);
-    lab.configure(DIRECT, "100-999999");
-    lab.converges();
+    lab.refused_until_granted(
+        "nodes = [\"*\"]",
+        "nodes = [\"pve1\"]",
+        &[
+            "host grant-0",
+            "target_node pve2",
+            "node `pve2` is not in plugins.direct.grants.proxmox.nodes",
+            "[plugins.direct.grants.proxmox]",
+        ],
+    );
 }
 
 #[test]
 fn an_ungranted_template_is_refused_before_any_side_effect() {
     let lab = Lab::new(7, |i| i.vmid_base(Some(430)));
-    lab.configure(
-        &DIRECT.replace("templates = [\"debian-12-cloud\"]", "templates = [\"debian-13-cloud\"]"),
-        "100-999999",
+    lab.refused_until_granted(
+        "templates = [\"debian-12-cloud\"]",
+        "templates = [\"debian-13-cloud\"]",
+        &[
+            "host grant-0",
+            "global_os[vms_os].template debian-12-cloud",
+            "template `debian-12-cloud`",
+            "is not in plugins.direct.grants.proxmox.templates",
+            "[plugins.direct.grants.proxmox]",
+        ],
     );
-    lab.refused(&[
-        "host grant-0",
-        "global_os[vms_os].template debian-12-cloud",
-        "template `debian-12-cloud`",
-        "is not in plugins.direct.grants.proxmox.templates",
-        "[plugins.direct.grants.proxmox]",
-    ]);
-    lab.configure(DIRECT, "100-999999");
-    lab.converges();
 }
 
 #[test]
