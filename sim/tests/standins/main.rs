@@ -6,6 +6,7 @@ mod dhcp;
 mod semaphore;
 mod technitium;
 mod unifi;
+mod unifi_csrf;
 
 /// An HTTP client that follows no redirects and trusts `ca` (when HTTPS).
 pub fn client(ca: Option<String>) -> reqwest::Client {

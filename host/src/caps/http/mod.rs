@@ -221,38 +221,44 @@ impl Endpoints {
             builder = builder.body(body);
         }
         let session = ep.config.auth == EndpointAuth::UnifiLogin;
-        let mut resp = if session {
+        let (status, headers, body) = if session {
             send_unifi(ep, client, &base, builder, token, &req.endpoint).await?
         } else {
-            builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?
+            let resp = builder.send().await.map_err(|e| transport_error(&req.endpoint, &e))?;
+            let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+            (status, headers, read_body(resp, &req.endpoint).await?)
         };
-        let status = resp.status().as_u16();
-        let headers = resp
-            .headers()
+        let headers = headers
             .iter()
             .filter(|(k, _)| !(session && unifi::SESSION_HEADERS.contains(&k.as_str())))
             .map(|(k, v)| Entry { key: k.to_string(), value: String::from_utf8_lossy(v.as_bytes()).into_owned() })
             .collect();
-        let too_big = || CapError::failed(format!("endpoint `{}`: response body over {MAX_BODY} bytes", req.endpoint));
-        // Refuse before reading when the server says it is too big, and stop
-        // reading at the cap when it does not: the host never buffers more
-        // than MAX_BODY (plus one chunk) of a hostile or broken server.
-        if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
-            return Err(too_big());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(&req.endpoint, &e))? {
-            if body.len() + chunk.len() > MAX_BODY {
-                return Err(too_big());
-            }
-            body.extend_from_slice(&chunk);
-        }
         Ok(Response { status, headers, body })
     }
 }
 
+/// The body of `resp`, at most [`MAX_BODY`] bytes. Refused before reading
+/// when the server says it is too big, and reading stops at the cap when it
+/// does not: the host never buffers more than MAX_BODY (plus one chunk) of a
+/// hostile or broken server.
+async fn read_body(mut resp: reqwest::Response, endpoint: &str) -> Result<Vec<u8>, CapError> {
+    let too_big = || CapError::failed(format!("endpoint `{endpoint}`: response body over {MAX_BODY} bytes"));
+    if resp.content_length().is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(endpoint, &e))? {
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// Send `builder` with the endpoint's UniFi session, logging in first when
-/// there is none, and once more after a `401` (an expired session).
+/// there is none, and once more after a `401` (an expired session) or a `403
+/// Invalid CSRF Token` (a CSRF token the controller retired).
 async fn send_unifi(
     ep: &Endpoint,
     client: &reqwest::Client,
@@ -260,11 +266,12 @@ async fn send_unifi(
     builder: reqwest::RequestBuilder,
     password: Option<&Secret>,
     name: &str,
-) -> Result<reqwest::Response, CapError> {
+) -> Result<(u16, reqwest::header::HeaderMap, Vec<u8>), CapError> {
     let missing = |what: &str| CapError::failed(format!("endpoint `{name}`: auth = \"unifi-login\" needs {what}"));
     let password = password.ok_or_else(|| missing("`token` (the password, as a secret reference)"))?;
     let username = ep.config.username.as_deref().ok_or_else(|| missing("`username`"))?;
     let mut session = ep.session.lock().await;
+    let mut refused = "401";
     for attempt in 0..2 {
         if session.is_none() {
             *session = Some(unifi::Session::login(client, name, base, username, password).await?);
@@ -273,21 +280,25 @@ async fn send_unifi(
             builder.try_clone().ok_or_else(|| CapError::failed(format!("endpoint `{name}`: cannot resend")))?;
         let current = session.as_mut().ok_or_else(|| missing("a session"))?;
         let resp = current.attach(request).send().await.map_err(|e| transport_error(name, &e))?;
-        if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+        let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+        current.update(&headers);
+        let body = read_body(resp, name).await?;
+        let csrf = unifi::csrf_refused(status, &body);
+        if status == 401 || csrf {
             // One new login per request: a session refused right after its
             // login is the controller's problem (the account's role, a
             // clock), not something another login fixes.
+            refused = if csrf { "403 Invalid CSRF Token" } else { "401" };
             if attempt == 0 {
                 *session = None;
                 continue;
             }
             break;
         }
-        current.update(resp.headers());
-        return Ok(resp);
+        return Ok((status, headers, body));
     }
     Err(CapError::failed(format!(
-        "endpoint `{name}`: UniFi answered 401 right after a new login: check the account's role on the controller \
+        "endpoint `{name}`: UniFi answered {refused} right after a new login: check the account's role on the controller \
          and that the controller's clock is right"
     )))
 }

@@ -203,3 +203,57 @@ async fn a_controller_that_refuses_every_fresh_session_gets_one_new_login_per_re
         }
     }
 }
+
+/// A UniFi OS stand-in configured by `cfg` (HTTPS) and an endpoint logging in to it.
+async fn unifi_os(dir: &std::path::Path, cfg: UnifiConfig) -> (unifi::Unifi, Endpoints) {
+    let u = unifi::start(UnifiConfig { listen: Listen::https("127.0.0.1:0".parse().expect("addr")), ..cfg })
+        .await
+        .expect("unifi");
+    let base = u.api_url().trim_end_matches("/api").to_string();
+    let eps = endpoints(dir, base, u.username(), u.password().expose(), u.ca_pem());
+    (u, eps)
+}
+
+#[tokio::test]
+async fn a_csrf_token_rotated_in_x_csrf_token_is_taken_from_the_answer_as_the_go_clients_take_it() {
+    // ubiquiti-community/go-unifi b2bf4ce unifi/unifi.go:692-696 and paultyng/go-unifi
+    // 3ade172 unifi/unifi.go:252-254 take X-Csrf-Token from any answer.
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = UnifiConfig { rotate_csrf: true, csrf_announce: unifi::CsrfAnnounce::Current, ..UnifiConfig::default() };
+    let (u, eps) = unifi_os(dir.path(), cfg).await;
+    for request in 1..=3 {
+        let (status, doc, headers) = networks(&eps).await;
+        assert_eq!((status, u.logins()), (200, 1), "request {request}: {doc}");
+        assert!(!headers.iter().any(|k| k == "x-csrf-token"), "the token reached the caller: {headers:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_csrf_token_the_controller_retired_logs_in_again_instead_of_403_for_the_life_of_the_process() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (u, eps) = unifi_os(dir.path(), UnifiConfig::default()).await;
+    assert_eq!((networks(&eps).await.0, u.logins()), (200, 1));
+    u.expire_csrf_tokens();
+    let (status, doc, _) = networks(&eps).await;
+    assert_eq!((status, doc["meta"]["rc"].as_str(), u.logins()), (200, Some("ok"), 2), "{doc}");
+    assert_eq!((networks(&eps).await.0, u.logins()), (200, 2), "the new session's token is kept");
+}
+
+#[tokio::test]
+async fn a_login_answer_without_x_csrf_token_takes_the_csrf_token_claim_of_the_token_cookie() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (u, eps) = unifi_os(dir.path(), UnifiConfig { login_csrf_header: false, ..UnifiConfig::default() }).await;
+    for _ in 0..2 {
+        let (status, doc, _) = networks(&eps).await;
+        assert_eq!((status, u.logins()), (200, 1), "{doc}");
+    }
+}
+
+#[test]
+fn the_csrf_claim_is_read_from_a_jwt_payload_in_base64url() {
+    // {"csrfToken":"a-b","iat":1} in base64url without padding.
+    let payload = "eyJjc3JmVG9rZW4iOiJhLWIiLCJpYXQiOjF9";
+    assert_eq!(super::jwt_csrf(&format!("h.{payload}.s")).as_deref(), Some("a-b"));
+    assert_eq!(super::jwt_csrf("not-a-jwt"), None);
+    assert_eq!(super::jwt_csrf("h.!!!.s"), None);
+}

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::state::{ApiErr, INVALID_PAYLOAD, Session, State, UNKNOWN_USER};
-use super::{LoginLimit, UnifiConfig, UnifiStyle};
+use super::{CsrfAnnounce, LoginLimit, UnifiConfig, UnifiStyle};
 use crate::services::http::{Handler, Request, Response};
 use crate::services::{Secret, eq_ct, random_hex};
 use crate::sim::lock;
@@ -34,6 +34,8 @@ pub(super) struct Api {
     login_limit: Option<LoginLimit>,
     put_returns_empty: bool,
     rotate_csrf: bool,
+    csrf_announce: CsrfAnnounce,
+    login_csrf_header: bool,
     session_ttl: Option<Duration>,
     server_version: String,
     uuid: String,
@@ -65,6 +67,8 @@ impl Api {
             login_limit: cfg.login_limit,
             put_returns_empty: cfg.put_returns_empty,
             rotate_csrf: cfg.rotate_csrf,
+            csrf_announce: cfg.csrf_announce,
+            login_csrf_header: cfg.login_csrf_header,
             session_ttl: cfg.session_ttl,
             server_version: cfg.server_version.clone(),
             uuid: crate::model::ids::random_uuid(),
@@ -143,9 +147,9 @@ impl Api {
         let token = format!("{header}.{}.{}", b64(payload.to_string().as_bytes()), b64(&signature));
         lock(&self.state).add_session(token.clone(), csrf.clone());
         let body = json!({"unique_id": self.user_id, "username": self.username, "isOwner": true});
-        Response::json(200, &body)
-            .with_header("set-cookie", format!("TOKEN={token}{}; SameSite=None", self.cookie_attrs()))
-            .with_header("x-csrf-token", csrf)
+        let resp = Response::json(200, &body)
+            .with_header("set-cookie", format!("TOKEN={token}{}; SameSite=None", self.cookie_attrs()));
+        if self.login_csrf_header { resp.with_header("x-csrf-token", csrf) } else { resp }
     }
 
     fn logout(&self, session: Option<&str>) -> Response {
@@ -306,8 +310,12 @@ impl Handler for Api {
                     Err(resp) => resp,
                     Ok(rotated) => {
                         let resp = self.network_api(req, &req.segments()[3..]);
+                        let header = match self.csrf_announce {
+                            CsrfAnnounce::Updated => "x-updated-csrf-token",
+                            CsrfAnnounce::Current => "x-csrf-token",
+                        };
                         match rotated {
-                            Some(t) => resp.with_header("x-updated-csrf-token", t),
+                            Some(t) => resp.with_header(header, t),
                             None => resp,
                         }
                     }

@@ -42,6 +42,17 @@ pub enum UnifiStyle {
     UnifiOs,
 }
 
+/// Which response header announces a rotated CSRF token (UniFi OS, `rotate_csrf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsrfAnnounce {
+    /// `X-Updated-Csrf-Token` (both Go clients read it first).
+    Updated,
+    /// `X-Csrf-Token`, the login answer's header (`paultyng/go-unifi` reads only this
+    /// one; `ubiquiti-community/go-unifi` reads it when there is no
+    /// `X-Updated-Csrf-Token`).
+    Current,
+}
+
 /// A network (`rest/networkconf` object) with its DHCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkSpec {
@@ -117,6 +128,12 @@ pub struct UnifiConfig {
     /// UniFi OS: every authenticated answer carries `X-Updated-Csrf-Token` with a new
     /// token, and the old one stops working (default false).
     pub rotate_csrf: bool,
+    /// Which header carries a rotated token (default [`CsrfAnnounce::Updated`]).
+    pub csrf_announce: CsrfAnnounce,
+    /// UniFi OS: the login answer carries the CSRF token as `X-CSRF-Token` (default
+    /// true); false = only inside the `TOKEN` JWT's payload (claim `csrfToken`), as
+    /// some firmware sends it.
+    pub login_csrf_header: bool,
     /// How long a login session lives, counted from the login (UniFi OS consoles: the
     /// `TOKEN` JWT's `exp` is `iat` + 2 h). After it, the cookie gets 401
     /// `api.err.LoginRequired`, as a logged-out one. `None` (default) = sessions last
@@ -141,6 +158,8 @@ impl Default for UnifiConfig {
             login_limit: Some(LoginLimit { max: 20, window: Duration::from_secs(60) }),
             put_returns_empty: false,
             rotate_csrf: false,
+            csrf_announce: CsrfAnnounce::Updated,
+            login_csrf_header: true,
             session_ttl: None,
             server_version: "9.0.114".into(),
         }
@@ -327,6 +346,16 @@ impl Unifi {
     /// with one of their cookies gets 401 `api.err.LoginRequired`.
     pub fn expire_sessions(&self) {
         lock(&self.state).sessions.clear();
+    }
+
+    /// Give every session a new CSRF token without announcing it (as when the
+    /// controller re-issued it in an answer the client did not read): the old token
+    /// then gets 403 `Invalid CSRF Token` on every request, until the client logs in
+    /// again. UniFi OS only (classic controllers do not check the token).
+    pub fn expire_csrf_tokens(&self) {
+        for s in lock(&self.state).sessions.values_mut() {
+            s.csrf = crate::model::ids::random_uuid();
+        }
     }
 
     /// How many logins succeeded (sessions made) so far.
