@@ -6,6 +6,15 @@
 //! (`cannot use unmanaged resource(s)`), a resource sits in at most one node-affinity
 //! rule, PUT replaces `resources` and honours `digest`. A rule ID is PVE's `pve-configid`
 //! (`[a-z][a-z0-9_-]+`, any case): another is refused as parameter verification does.
+//!
+//! Texts are pve-ha-manager's (b71218f, src/PVE/API2/HA/Rules.pm, Resources.pm,
+//! src/PVE/HA/Config.pm): what dies inside `lock_ha_domain` carries the lock's
+//! prefix (`create ha rule failed: `, `update HA rules failed: `, `create resource
+//! failed: `, `update resources config failed: `; Config.pm:311-320), a rule that
+//! fails the feasibility check is the stringified 400 exception `Rule 'x' is
+//! invalid.` with its per-option errors, still answered 500 (Rules.pm:111-137).
+//! GET of a missing rule is `no such ha rule 'x'` (Rules.pm:25), PUT `HA rule 'x'
+//! does not exist` (Rules.pm:340), DELETE of a missing rule succeeds (Rules.pm:388-403).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +50,23 @@ fn check_state(s: &str) -> Result<(), ApiError> {
             ),
         ))
     }
+}
+
+/// `lock_ha_domain`'s prefixes (pve-ha-manager b71218f, src/PVE/API2/HA/Rules.pm:298,
+/// :358; Resources.pm:226; src/PVE/HA/Config.pm:185).
+const CREATE_RULE: &str = "create ha rule failed";
+const UPDATE_RULE: &str = "update HA rules failed";
+const CREATE_RESOURCE: &str = "create resource failed";
+const UPDATE_RESOURCES: &str = "update resources config failed";
+
+/// A `die` inside `lock_ha_domain($code, $errmsg)`: `"$errmsg: $err"`, a 500.
+fn locked_die(prefix: &str, err: impl std::fmt::Display) -> ApiError {
+    ApiError::die(format!("{prefix}: {err}"))
+}
+
+/// `ha groups have been migrated to rules` as Resources.pm:202 and :260 word it.
+fn groups_migrated() -> ApiError {
+    ApiError::die("invalid parameter 'group': ha groups have been migrated to rules")
 }
 
 /// PVE's `pve-configid` format, which `pve-ha-rule-id` uses: a letter, then at least one
@@ -79,7 +105,7 @@ const RES_OPTS: &[&str] = &["failback", "max_restart", "max_relocate", "comment"
 pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     p.only(&["sid", "state", "failback", "max_restart", "max_relocate", "comment", "group", "type"])?;
     if p.get("group").is_some() {
-        return Err(ApiError::die("ha groups have been migrated to rules"));
+        return Err(groups_migrated());
     }
     let (sid, vmid) = parse_sid(p.required("sid")?)?;
     let state = p.get("state").unwrap_or("started").to_string();
@@ -93,7 +119,7 @@ pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
             return Err(ApiError::die(format!("unable to find VM '{vmid}' - no such resource")));
         }
         if st.ha_resources.contains_key(&sid) {
-            return Err(ApiError::die(format!("resource ID '{sid}' already defined")));
+            return Err(locked_die(CREATE_RESOURCE, format!("resource ID '{sid}' already defined")));
         }
         let options = RES_OPTS.iter().filter_map(|k| p.get(k).map(|v| (k.to_string(), v.to_string()))).collect();
         st.ha_resources.insert(sid.clone(), HaResource { sid, state, options });
@@ -103,8 +129,15 @@ pub fn resources_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     Ok(Reply::data(Value::Null))
 }
 
+/// pve-common's `assert_if_modified` (src/PVE/Tools.pm), also for the HA files.
+const MODIFIED: &str = "detected modified configuration - file changed by other user? Try again.";
+
+fn no_resource_text(sid: &str) -> String {
+    format!("no such resource '{sid}'")
+}
+
 fn no_resource(sid: &str) -> ApiError {
-    ApiError::die(format!("no such resource '{sid}'"))
+    ApiError::die(no_resource_text(sid))
 }
 
 pub fn resource_get(sim: &Arc<Sim>, sid: &str) -> ApiResult {
@@ -118,7 +151,7 @@ pub fn resource_get(sim: &Arc<Sim>, sid: &str) -> ApiResult {
 pub fn resource_update(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
     p.only(&["state", "failback", "max_restart", "max_relocate", "comment", "group", "delete", "digest"])?;
     if p.get("group").is_some() {
-        return Err(ApiError::die("ha groups have been migrated to rules"));
+        return Err(groups_migrated());
     }
     let (sid, vmid) = parse_sid(sid)?;
     if let Some(s) = p.get("state") {
@@ -129,9 +162,9 @@ pub fn resource_update(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
         if let Some(d) = p.get("digest")
             && d != digest_of(&st.ha_resources)
         {
-            return Err(ApiError::die("detected modified configuration - file changed by other user? Try again."));
+            return Err(locked_die(UPDATE_RESOURCES, MODIFIED));
         }
-        let r = st.ha_resources.get_mut(&sid).ok_or_else(|| no_resource(&sid))?;
+        let r = st.ha_resources.get_mut(&sid).ok_or_else(|| locked_die(UPDATE_RESOURCES, no_resource_text(&sid)))?;
         if let Some(s) = p.get("state") {
             r.state = if s == "enabled" { "started".into() } else { s.to_string() };
         }
@@ -154,7 +187,10 @@ pub fn resource_delete(sim: &Arc<Sim>, sid: &str, p: &Params) -> ApiResult {
     let purge = p.bool("purge", true)?;
     let (sid, _) = parse_sid(sid)?;
     let mut st = lock(&sim.state);
-    st.ha_resources.remove(&sid).ok_or_else(|| no_resource(&sid))?;
+    // Resources.pm:313-315.
+    st.ha_resources
+        .remove(&sid)
+        .ok_or_else(|| ApiError::die(format!("cannot delete service '{sid}', not HA managed!")))?;
     if purge {
         for r in st.ha_rules.values_mut() {
             r.resources.retain(|s| *s != sid);
@@ -196,28 +232,48 @@ pub fn rules_list(sim: &Arc<Sim>, p: &Params) -> ApiResult {
 
 const RULE_OPTS: &[&str] = &["nodes", "strict", "disable", "comment", "affinity"];
 
-fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule) -> Result<(), ApiError> {
+/// The shape of `nodes` (`pve-ha-group-node-list`: `node[:priority]`), checked by
+/// parameter verification before the handler runs.
+fn check_nodes_format(nodes: Option<&str>) -> Result<(), ApiError> {
+    for n in nodes.unwrap_or("").split(',').filter(|s| !s.is_empty()) {
+        let (name, prio) = n.split_once(':').unwrap_or((n, "0"));
+        if !crate::model::props::valid_dns_name(name) || prio.parse::<u32>().is_err() {
+            return Err(ApiError::param(
+                "nodes",
+                format!("invalid format - value '{n}' does not look like a valid node name with optional priority"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The checks Rules.pm makes inside the HA domain lock, in its order
+/// (`$assert_valid_resources_param` :46-59, `$assert_valid_nodes_param` :61-79,
+/// `$assert_feasibility` :111-137); `prefix` is the lock's error prefix.
+fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule, prefix: &str) -> Result<(), ApiError> {
     if rule.resources.is_empty() {
         return Err(ApiError::param("resources", "property is missing and it is not optional"));
     }
     let unmanaged: Vec<&str> =
         rule.resources.iter().filter(|s| !st.ha_resources.contains_key(*s)).map(String::as_str).collect();
     if !unmanaged.is_empty() {
-        return Err(ApiError::die(format!("cannot use unmanaged resource(s) {}.", unmanaged.join(", "))));
+        return Err(locked_die(prefix, format!("cannot use unmanaged resource(s) {}.", unmanaged.join(", "))));
     }
     if rule.kind == "node-affinity" {
         let nodes = rule
             .options
             .get("nodes")
             .ok_or_else(|| ApiError::param("nodes", "property is missing and it is not optional"))?;
-        for n in nodes.split(',').filter(|s| !s.is_empty()) {
-            let (name, prio) = n.split_once(':').unwrap_or((n, "0"));
-            if !sim.has_node(name) || prio.parse::<u32>().is_err() {
-                return Err(ApiError::param(
-                    "nodes",
-                    format!("invalid format - value '{n}' does not look like a valid node name with optional priority"),
-                ));
-            }
+        let mut missing: Vec<&str> = nodes
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|n| n.split_once(':').map_or(n, |(name, _)| name))
+            .filter(|name| !sim.has_node(name))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            return Err(locked_die(prefix, format!("cannot use non-existent node(s) {}.", missing.join(", "))));
         }
         for s in &rule.resources {
             let clash = st
@@ -225,7 +281,14 @@ fn validate_rule(sim: &Sim, st: &ClusterState, rule: &HaRule) -> Result<(), ApiE
                 .values()
                 .any(|o| o.rule != rule.rule && o.kind == "node-affinity" && o.resources.contains(s));
             if clash {
-                return Err(ApiError::die(format!("resource '{s}' is already used in another node affinity rule")));
+                // NodeAffinity.pm:245, raised as a 400 exception and stringified by the lock.
+                return Err(locked_die(
+                    prefix,
+                    format!(
+                        "400 Rule '{}' is invalid.\nresources: resource '{s}' is already used in another node affinity rule",
+                        rule.rule
+                    ),
+                ));
             }
         }
     }
@@ -255,6 +318,7 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     let id = p.required("rule")?.to_string();
     check_rule_id(&id)?;
     let resources = parse_resources(p.required("resources")?)?;
+    check_nodes_format(p.get("nodes"))?;
     p.bool("strict", false)?;
     p.bool("disable", false)?;
     let options: BTreeMap<String, String> =
@@ -263,14 +327,14 @@ pub fn rules_create(sim: &Arc<Sim>, p: &Params) -> ApiResult {
     let mut st = lock(&sim.state);
     if !st.ha_rules.contains_key(&id) && sim.faults.fire(FaultKind::HaRace) {
         // Another writer created the same rule a moment earlier.
-        validate_rule(sim, &st, &rule)?;
+        validate_rule(sim, &st, &rule, CREATE_RULE)?;
         st.ha_rules.insert(id.clone(), rule.clone());
         sim.changed();
     }
     if st.ha_rules.contains_key(&id) {
-        return Err(ApiError::die(format!("HA rule '{id}' already defined")));
+        return Err(locked_die(CREATE_RULE, format!("HA rule '{id}' already defined")));
     }
-    validate_rule(sim, &st, &rule)?;
+    validate_rule(sim, &st, &rule, CREATE_RULE)?;
     st.ha_rules.insert(id, rule);
     sim.changed();
     Ok(Reply::data(Value::Null))
@@ -287,6 +351,7 @@ pub fn rule_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
 pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     p.only(&["type", "resources", "nodes", "strict", "disable", "comment", "affinity", "delete", "digest"])?;
     check_rule_id(id)?;
+    check_nodes_format(p.get("nodes"))?;
     let mut st = lock(&sim.state);
     if p.get("digest").is_some()
         && let (Some(r), Some(resources)) = (st.ha_rules.get(id).cloned(), p.get("resources"))
@@ -302,9 +367,14 @@ pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     if let Some(d) = p.get("digest")
         && d != digest_of(&st.ha_rules)
     {
-        return Err(ApiError::die("detected modified configuration - file changed by other user? Try again."));
+        return Err(locked_die(UPDATE_RULE, MODIFIED));
     }
-    let mut rule = st.ha_rules.get(id).cloned().ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
+    // Rules.pm:340.
+    let mut rule = st
+        .ha_rules
+        .get(id)
+        .cloned()
+        .ok_or_else(|| locked_die(UPDATE_RULE, format!("HA rule '{id}' does not exist")))?;
     if let Some(t) = p.get("type")
         && t != rule.kind
     {
@@ -321,17 +391,20 @@ pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     for k in p.get("delete").unwrap_or("").split(',').filter(|s| !s.is_empty()) {
         rule.options.remove(k);
     }
-    validate_rule(sim, &st, &rule)?;
+    validate_rule(sim, &st, &rule, UPDATE_RULE)?;
     st.ha_rules.insert(id.to_string(), rule);
     sim.changed();
     Ok(Reply::data(Value::Null))
 }
 
+/// Rules.pm:388-403: `delete $rules->{ids}->{$ruleid}` and write, whether it was
+/// there or not.
 pub fn rule_delete(sim: &Arc<Sim>, id: &str) -> ApiResult {
     check_rule_id(id)?;
     let mut st = lock(&sim.state);
-    st.ha_rules.remove(id).ok_or_else(|| ApiError::die(format!("no such ha rule '{id}'")))?;
-    sim.changed();
+    if st.ha_rules.remove(id).is_some() {
+        sim.changed();
+    }
     Ok(Reply::data(Value::Null))
 }
 

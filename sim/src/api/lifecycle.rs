@@ -53,27 +53,48 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     if let Some(n) = p.get("name") {
         props::normalize("name", n, &mut String::new).map_err(|e| ApiError::param("name", e))?;
     }
+    // The checks of qemu-server e6352be, src/PVE/API2/Qemu.pm:4442-4503
+    // (`$load_and_check`), in its order: the target node (pve-cluster's
+    // `check_node_exists`, a plain die), the source's lock (templates too), `storage`
+    // and `format` only for full clones, local disks, a config of `newid` on this node.
     let target = p.get("target").unwrap_or(node).to_string();
     if !sim.has_node(&target) {
-        return Err(ApiError::param("target", format!("no such cluster node '{target}'")));
+        return Err(ApiError::die(format!("no such cluster node '{target}'")));
     }
     let mut st = lock(&sim.state);
     let src = vm_on(&st, node, vmid)?.clone();
+    check_lock(&src).map_err(ApiError::die)?;
     let full = p.bool("full", !src.is_template())?;
+    for opt in ["storage", "format"] {
+        if !full && p.get(opt).is_some() {
+            return Err(ApiError::die(format!("parameter '{opt}' not allowed for linked clones")));
+        }
+    }
     if !full && !src.is_template() {
         return Err(ApiError::die("Linked clone feature is not supported for a VM that is not a template"));
-    }
-    if !full && p.get("storage").is_some() {
-        return Err(ApiError::param("storage", "option is only allowed for full clones"));
     }
     if target != node && uses_local_storage(sim, &src) {
         return Err(ApiError::die(format!("can't clone VM to node '{target}' (VM uses local storage)")));
     }
-    if !src.is_template() {
-        check_lock(&src).map_err(ApiError::die)?;
+    if st.vms.get(&newid).is_some_and(|v| v.node == node && !v.is_ct()) {
+        return Err(ApiError::die(format!("unable to create VM {newid}: config file already exists")));
     }
     if st.vms.contains_key(&newid) {
-        return Err(ApiError::die(format!("unable to create VM {newid}: config file already exists")));
+        // Only this node's `qemu-server/<newid>.conf` is checked before the worker;
+        // inside it, pmxcfs refuses the config of a VMID that exists elsewhere
+        // (pve-cluster 7091d92, src/pmxcfs/memdb.c:1099-1101, EEXIST) and
+        // `file_set_contents` dies (pve-common f665029, src/PVE/File.pm, rename).
+        let upid = sim.new_task(&mut st, node, "qmclone", &vmid.to_string(), None);
+        Sim::task_log(&mut st, &upid, format!("creating a clone of VM {vmid} with ID {newid}"));
+        Sim::finish_task_in(
+            &mut st,
+            &upid,
+            Err(format!(
+                "close (rename) atomic file '/etc/pve/nodes/{node}/qemu-server/{newid}.conf' failed: File exists"
+            )),
+        );
+        sim.changed();
+        return upid_reply(upid);
     }
     let seed = sim.cfg.seed;
     let mut config = src.config.clone();

@@ -63,11 +63,13 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         "with-conntrack-state",
     ])?;
     let target = p.required("target")?.to_string();
-    if !sim.has_node(&target) {
-        return Err(ApiError::param("target", format!("no such cluster node '{target}'")));
-    }
+    // qemu-server e6352be, src/PVE/API2/Qemu.pm:5567 (a parameter error) and :5571
+    // (pve-cluster's `check_node_exists`, a plain die: src/PVE/Cluster.pm:807).
     if target == node {
-        return Err(ApiError::die("target is local node."));
+        return Err(ApiError::param("target", "target is local node."));
+    }
+    if !sim.has_node(&target) {
+        return Err(ApiError::die(format!("no such cluster node '{target}'")));
     }
     let online = p.bool("online", false)?;
     let with_local = p.bool("with-local-disks", false)?;

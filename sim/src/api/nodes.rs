@@ -3,7 +3,7 @@
 //! Contract: task status has no `exitstatus` while running; task logs are `[{n, t}]` with
 //! `total`; task lists are newest first and filterable like PVE's (`vmid`, `typefilter`,
 //! `source`, `since`, `errors`, `start`, `limit`). A UPID on another node, or unknown,
-//! is 500 `no such task`.
+//! is 400 `{upid: "no such task"}` (`unable to parse worker upid` when it is not a UPID).
 
 use std::sync::Arc;
 
@@ -133,8 +133,35 @@ pub fn cluster_tasks(sim: &Arc<Sim>) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
+/// pve-manager 14a22df3, PVE/API2/Tasks.pm:516-517 (and :404, :321): a UPID that does
+/// not parse, or whose task file the node does not have, fails parameter verification.
 fn no_such_task(upid: &str) -> ApiError {
-    ApiError::die(format!("no such task '{upid}'"))
+    if !upid_parses(upid) {
+        return ApiError::param("upid", "unable to parse worker upid");
+    }
+    ApiError::param("upid", "no such task")
+}
+
+/// pve-common f665029, src/PVE/UPID.pm:36: `UPID:node:pid(8 hex):pstart(8-9 hex):
+/// starttime(8 hex):type:id:user:`, no `:`, whitespace or `/` inside a field.
+fn upid_parses(upid: &str) -> bool {
+    let Some(rest) = upid.strip_prefix("UPID:").and_then(|r| r.strip_suffix(':')) else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split(':').collect();
+    let hex = |s: &str, lens: &[usize]| lens.contains(&s.len()) && s.chars().all(|c| c.is_ascii_hexdigit());
+    let plain = |s: &str| !s.chars().any(|c| c.is_whitespace() || c == '/');
+    f.len() == 7
+        && crate::model::props::valid_dns_name(f[0])
+        && !f[0].contains('.')
+        && hex(f[1], &[8])
+        && hex(f[2], &[8, 9])
+        && hex(f[3], &[8])
+        && !f[4].is_empty()
+        && plain(f[4])
+        && plain(f[5])
+        && !f[6].is_empty()
+        && plain(f[6])
 }
 
 pub fn task_index(sim: &Arc<Sim>, node: &str, upid: &str) -> ApiResult {

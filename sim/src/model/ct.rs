@@ -87,17 +87,10 @@ fn boolean(value: &str) -> Result<(), String> {
     }
 }
 
-/// A DNS name as pve-common's `dns-name` format accepts it.
+/// A `hostname` as pve-container's schema accepts it: pve-common's `dns-name`
+/// ([`crate::model::props::valid_dns_name`]) within its `maxLength` of 255.
 pub fn valid_dns_name(v: &str) -> bool {
-    !v.is_empty()
-        && v.len() <= 255
-        && v.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
+    v.len() <= 255 && crate::model::props::valid_dns_name(v)
 }
 
 fn cidr<T: std::str::FromStr>(s: &str, max: u8) -> bool {
@@ -196,6 +189,7 @@ pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) ->
             }
         }
         "features" => normalize_features(key, value),
+        "tags" => crate::model::props::unique_tags(value),
         k if k.starts_with("net") => normalize_net(key, value, new_mac),
         _ => Ok(value.to_string()),
     }

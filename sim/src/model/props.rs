@@ -268,6 +268,50 @@ fn normalize_cicustom(key: &str, value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
+/// pve-common's `dns-name` failure text (`PVE::JSONSchema::pve_verify_dns_name`).
+pub const NOT_A_DNS_NAME: &str = "value does not look like a valid DNS name";
+
+/// pve-common's `dns-name` format (`PVE::JSONSchema::pve_verify_dns_name`, pve-common
+/// f665029, src/PVE/JSONSchema.pm:675-685): dot-separated labels of letters, digits and
+/// `-`, each starting and ending with a letter or digit. The regex sets no length
+/// limit (a VM `name` has no `maxLength` either; a container's `hostname` adds 255).
+pub fn valid_dns_name(v: &str) -> bool {
+    v.split('.').all(|l| {
+        !l.is_empty()
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    })
+}
+
+/// A `pve-tag-list` as PVE stores it with the default datacenter `tag-style`:
+/// split like pve-common's `split_list` (`;`, `,` and whitespace separate; pve-common
+/// f665029, src/PVE/ParseUtils.pm:49-58), each tag checked against `$PVE_TAG_RE`
+/// (src/PVE/JSONSchema.pm:890-903, else `invalid characters in tag`), then
+/// pve-guest-common's `get_unique_tags` (4a8f6cb, src/PVE/GuestHelpers.pm:349-377):
+/// sorted case-insensitively, lower-cased, duplicates dropped, joined with `;`.
+/// qemu-server calls it on create and on config update (Qemu.pm:1538, 2496),
+/// pve-container in `update_pct_config` (src/PVE/LXC/Config.pm:1358).
+pub fn unique_tags(value: &str) -> Result<String, String> {
+    let tags: Vec<&str> = if value.contains('\0') {
+        value.split('\0').collect()
+    } else {
+        value.split([',', ';', ' ', '\t', '\n', '\r']).filter(|t| !t.is_empty()).collect()
+    };
+    let tag_ok = |t: &str| {
+        let mut cs = t.chars();
+        cs.next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && cs.all(|c| c.is_ascii_alphanumeric() || "_-+.".contains(c))
+    };
+    if !tags.iter().all(|t| tag_ok(t)) {
+        return Err("invalid format - invalid characters in tag".into());
+    }
+    let mut lower: Vec<String> = tags.iter().map(|t| t.to_lowercase()).collect();
+    lower.sort();
+    lower.dedup();
+    Ok(lower.join(";"))
+}
+
 /// Validate and normalise `key=value` for VM `vmid`. `new_mac` supplies generated MACs.
 pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) -> Result<String, String> {
     if !is_config_key(key) {
@@ -282,17 +326,8 @@ pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) ->
         "balloon" => int_in(value, 0, 1 << 30).map(|()| value.to_string()),
         "onboot" | "template" | "protection" | "acpi" | "kvm" | "tablet" | "localtime" | "numa" | "autostart"
         | "freeze" => boolean(value).map(|()| value.to_string()),
-        "name" => {
-            let ok = !value.is_empty()
-                && value.len() <= 63
-                && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-                && !value.starts_with(['-', '.']);
-            if ok {
-                Ok(value.to_string())
-            } else {
-                Err("invalid format - value does not look like a valid DNS name".into())
-            }
-        }
+        "name" if !valid_dns_name(value) => Err(format!("invalid format - {NOT_A_DNS_NAME}")),
+        "tags" => unique_tags(value),
         "cicustom" => normalize_cicustom(key, value),
         "citype" => match value {
             "nocloud" | "configdrive2" | "opennebula" => Ok(value.to_string()),
@@ -362,5 +397,31 @@ mod tests {
         assert!(e.contains("ipconfig0.ip"), "{e}");
         assert!(normalize("ipconfig0", "ip=10.0.0.3/24,gw=10.0.0.1", &mut mac).is_ok());
         assert_eq!(normalize("bogus", "1", &mut mac).unwrap_err(), NOT_IN_SCHEMA);
+    }
+
+    /// pve-guest-common 4a8f6cb src/PVE/GuestHelpers.pm:361-366 (sorted by `lc`,
+    /// lower-cased, first one kept) over pve-common f665029 src/PVE/ParseUtils.pm:54-57
+    /// (`,` `;` and whitespace separate).
+    #[test]
+    fn tags_are_stored_lowercased_deduplicated_and_sorted_as_pve_does() {
+        assert_eq!(normalize("tags", "Web;cradle,web  B-2", &mut mac).unwrap(), "b-2;cradle;web");
+        assert_eq!(normalize("tags", "a", &mut mac).unwrap(), "a");
+        // JSONSchema.pm:890 `$PVE_TAG_RE`: a letter, digit or `_` first.
+        let e = normalize("tags", "ok;-bad", &mut mac).unwrap_err();
+        assert_eq!(e, "invalid format - invalid characters in tag");
+        assert!(normalize("tags", "a!b", &mut mac).is_err());
+    }
+
+    /// pve-common f665029 src/PVE/JSONSchema.pm:678-681: `^(label\.)*label$` with
+    /// `label = [a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?`: no length cap.
+    #[test]
+    fn vm_names_follow_pve_verify_dns_name() {
+        for ok in ["web-1", "a", "web.example.net", "1a", &"a".repeat(64), &"b".repeat(300)] {
+            assert!(normalize("name", ok, &mut mac).is_ok(), "{ok}");
+        }
+        for bad in ["web-", "-web", "a..b", "a.", ".a", "a_b", ""] {
+            let e = normalize("name", bad, &mut mac).unwrap_err();
+            assert_eq!(e, "invalid format - value does not look like a valid DNS name", "{bad}");
+        }
     }
 }

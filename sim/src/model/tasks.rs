@@ -100,7 +100,10 @@ impl Task {
             "user": self.user,
         });
         if let Some(map) = v.as_object_mut() {
-            if let Some(tokenid) = self.user.split_once('!').map(|(_, t)| t) {
+            // pve-manager 14a22df3, PVE/API2/Tasks.pm:19-25 (`$convert_token_task`): a
+            // token's task shows `user: root@pam` and `tokenid: cradle`.
+            if let Some((user, tokenid)) = self.user.split_once('!') {
+                map.insert("user".into(), user.into());
                 map.insert("tokenid".into(), tokenid.into());
             }
             match &self.exitstatus {

@@ -230,13 +230,22 @@ async fn ha_resources_start_their_guest_and_rules_enforce_pve9_semantics() {
             &[("type", "node-affinity"), ("rule", "r1"), ("resources", "vm:101"), ("nodes", "pve1")],
         )
         .await;
-    assert_eq!((s, b["message"].as_str()), (500, Some("cannot use unmanaged resource(s) vm:101.\n")));
+    assert_eq!(
+        (s, b["message"].as_str()),
+        (500, Some("create ha rule failed: cannot use unmanaged resource(s) vm:101.\n"))
+    );
     api.post("/cluster/ha/resources", &[("sid", "vm:101")]).await;
     assert_eq!(api.get("/nodes/pve1/qemu/101/status/current").await["status"], "running");
     let (s, b) = api.call("POST", "/cluster/ha/resources", &[("sid", "vm:101")]).await;
-    assert_eq!((s, b["message"].as_str()), (500, Some("resource ID 'vm:101' already defined\n")));
+    assert_eq!(
+        (s, b["message"].as_str()),
+        (500, Some("create resource failed: resource ID 'vm:101' already defined\n"))
+    );
     let (s, b) = api.call("POST", "/cluster/ha/resources", &[("sid", "vm:102"), ("group", "g1")]).await;
-    assert_eq!((s, b["message"].as_str()), (500, Some("ha groups have been migrated to rules\n")));
+    assert_eq!(
+        (s, b["message"].as_str()),
+        (500, Some("invalid parameter 'group': ha groups have been migrated to rules\n"))
+    );
     api.post("/cluster/ha/resources", &[("sid", "vm:102"), ("state", "stopped")]).await;
     assert_eq!(api.get("/nodes/pve1/qemu/102/status/current").await["status"], "stopped");
     api.post(
@@ -253,7 +262,12 @@ async fn ha_resources_start_their_guest_and_rules_enforce_pve9_semantics() {
         .await;
     assert_eq!(
         (s, b["message"].as_str()),
-        (500, Some("resource 'vm:101' is already used in another node affinity rule\n"))
+        (
+            500,
+            Some(
+                "create ha rule failed: 400 Rule 'r2' is invalid.\nresources: resource 'vm:101' is already used in another node affinity rule\n"
+            )
+        )
     );
     let rule = api.get("/cluster/ha/rules/r1").await;
     let digest = rule["digest"].as_str().unwrap().to_string();
