@@ -207,6 +207,10 @@ pub struct SimConfig {
     pub dhcp: Option<crate::services::unifi::UnifiDhcp>,
     /// What appliances booted from an image do on the network (default: nothing).
     pub appliance: ApplianceSpec,
+    /// Users, API tokens, roles and ACL entries, and which token the API secret is
+    /// for (docs/SIMULATOR.md, "Permissions"); default root@pam's token, which may
+    /// do everything.
+    pub access: crate::acl::AccessConfig,
 }
 
 /// What a simulated appliance (a VM booted from its disk image, never named by
@@ -336,6 +340,7 @@ impl Default for SimConfig {
             pve_version: "9.0.3".into(),
             dhcp: None,
             appliance: ApplianceSpec::default(),
+            access: crate::acl::AccessConfig::default(),
         }
     }
 }
@@ -421,6 +426,7 @@ impl SimConfig {
         if self.appliance.http_port == Some(0) {
             return Err(SimError::Config("appliance http_port must be a port (1-65535)".into()));
         }
+        self.access.validate().map_err(|e| SimError::Config(format!("access: {e}")))?;
         for t in &self.templates {
             if !self.nodes.contains(&t.node) {
                 return Err(SimError::Config(format!("template {} is on unknown node '{}'", t.vmid, t.node)));

@@ -11,8 +11,10 @@
 //! `cradle sim serve` command). Failure modes: [`SimError`] at start (bad config, state
 //! dir, TLS, bind); API-level errors are answered to clients as PVE would, never raised.
 
+pub mod acl;
 mod api;
 pub mod config;
+pub mod conformance;
 pub mod error;
 pub mod faults;
 mod fsutil;

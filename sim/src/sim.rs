@@ -165,9 +165,10 @@ impl Sim {
         Ok(sim)
     }
 
-    /// The full token string `USER@REALM!TOKENID=SECRET`.
+    /// The full token string `USER@REALM!TOKENID=SECRET` (the token is
+    /// `cfg.access.api_token`, `root@pam!cradle` by default).
     pub fn token(&self) -> String {
-        format!("{TOKEN_USER}={}", self.token_secret)
+        format!("{}={}", self.cfg.access.api_token, self.token_secret)
     }
 
     /// Check an `Authorization` header value; the error is PVE's 401 message.
@@ -179,7 +180,7 @@ impl Sim {
         let Some((id, secret)) = rest.split_once('=') else {
             return Err("invalid token value!");
         };
-        if id != TOKEN_USER {
+        if id != self.cfg.access.api_token {
             return Err("invalid token value!");
         }
         // Constant-time comparison: the secret must not leak through timing.
@@ -231,7 +232,7 @@ impl Sim {
     /// Create a running task (marking the state changed); returns its UPID.
     pub fn new_task(&self, st: &mut ClusterState, node: &str, kind: &str, id: &str, vmid: Option<u32>) -> String {
         let pid = st.pid();
-        let t = Task::new(node, pid, kind, id, TOKEN_USER, vmid);
+        let t = Task::new(node, pid, kind, id, &self.cfg.access.api_token, vmid);
         let upid = t.upid.clone();
         st.tasks.push(t);
         // Keep the task list bounded like PVE's index rotation does.

@@ -4,8 +4,9 @@
 //! `{"data": null, "message": "<text>\n"[, "errors": {...}]}` whose HTTP reason phrase is
 //! the message's first line, as pve-http-server sends it. Missing or wrong tokens get
 //! 401; unknown API paths 501 `Method 'GET /api2/json/x' not implemented`; paths outside
-//! `/api2/json` 404. Faults are injected here (before or after the action, see
-//! [`crate::faults::FaultKind`]); a dropped connection is a service error, so hyper
+//! `/api2/json` 404; a request the token's ACL does not allow 403 `Permission check
+//! failed (PATH, PRIVILEGE)` before anything happens (`crate::acl`). Faults are
+//! injected here (before or after the action, see [`crate::faults::FaultKind`]); a dropped connection is a service error, so hyper
 //! closes the socket without answering. `/sim/requests` (outside /api2, token required)
 //! returns the request counters.
 
@@ -235,7 +236,16 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
         return Ok(error_response(ApiError::die("got no worker upid - start worker failed")));
     }
 
-    let result = route::dispatch(sim, &method, &segs, &params);
+    // Permissions: the token's ACL, as PVE checks it before (and inside) the handler.
+    let denied =
+        crate::acl::endpoints::check_request(&sim.cfg.access, &crate::sim::lock(&sim.state), &method, &segs, &params);
+    if let Err(d) = denied {
+        return Ok(error_response(ApiError::status(403, d.to_string())));
+    }
+    let mut result = route::dispatch(sim, &method, &segs, &params);
+    if let Ok(reply) = &mut result {
+        crate::acl::endpoints::filter_reply(&sim.cfg.access, &method, &segs, &mut reply.data);
+    }
 
     // Faults that strike after the action happened: the client cannot tell.
     if class.starts_task && result.is_ok() {
