@@ -4,6 +4,7 @@
 
 mod dhcp;
 mod semaphore;
+mod semaphore_rules;
 mod technitium;
 mod unifi;
 mod unifi_csrf;

@@ -10,6 +10,7 @@ use crate::{client, set_cookie};
 fn config(time_scale: f64) -> SemaphoreConfig {
     let mut cfg = SemaphoreConfig { password: Some(Secret::new("pw")), time_scale, ..SemaphoreConfig::default() };
     cfg.projects[0].templates[0].environment = r#"{"role":"db"}"#.into();
+    cfg.projects[0].templates.truncate(1);
     let mut failing = TemplateSpec::new(2, "broken", "broken.yml");
     failing.outcome = TaskOutcome::Fail;
     cfg.projects[0].templates.push(failing);

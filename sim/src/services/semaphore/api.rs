@@ -4,16 +4,20 @@
 //! Go cannot decode is 400 with no body; an unknown template is 500 (the task is not
 //! created); a task whose extra vars cannot be built is created `error` and answered
 //! 500; an unknown task id is 400 (`GetTaskMiddleware`), an unknown project 404, a
-//! non-numeric project id 400 `{"error":"Invalid project ID"}`.
+//! non-numeric project id 400 `{"error":"Invalid project ID"}`. A user who is not an
+//! admin gets 404 for a project without a role in it (`ProjectMiddleware`) and 403,
+//! empty, for a non-GET call a role lacks the permission of
+//! (`GetMustCanMiddleware(CanRunProjectTasks)` on starting, stopping and confirming
+//! tasks).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::tasks::{Phases, Task, decode, extra_vars, now_iso};
-use super::{ProjectSpec, SemaphoreConfig, TaskOutcome, TaskTimings, TemplateSpec};
+use super::{ProjectRole, ProjectSpec, SemaphoreConfig, TaskOutcome, TaskTimings, TemplateSpec};
 use crate::services::http::{Handler, Request, Response};
 use crate::services::{Secret, Stamp, eq_ct, random_hex};
 use crate::sim::lock;
@@ -23,12 +27,22 @@ struct Token {
     id: String,
     created: String,
     expired: bool,
+    user_id: u32,
 }
 
 impl Token {
     fn json(&self) -> Value {
-        json!({"id": self.id, "created": self.created, "expired": self.expired, "user_id": 1})
+        json!({"id": self.id, "created": self.created, "expired": self.expired, "user_id": self.user_id})
     }
+}
+
+/// A user: the admin (id 1) or one made by `add_user`.
+#[derive(Debug, Clone)]
+pub(super) struct User {
+    id: u32,
+    login: String,
+    admin: bool,
+    roles: BTreeMap<u32, ProjectRole>,
 }
 
 /// The server's state.
@@ -36,7 +50,9 @@ impl Token {
 pub(super) struct State {
     projects: Vec<ProjectSpec>,
     tokens: Vec<Token>,
-    sessions: HashSet<String>,
+    users: Vec<User>,
+    /// Session cookie → user id.
+    sessions: HashMap<String, u32>,
     pub tasks: Vec<Task>,
     time_scale: f64,
     timings: TaskTimings,
@@ -48,13 +64,28 @@ impl State {
         let created = now_iso();
         State {
             projects: cfg.projects.clone(),
-            tokens: vec![Token { id: token.expose().to_string(), created: created.clone(), expired: false }],
-            sessions: HashSet::new(),
+            tokens: vec![Token {
+                id: token.expose().to_string(),
+                created: created.clone(),
+                expired: false,
+                user_id: 1,
+            }],
+            users: vec![User { id: 1, login: cfg.login.clone(), admin: true, roles: BTreeMap::new() }],
+            sessions: HashMap::new(),
             tasks: Vec::new(),
             time_scale: cfg.time_scale,
             timings: cfg.timings,
             created,
         }
+    }
+
+    pub fn add_user(&mut self, login: &str, roles: &[(u32, ProjectRole)]) -> Secret {
+        let id = u32::try_from(self.users.len()).unwrap_or(u32::MAX).saturating_add(1);
+        self.users.push(User { id, login: login.to_lowercase(), admin: false, roles: roles.iter().copied().collect() });
+        let token = new_token(id);
+        let secret = Secret::new(&token.id);
+        self.tokens.push(token);
+        secret
     }
 
     pub fn set_outcome(&mut self, project_id: u32, template_id: u32, outcome: TaskOutcome) -> bool {
@@ -102,20 +133,31 @@ pub(super) struct Api {
     pub state: Arc<Mutex<State>>,
 }
 
+/// A new API token of `user_id`: 32 random bytes, base64url, lower-cased.
+fn new_token(user_id: u32) -> Token {
+    use base64::Engine as _;
+    let bytes: [u8; 32] = crate::model::ids::random_bytes();
+    let id = base64::engine::general_purpose::URL_SAFE.encode(bytes).to_lowercase();
+    Token { id, created: now_iso(), expired: false, user_id }
+}
+
 fn json_resp(status: u16, body: &Value) -> Response {
     Response::text(status, "application/json", format!("{body}\n"))
 }
 
 impl Api {
-    /// `authenticationHandler`: a bearer token, else the session cookie.
-    fn authenticated(&self, req: &Request) -> bool {
+    /// `authenticationHandler`: the user of a bearer token, else of the session
+    /// cookie.
+    fn authenticated(&self, req: &Request) -> Option<User> {
         let header = req.header("authorization").unwrap_or_default().to_lowercase();
         let st = lock(&self.state);
-        if !header.is_empty() && header.contains("bearer") {
+        let user_id = if !header.is_empty() && header.contains("bearer") {
             let token = header.replacen("bearer ", "", 1);
-            return st.tokens.iter().any(|t| !t.expired && eq_ct(t.id.as_bytes(), token.as_bytes()));
-        }
-        req.cookie("semaphore").is_some_and(|c| st.sessions.contains(c))
+            st.tokens.iter().find(|t| !t.expired && eq_ct(t.id.as_bytes(), token.as_bytes())).map(|t| t.user_id)
+        } else {
+            req.cookie("semaphore").and_then(|c| st.sessions.get(c).copied())
+        }?;
+        st.users.iter().find(|u| u.id == user_id).cloned()
     }
 
     fn login(&self, req: &Request) -> Response {
@@ -132,28 +174,36 @@ impl Api {
             return Response::empty(401);
         }
         let session = random_hex(16);
-        lock(&self.state).sessions.insert(session.clone());
+        lock(&self.state).sessions.insert(session.clone(), 1);
         Response::empty(204).with_header("set-cookie", format!("semaphore={session}; Path=/"))
     }
 
-    fn user_api(&self, req: &Request, segs: &[&str]) -> Response {
+    fn user_api(&self, req: &Request, user: &User, segs: &[&str]) -> Response {
         let mut st = lock(&self.state);
         match (req.method.as_str(), segs) {
-            ("GET", []) => json_resp(
+            ("GET", []) => {
+                let (name, email) = if user.admin {
+                    ("Administrator".to_string(), self.email.clone())
+                } else {
+                    (user.login.clone(), format!("{}@localhost", user.login))
+                };
+                json_resp(
+                    200,
+                    &json!({"id": user.id, "created": st.created, "username": user.login, "name": name,
+                        "email": email, "external": false, "alert": false, "admin": user.admin,
+                        "can_create_project": user.admin}),
+                )
+            }
+            ("GET", ["tokens"]) => json_resp(
                 200,
-                &json!({"id": 1, "created": st.created, "username": self.login, "name": "Administrator",
-                    "email": self.email, "external": false, "alert": false, "admin": true, "can_create_project": true}),
+                &Value::Array(st.tokens.iter().filter(|t| t.user_id == user.id).map(Token::json).collect()),
             ),
-            ("GET", ["tokens"]) => json_resp(200, &Value::Array(st.tokens.iter().map(Token::json).collect())),
             ("POST", ["tokens"]) => {
-                let bytes: [u8; 32] = crate::model::ids::random_bytes();
-                use base64::Engine as _;
-                let id = base64::engine::general_purpose::URL_SAFE.encode(bytes).to_lowercase();
-                let token = Token { id, created: now_iso(), expired: false };
+                let token = new_token(user.id);
                 st.tokens.push(token.clone());
                 json_resp(201, &token.json())
             }
-            ("DELETE", ["tokens", id]) => match st.tokens.iter_mut().find(|t| t.id == *id) {
+            ("DELETE", ["tokens", id]) => match st.tokens.iter_mut().find(|t| t.id == *id && t.user_id == user.id) {
                 Some(t) => {
                     t.expired = true;
                     Response::empty(204)
@@ -164,19 +214,19 @@ impl Api {
         }
     }
 
-    fn add_task(&self, req: &Request, project_id: u32) -> Response {
+    fn add_task(&self, req: &Request, user: &User, project_id: u32) -> Response {
         let Ok(input) = decode(&req.body) else { return Response::empty(400) };
         let mut st = lock(&self.state);
         let Some(tpl) = st.template(project_id, input.template_id).cloned() else {
             return Response::empty(500);
         };
         let id = u32::try_from(st.tasks.len()).unwrap_or(u32::MAX).saturating_add(1);
-        let vars = extra_vars(&input.environment, &tpl.environment, &input.secret, id, &self.login, &input.message);
+        let vars = extra_vars(&input.environment, &tpl.environment, &input.secret, id, &user.login, &input.message);
         let task = Task {
             id,
             project_id,
             input,
-            user_id: 1,
+            user_id: user.id,
             created_iso: now_iso(),
             created_at: Instant::now(),
             created: Stamp::now(),
@@ -188,6 +238,7 @@ impl Api {
             template_name: tpl.name.clone(),
             template_playbook: tpl.playbook.clone(),
             stop: None,
+            confirmed: None,
         };
         let failed = task.setup_error.is_some();
         let body = task.created_json();
@@ -227,25 +278,56 @@ impl Api {
                 }
                 Response::empty(204)
             }
+            ("POST", ["confirm"]) => {
+                // v2.10.32 TaskPool.ConfirmTask finds the running task; the stand-in
+                // confirms only one waiting for it and answers 204 either way.
+                task.confirm(now);
+                Response::empty(204)
+            }
             _ => Response::empty(404),
         }
     }
 
-    fn project_api(&self, req: &Request, pid: &str, rest: &[&str]) -> Response {
+    fn project_api(&self, req: &Request, user: &User, pid: &str, rest: &[&str]) -> Response {
         let Ok(project_id) = pid.parse::<u32>() else {
             return json_resp(400, &json!({"error": "Invalid project ID"}));
         };
+        // ProjectMiddleware (api/projects/project.go:13-45): a user who is not an
+        // admin and has no role in the project gets GetProjectUser's ErrNotFound: 404.
+        let role = user.roles.get(&project_id).copied();
+        if !user.admin && role.is_none() {
+            return Response::empty(404);
+        }
         let templates: Vec<Value> = {
             let st = lock(&self.state);
             let Some(p) = st.projects.iter().find(|p| p.id == project_id) else { return Response::empty(404) };
             p.templates
                 .iter()
                 .map(|t| {
+                    // db/Template.go:66: `environment_id` is null without an Environment.
+                    let env_id = if t.environment.is_empty() { Value::Null } else { json!(t.id) };
                     json!({"id": t.id, "project_id": p.id, "name": t.name, "playbook": t.playbook,
-                    "type": "", "app": "ansible", "allow_override_args_in_task": t.allow_override_args_in_task})
+                    "type": "", "app": "ansible", "environment_id": env_id,
+                    "allow_override_args_in_task": t.allow_override_args_in_task})
                 })
                 .collect()
         };
+        // GetMustCanMiddleware(CanRunProjectTasks) (api/router.go:175-181,
+        // api/projects/project.go:48-62): not for GET/HEAD, not for admins; 403, empty.
+        let runs_tasks = matches!(rest, ["tasks"] | ["tasks", _, "stop" | "confirm"]);
+        if runs_tasks && !user.admin && req.method != "GET" && req.method != "HEAD" {
+            let allowed = role.is_some_and(ProjectRole::can_run_tasks);
+            if !allowed {
+                // A task that does not exist is refused first (GetTaskMiddleware).
+                let unknown_task = match rest {
+                    ["tasks", tid, _] => tid.parse::<u32>().map_or(true, |tid| {
+                        !lock(&self.state).tasks.iter().any(|t| t.project_id == project_id && t.id == tid)
+                    }),
+                    _ => false,
+                };
+                return Response::empty(if unknown_task { 400 } else { 403 });
+            }
+        }
         let now = Instant::now();
         let list = |limit: usize| {
             let st = lock(&self.state);
@@ -260,7 +342,7 @@ impl Api {
             json_resp(200, &Value::Array(tasks))
         };
         match (req.method.as_str(), rest) {
-            ("POST", ["tasks"]) => self.add_task(req, project_id),
+            ("POST", ["tasks"]) => self.add_task(req, user, project_id),
             ("GET" | "HEAD", ["tasks"]) => list(1000),
             ("GET" | "HEAD", ["tasks", "last"]) => {
                 let limit = req
@@ -274,6 +356,10 @@ impl Api {
             }
             (_, ["tasks", tid, tail @ ..]) => self.task_api(req, project_id, tid, tail),
             ("GET" | "HEAD", ["templates"]) => json_resp(200, &Value::Array(templates)),
+            ("GET" | "HEAD", ["templates", tid]) => match templates.into_iter().find(|t| t["id"].to_string() == *tid) {
+                Some(t) => json_resp(200, &t),
+                None => Response::empty(404),
+            },
             _ => Response::empty(404),
         }
     }
@@ -300,12 +386,12 @@ impl Handler for Api {
                     .with_header("set-cookie", "semaphore=; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT")
             }
             ["api", rest @ ..] => {
-                if !self.authenticated(req) {
+                let Some(user) = self.authenticated(req) else {
                     return Response::empty(401);
-                }
+                };
                 match rest {
-                    ["user", tail @ ..] => self.user_api(req, tail),
-                    ["project", pid, tail @ ..] => self.project_api(req, pid, tail),
+                    ["user", tail @ ..] => self.user_api(req, &user, tail),
+                    ["project", pid, tail @ ..] => self.project_api(req, &user, pid, tail),
                     _ => Response::empty(404),
                 }
             }

@@ -12,8 +12,11 @@
 //! or `error` (the template's [`TaskOutcome`]) over the scaled [`TaskTimings`];
 //! `GET .../tasks/{tid}`, `.../output`, `.../stop`, `.../tasks/last` behave as
 //! [`tasks`] describes. Extra vars are merged as v2.10.32 does (the template's
-//! Environment overrides the task's keys). State lives in memory for the life of the
-//! handle.
+//! Environment overrides the task's keys; a template without an Environment fails a
+//! task sent with one). The admin may do anything; other users
+//! ([`Semaphore::add_user`]) see only their projects (404 elsewhere) and need a role
+//! with `CanRunProjectTasks` to start, stop or confirm a task (403, empty body).
+//! State lives in memory for the life of the handle.
 
 mod api;
 mod tasks;
@@ -33,6 +36,32 @@ pub enum TaskOutcome {
     Success,
     /// `error` (the playbook failed).
     Fail,
+    /// `waiting_confirmation` after the running time (a Terraform template's plan,
+    /// v2.10.32 `db_lib/TerraformApp.go:162`) until `POST .../confirm`; then
+    /// `running` again and `success`.
+    AwaitConfirmation,
+}
+
+/// A user's role in a project (v2.10.32 `db/ProjectUser.go`): which permissions it
+/// has. Only `CanRunProjectTasks` is checked by the stand-in (starting, stopping and
+/// confirming tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProjectRole {
+    /// `owner`: every permission.
+    Owner,
+    /// `manager`: runs tasks, manages resources.
+    Manager,
+    /// `task_runner`: runs tasks.
+    TaskRunner,
+    /// `guest`: reads only.
+    Guest,
+}
+
+impl ProjectRole {
+    /// `CanRunProjectTasks` (`db/ProjectUser.go:22-27`).
+    pub fn can_run_tasks(self) -> bool {
+        !matches!(self, ProjectRole::Guest)
+    }
 }
 
 /// A task template (Ansible playbook) of a project.
@@ -45,7 +74,8 @@ pub struct TemplateSpec {
     /// Its playbook (`tpl_playbook`).
     pub playbook: String,
     /// The JSON of the template's Environment's extra vars (`Environment.JSON`; an
-    /// environment with no vars is `{}`; `""` = no Environment).
+    /// environment with no vars is `{}`; `""` = no Environment: `environment_id` is
+    /// null, and a task sent with an `environment` fails at creation with HTTP 500).
     pub environment: String,
     /// How its runs end.
     pub outcome: TaskOutcome,
@@ -71,6 +101,13 @@ impl TemplateSpec {
             ],
             allow_override_args_in_task: false,
         }
+    }
+
+    /// A template without an Environment (`environment_id` null), which v2.10.32
+    /// cannot start with extra vars: `populateDetails` unmarshals the empty
+    /// Environment JSON and fails (`services/tasks/TaskRunner.go:305`).
+    pub fn without_environment(id: u32, name: &str, playbook: &str) -> Self {
+        TemplateSpec { environment: String::new(), ..TemplateSpec::new(id, name, playbook) }
     }
 }
 
@@ -124,7 +161,8 @@ pub struct SemaphoreConfig {
     /// An API token that exists from the start (lower-case); `None` = generated.
     pub api_token: Option<Secret>,
     /// Projects (default project 1 `cradle` with template 1 `configure-vm`,
-    /// `site.yml`, Environment `{}`, succeeding).
+    /// `site.yml`, Environment `{}`, and template 2 `configure-vm-no-env`,
+    /// `site.yml` without an Environment; both succeeding).
     pub projects: Vec<ProjectSpec>,
     /// Multiplier for the task timings (0 = tasks finish at once).
     pub time_scale: f64,
@@ -143,7 +181,12 @@ impl Default for SemaphoreConfig {
             projects: vec![ProjectSpec {
                 id: 1,
                 name: "cradle".into(),
-                templates: vec![TemplateSpec::new(1, "configure-vm", "site.yml")],
+                templates: vec![
+                    TemplateSpec::new(1, "configure-vm", "site.yml"),
+                    // As a template made without choosing an Environment: what a
+                    // task with extra vars fails on.
+                    TemplateSpec::without_environment(2, "configure-vm-no-env", "site.yml"),
+                ],
             }],
             time_scale: 1.0,
             timings: TaskTimings::default(),
@@ -262,6 +305,14 @@ impl Semaphore {
     /// One task.
     pub fn task(&self, project_id: u32, id: u32) -> Option<SemaphoreTask> {
         self.tasks().into_iter().find(|t| t.project_id == project_id && t.id == id)
+    }
+
+    /// A user who is not a Semaphore admin, with `roles` (project id, role) and an
+    /// API token (returned, lower-case). In a project without a role the user gets
+    /// 404; a role without `CanRunProjectTasks` gets 403 on starting, stopping or
+    /// confirming a task (v2.10.32 `api/projects/project.go`).
+    pub fn add_user(&self, login: &str, roles: &[(u32, ProjectRole)]) -> Secret {
+        lock(&self.state).add_user(login, roles)
     }
 
     /// Make a template's later runs end with `outcome`; false if there is no such

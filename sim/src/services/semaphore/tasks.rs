@@ -10,7 +10,9 @@
 //! the template's keys override the task's; a bad JSON string fails the task at
 //! creation. A task's status is computed from its creation instant: `waiting`, then
 //! `starting`, `running`, then `success` or `error` after the scaled durations; a stop
-//! makes an unfinished task `stopping` then `stopped` (at once with `force`), and —
+//! makes an unfinished task `stopping` then `stopped` (at once with `force`); a
+//! [`TaskOutcome::AwaitConfirmation`] task stays `waiting_confirmation` after its
+//! running time until confirmed, then runs again and succeeds; and —
 //! as v2.10.32's `SetStatus` allows — a finished `success`/`error` task `stopped`.
 
 use std::time::Duration;
@@ -180,6 +182,8 @@ pub(super) struct Task {
     pub template_name: String,
     pub template_playbook: String,
     pub stop: Option<(Instant, bool)>,
+    /// When `POST .../confirm` confirmed it (a [`TaskOutcome::AwaitConfirmation`] task).
+    pub confirmed: Option<Instant>,
 }
 
 /// `time.Time`'s JSON form for an instant relative to the task's creation.
@@ -218,10 +222,16 @@ impl Task {
                 "starting"
             } else if at < done {
                 "running"
-            } else if self.outcome == TaskOutcome::Success {
-                "success"
             } else {
-                "error"
+                match (self.outcome, self.confirmed) {
+                    (TaskOutcome::Success, _) => "success",
+                    (TaskOutcome::Fail, _) => "error",
+                    // The plan is done; the apply waits for an operator
+                    // (v2.10.32 db_lib/TerraformApp.go:162), then runs.
+                    (TaskOutcome::AwaitConfirmation, Some(c)) if at >= c + self.phases.running => "success",
+                    (TaskOutcome::AwaitConfirmation, Some(c)) if at >= c => "running",
+                    (TaskOutcome::AwaitConfirmation, _) => "waiting_confirmation",
+                }
             }
         };
         if let Some((stop_at, force)) = self.stop
@@ -230,14 +240,32 @@ impl Task {
             let was = natural(stop_at);
             let start = (stop_at >= run).then_some(run);
             if matches!(was, "success" | "error") || force || now >= stop_at + self.phases.stopping {
-                let end = if matches!(was, "success" | "error") { done } else { stop_at };
+                let end = if matches!(was, "success" | "error") { self.end_at() } else { stop_at };
                 return ("stopped", start, Some(end));
             }
             return ("stopping", start, None);
         }
         let status = natural(now);
-        let end = matches!(status, "success" | "error").then_some(done);
+        let end = matches!(status, "success" | "error").then_some(self.end_at());
         (status, started, end)
+    }
+
+    /// When a finished task ended (a confirmed one: its apply's running time
+    /// after the confirmation).
+    fn end_at(&self) -> Instant {
+        match self.confirmed {
+            Some(c) => c + self.phases.running,
+            None => self.done_at(),
+        }
+    }
+
+    /// `POST .../confirm`: only a task waiting for confirmation moves on.
+    pub fn confirm(&mut self, now: Instant) -> bool {
+        if self.status(now).0 != "waiting_confirmation" {
+            return false;
+        }
+        self.confirmed = Some(now);
+        true
     }
 
     /// The `db.Task` JSON (`secret` as given back by `POST`, else empty).
@@ -379,7 +407,21 @@ mod tests {
             template_name: "t".into(),
             template_playbook: "p.yml".into(),
             stop: None,
+            confirmed: None,
         }
+    }
+
+    #[test]
+    fn a_task_awaiting_confirmation_waits_until_confirmed_then_runs_and_succeeds() {
+        let s = Duration::from_secs;
+        let mut t = task(TaskOutcome::AwaitConfirmation);
+        let at = t.created_at + s(20);
+        assert_eq!(t.status(at).0, "waiting_confirmation");
+        assert_eq!(t.status(at + s(3600)).0, "waiting_confirmation", "it waits for an operator, not a clock");
+        assert!(t.confirm(at));
+        assert_eq!(t.status(at + s(1)).0, "running");
+        assert_eq!(t.status(at + s(10)).0, "success");
+        assert!(!t.confirm(at + s(11)), "only a waiting task is confirmed");
     }
 
     #[test]
