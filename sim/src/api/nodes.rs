@@ -1,9 +1,12 @@
 //! `/nodes`, node status, storage (datacenter and per node, snippet content) and tasks.
 //!
 //! Contract: task status has no `exitstatus` while running; task logs are `[{n, t}]` with
-//! `total`; task lists are newest first and filterable like PVE's (`vmid`, `typefilter`,
-//! `source`, `since`, `errors`, `start`, `limit`). A UPID on another node, or unknown,
-//! is 400 `{upid: "no such task"}` (`unable to parse worker upid` when it is not a UPID).
+//! `total`; task lists are newest first, a running task's entry says `status: "RUNNING"`,
+//! and they are filterable like PVE's (`vmid`, `typefilter`, `source`, `since`, `until`,
+//! `errors`, `statusfilter`, `userfilter`, `start`, `limit`). As on PVE, `vmid` matches
+//! the UPID's `id` only: a clone's task is listed under the SOURCE VMID, never under the
+//! new VM's. A UPID on another node, or unknown, is 400 `{upid: "no such task"}`
+//! (`unable to parse worker upid` when it is not a UPID).
 
 use std::sync::Arc;
 
@@ -100,6 +103,7 @@ pub fn tasks_list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
         ));
     }
     let errors = p.bool("errors", false)?;
+    let statuses = status_types(p.get("statusfilter"), errors);
     let since = p.int("since", 0, i64::MAX)?.unwrap_or(0) as u64;
     let until = p.int("until", 0, i64::MAX)?.map(|u| u as u64);
     let start = p.int("start", 0, i64::MAX)?.unwrap_or(0) as usize;
@@ -115,16 +119,57 @@ pub fn tasks_list(sim: &Arc<Sim>, node: &str, p: &Params) -> ApiResult {
             "archive" => !t.running(),
             _ => true,
         })
-        .filter(|t| vmid.is_none_or(|v| t.vmid == Some(v) || t.id == v.to_string()))
+        // pve-manager 14a22df3, PVE/API2/Tasks.pm:194: `$task->{id} ne $param->{vmid}`,
+        // the UPID's id only (a clone's is its source VMID).
+        .filter(|t| vmid.is_none_or(|v| t.id == v.to_string()))
         .filter(|t| p.get("typefilter").is_none_or(|f| t.kind == f))
         .filter(|t| p.get("userfilter").is_none_or(|f| t.user.contains(f)))
         .filter(|t| t.starttime >= since && until.is_none_or(|u| t.starttime <= u))
-        .filter(|t| !errors || t.exitstatus.as_deref().is_some_and(|s| s != "OK"))
-        .map(|t| t.to_json(false))
+        .filter(|t| statuses.contains(&status_type(t.exitstatus.as_deref())))
+        .map(list_entry)
         .collect();
     let total = matching.len();
     let page: Vec<Value> = matching.into_iter().skip(start).take(limit).collect();
     Ok(Reply::with_total(Value::Array(page), total))
+}
+
+/// A node task list's entry: an active task gets `status: "RUNNING"` (pve-manager
+/// 14a22df3, PVE/API2/Tasks.pm:233, "otherwise it would be archived").
+fn list_entry(t: &crate::model::Task) -> Value {
+    let mut v = t.to_json(false);
+    if t.running()
+        && let Some(map) = v.as_object_mut()
+    {
+        map.insert("status".into(), "RUNNING".into());
+    }
+    v
+}
+
+/// PVE's `normalize_status_type` (pve-common f665029e, src/PVE/UPID.pm): a running
+/// task (no status) and `unexpected status` are `unknown`.
+fn status_type(exitstatus: Option<&str>) -> &'static str {
+    match exitstatus {
+        None | Some("" | "unexpected status") => "unknown",
+        Some("OK") => "ok",
+        Some(s) if crate::model::tasks::is_warnings(s) => "warning",
+        Some(_) => "error",
+    }
+}
+
+/// The status types a list keeps (pve-manager 14a22df3, PVE/API2/Tasks.pm:160-179):
+/// all by default; `statusfilter` keeps those it names unless `errors` is set, which
+/// drops only `ok` (running tasks and warnings stay).
+fn status_types(statusfilter: Option<&str>, errors: bool) -> Vec<&'static str> {
+    let all = ["ok", "warning", "error", "unknown"];
+    match statusfilter {
+        Some(f) if !errors => {
+            let named: Vec<String> =
+                f.split(|c: char| c == ',' || c == ';' || c.is_whitespace()).map(str::to_lowercase).collect();
+            all.into_iter().filter(|s| named.iter().any(|n| n == s)).collect()
+        }
+        _ if errors => all.into_iter().filter(|s| *s != "ok").collect(),
+        _ => all.to_vec(),
+    }
 }
 
 pub fn cluster_tasks(sim: &Arc<Sim>) -> ApiResult {

@@ -3,8 +3,16 @@
 //! Contract: a task is `running` until finished with an exit status; `OK` and
 //! `WARNINGS: N` are success, any other text is the error. The UPID has PVE's exact shape
 //! `UPID:<node>:<pid 8 hex>:<pstart 8 hex>:<starttime 8 hex>:<type>:<id>:<user>:`.
+//! A task's status answer says `running`/`stopped` (with `exitstatus` once stopped); a
+//! list entry carries the exit status as `status` once stopped and none while running
+//! (a node's task list adds `RUNNING`: `crate::api::nodes`).
 
 use serde::{Deserialize, Serialize};
+
+/// `WARNINGS: N`, PVE's exit status of a task that succeeded with warnings.
+pub fn is_warnings(exitstatus: &str) -> bool {
+    exitstatus.strip_prefix("WARNINGS: ").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
 
 /// One task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -31,7 +39,9 @@ pub struct Task {
     pub endtime: Option<u64>,
     /// Log lines.
     pub log: Vec<String>,
-    /// The VM the task concerns (for `?vmid=` filtering; the target of a clone).
+    /// The VM the task changes (the target of a clone), for the simulator's own
+    /// bookkeeping (`crate::recover`). The API's `?vmid=` filter does not use it:
+    /// on PVE it matches the UPID's `id` only (for a clone, the source VMID).
     pub vmid: Option<u32>,
     /// What the worker needs to finish that the UPID does not say (a migration's
     /// `target`, a destroy's `purge`), so a simulator that stopped while the task

@@ -61,7 +61,8 @@ async fn a_running_clone_keeps_lock_clone_and_config_calls_fail_with_vm_is_locke
     let st = api.get(&format!("/nodes/pve1/tasks/{}/status", urlencode(&upid))).await;
     assert_eq!(st["status"], "running");
     assert!(st.get("exitstatus").is_none());
-    let active = api.get("/nodes/pve1/tasks?source=active&vmid=101").await;
+    // The clone task is listed under the template's VMID (the UPID's id), as on PVE.
+    let active = api.get("/nodes/pve1/tasks?source=active&vmid=9000").await;
     assert_eq!(active.as_array().unwrap().len(), 1);
     let res = api.get("/cluster/resources?type=vm").await;
     let vm = res.as_array().unwrap().iter().find(|v| v["vmid"] == 101).unwrap().clone();

@@ -13,6 +13,7 @@ mod lxc;
 mod node_disk;
 mod openssh;
 mod proxmoxer;
+mod pve_tasks;
 mod pve_texts;
 mod ssh;
 mod state;

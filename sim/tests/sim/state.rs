@@ -37,7 +37,8 @@ async fn a_second_run_sees_the_vms_token_and_certificate_of_the_first() {
     assert_eq!(api.get("/nodes/pve1/qemu/101/config").await["name"], "keep-me");
     assert_eq!(api.get("/cluster/nextid").await, "100");
     assert_eq!(api.call("GET", "/cluster/nextid", &[("vmid", "101")]).await.0, 400);
-    let tasks = api.get("/nodes/pve1/tasks?vmid=101").await;
+    // The clone's task, listed under the template's VMID (the UPID's id) as on PVE.
+    let tasks = api.get("/nodes/pve1/tasks?vmid=9000").await;
     assert_eq!(tasks[0]["status"], "OK");
 }
 

@@ -201,7 +201,10 @@ impl ProxmoxClient {
     }
 
     /// `GET /nodes/{node}/tasks?source=all[&vmid=N][&typefilter=kind]`: active and
-    /// archived tasks, how a restarted run finds what it started.
+    /// archived tasks, how a restarted run finds what it started. A running
+    /// task's `status` is none (PVE says `RUNNING`, see [`summary_status`]).
+    /// `vmid` matches the UPID's id only: a clone's task is listed under the
+    /// SOURCE VMID (the template), never under the new VM's.
     pub async fn list_tasks(
         &self,
         node: &str,
@@ -217,6 +220,23 @@ impl ProxmoxClient {
     }
 }
 
+/// A task list's `status` as the WIT's `task-summary` holds it: none while the
+/// task runs, else its final status.
+///
+/// PVE lists an active task with `status: "RUNNING"` (pve-manager 14a22df3,
+/// PVE/API2/Tasks.pm:233) and an archived one with the status its log ended
+/// with (pve-common f665029e, src/PVE/RESTEnvironment.pm:350-359 writes every
+/// archived task's status, `unexpected status` when its log has none). A
+/// missing status is not something PVE writes (only a damaged index line,
+/// Tasks.pm:209's optional field, would give one), so it is kept as none: the
+/// caller then asks the task's own status (`wait-task`), which is
+/// authoritative (Tasks.pm:532 checks the worker process) and answers at once
+/// for a task that has ended. So does a `RUNNING` that is stale (the active
+/// list is only refreshed when a worker starts or the list is rewritten).
+fn summary_status(status: Option<String>) -> Option<String> {
+    status.filter(|s| s != "RUNNING")
+}
+
 fn task_summary(o: &decode::Object) -> Result<TaskSummary, DecodeError> {
     let upid = decode::string(o, "upid")?;
     // `type`, `id` and `starttime` are in every entry PVE lists; the UPID carries
@@ -226,7 +246,7 @@ fn task_summary(o: &decode::Object) -> Result<TaskSummary, DecodeError> {
         kind: decode::opt_string(o, "type").unwrap_or(parsed.kind),
         id: decode::opt_string(o, "id").unwrap_or(parsed.id),
         starttime: decode::opt_u64(o, "starttime")?.unwrap_or(parsed.starttime),
-        status: decode::opt_string(o, "status"),
+        status: summary_status(decode::opt_string(o, "status")),
         upid,
     })
 }
@@ -321,6 +341,23 @@ mod tests {
             .expect("stopped");
         assert!(!s.ok);
         assert!(task_status_from(CLONE, &json!({"status": "paused"})).is_err());
+    }
+
+    #[test]
+    fn a_task_pve_lists_as_running_is_running_and_a_finished_one_keeps_its_status() {
+        // pve-manager 14a22df3, PVE/API2/Tasks.pm:233: `$task->{status} = 'RUNNING'`.
+        let entry = |status: serde_json::Value| {
+            let mut v = json!({"upid": CLONE, "type": "qmclone", "id": "9000", "starttime": 1732616369});
+            if !status.is_null() {
+                v["status"] = status;
+            }
+            task_summary(decode::object(&v, "t").expect("object")).expect("summary").status
+        };
+        assert_eq!(entry(json!("RUNNING")), None, "RUNNING is a running task");
+        assert_eq!(entry(serde_json::Value::Null), None, "no status: ask the task itself");
+        assert_eq!(entry(json!("OK")).as_deref(), Some("OK"));
+        assert_eq!(entry(json!("VM is locked (clone)")).as_deref(), Some("VM is locked (clone)"));
+        assert_eq!(entry(json!("unexpected status")).as_deref(), Some("unexpected status"));
     }
 
     #[test]
