@@ -8,6 +8,7 @@ mod semaphore_rules;
 mod technitium;
 mod unifi;
 mod unifi_csrf;
+mod unifi_reservations;
 
 /// An HTTP client that follows no redirects and trusts `ca` (when HTTPS).
 pub fn client(ca: Option<String>) -> reqwest::Client {

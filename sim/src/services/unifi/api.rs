@@ -36,6 +36,7 @@ pub(super) struct Api {
     rotate_csrf: bool,
     csrf_announce: CsrfAnnounce,
     login_csrf_header: bool,
+    list_seen_clients: bool,
     session_ttl: Option<Duration>,
     server_version: String,
     uuid: String,
@@ -69,6 +70,7 @@ impl Api {
             rotate_csrf: cfg.rotate_csrf,
             csrf_announce: cfg.csrf_announce,
             login_csrf_header: cfg.login_csrf_header,
+            list_seen_clients: cfg.list_seen_clients,
             session_ttl: cfg.session_ttl,
             server_version: cfg.server_version.clone(),
             uuid: crate::model::ids::random_uuid(),
@@ -225,9 +227,12 @@ impl Api {
             ("GET", ["rest", "networkconf", id]) => {
                 Ok(st.nets.iter().filter(|n| n.site == site && n.id == *id).map(|n| n.json(site_id)).collect())
             }
-            ("GET", ["rest", "user"]) => {
-                Ok(st.users.iter().filter(|u| u.site == site).map(|u| u.json(site_id, false)).collect())
-            }
+            ("GET", ["rest", "user"]) => Ok(st
+                .users
+                .iter()
+                .filter(|u| u.site == site && (u.configured || self.list_seen_clients))
+                .map(|u| u.json(site_id, false))
+                .collect()),
             ("GET", ["rest", "user", id]) => {
                 Ok(st.users.iter().filter(|u| u.site == site && u.id == *id).map(|u| u.json(site_id, false)).collect())
             }

@@ -187,6 +187,7 @@ impl UnifiDhcp {
                     updated: stamp,
                     reserved: None,
                     seen: None,
+                    configured: false,
                 });
                 let last = st.users.len() - 1;
                 &mut st.users[last]

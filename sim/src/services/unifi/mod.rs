@@ -134,6 +134,11 @@ pub struct UnifiConfig {
     /// true); false = only inside the `TOKEN` JWT's payload (claim `csrfToken`), as
     /// some firmware sends it.
     pub login_csrf_header: bool,
+    /// `GET rest/user` lists the clients the DHCP server has only seen, too (default
+    /// true); false = only clients written over the API (a reservation, a name, a
+    /// note), as some controllers list them — a seen client is then found by
+    /// `GET stat/user/{mac}` only, and a create for its MAC still fails `MacUsed`.
+    pub list_seen_clients: bool,
     /// How long a login session lives, counted from the login (UniFi OS consoles: the
     /// `TOKEN` JWT's `exp` is `iat` + 2 h). After it, the cookie gets 401
     /// `api.err.LoginRequired`, as a logged-out one. `None` (default) = sessions last
@@ -160,6 +165,7 @@ impl Default for UnifiConfig {
             rotate_csrf: false,
             csrf_announce: CsrfAnnounce::Updated,
             login_csrf_header: true,
+            list_seen_clients: true,
             session_ttl: None,
             server_version: "9.0.114".into(),
         }

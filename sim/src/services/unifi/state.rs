@@ -34,6 +34,10 @@ pub(super) const MAC_USED: ApiErr = ApiErr::new(400, "api.err.MacUsed");
 pub(super) const FIXED_IP_USED: ApiErr = ApiErr::new(400, "api.err.FixedIpAlreadyUsedByClient");
 pub(super) const ID_INVALID: ApiErr = ApiErr::new(400, "api.err.IdInvalid");
 pub(super) const UNKNOWN_USER: ApiErr = ApiErr::new(400, "api.err.UnknownUser");
+/// `use_fixedip` without a `fixed_ip`, or one outside the client's network
+/// (measured by `jamesbraid/go-unifi` 6b108c1
+/// `unifi/behavior_probe_batch1_integration_test.go:17-21`).
+pub(super) const INVALID_FIXED_IP: ApiErr = ApiErr::new(400, "api.err.InvalidFixedIP");
 
 /// A site.
 #[derive(Debug, Clone)]
@@ -113,6 +117,8 @@ pub(super) struct User {
     pub updated: Stamp,
     pub reserved: Option<Stamp>,
     pub seen: Option<Seen>,
+    /// Written over the API (created or replaced), not only seen by the DHCP server.
+    pub configured: bool,
 }
 
 impl User {
@@ -311,23 +317,35 @@ impl State {
         let fixed: Option<Ipv4Addr> = match doc.get("fixed_ip") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
-            Some(Value::String(s)) => Some(s.parse().map_err(|_| INVALID_PAYLOAD)?),
+            Some(Value::String(s)) => Some(s.parse().map_err(|_| INVALID_FIXED_IP)?),
             Some(_) => return Err(INVALID_PAYLOAD),
         };
+        let use_fixed = doc.get("use_fixedip") == Some(&Value::Bool(true));
+        let network_id = doc.get("network_id").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let net = match network_id {
+            Some(nid) => Some(self.nets.iter().find(|n| n.site == site && n.id == nid).ok_or(INVALID_PAYLOAD)?),
+            None => None,
+        };
+        if use_fixed {
+            // The client's network: the one named, else (the stand-in cannot tell
+            // which LAN an unseen client is on) any network of the site.
+            let Some(ip) = fixed else { return Err(INVALID_FIXED_IP) };
+            let inside = match net {
+                Some(n) => n.contains(ip),
+                None => self.nets.iter().any(|n| n.site == site && n.contains(ip)),
+            };
+            if !inside {
+                return Err(INVALID_FIXED_IP);
+            }
+        }
         if self.users.iter().any(|u| u.site == site && Some(u.id.as_str()) != own_id && u.mac() == mac) {
             return Err(MAC_USED);
         }
-        let use_fixed = doc.get("use_fixedip") == Some(&Value::Bool(true));
-        let network_id = doc.get("network_id").and_then(Value::as_str).filter(|s| !s.is_empty());
-        if use_fixed {
-            let (Some(ip), Some(nid)) = (fixed, network_id) else { return Err(INVALID_PAYLOAD) };
-            if !self.nets.iter().any(|n| n.site == site && n.id == nid) {
-                return Err(INVALID_PAYLOAD);
-            }
+        if let (true, Some(ip)) = (use_fixed, fixed) {
             let taken = self.users.iter().any(|u| {
                 u.site == site
                     && Some(u.id.as_str()) != own_id
-                    && u.reservation().is_some_and(|(other, other_net)| other == ip && other_net == Some(nid))
+                    && u.reservation().is_some_and(|(other, other_net)| other == ip && other_net == network_id)
             });
             if taken {
                 return Err(FIXED_IP_USED);
@@ -348,6 +366,7 @@ impl State {
             updated: now,
             reserved: None,
             seen: None,
+            configured: true,
         };
         if user.reservation().is_some() {
             user.reserved = Some(now);
@@ -365,6 +384,7 @@ impl State {
         let before = user.reservation().map(|(ip, n)| (ip, n.map(str::to_string)));
         user.doc = doc;
         user.updated = now;
+        user.configured = true;
         let after = user.reservation().map(|(ip, n)| (ip, n.map(str::to_string)));
         if after.is_none() {
             user.reserved = None;
@@ -423,11 +443,27 @@ mod tests {
             json!([]),
             json!({"mac": "nope"}),
             json!({"mac": "bc:24:11:00:00:02", "use_fixedip": "yes"}),
-            json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "fixed_ip": "x", "network_id": nid}),
             json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "fixed_ip": "127.77.0.12", "network_id": "nope"}),
         ] {
             assert_eq!(st.create_user("default", &bad).unwrap_err(), INVALID_PAYLOAD, "{bad}");
         }
+        // jamesbraid/go-unifi 6b108c1 unifi/behavior_probe_batch1_integration_test.go:17-21
+        // and the use_fixedip sweep: no fixed_ip, or one outside the client's LAN.
+        for bad in [
+            json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "network_id": nid}),
+            json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "fixed_ip": "x", "network_id": nid}),
+            json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "fixed_ip": "192.0.2.50", "network_id": nid}),
+            json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "fixed_ip": "192.0.2.50"}),
+            // Checked before the MAC: a known MAC with a bad address is still InvalidFixedIP.
+            json!({"mac": "bc:24:11:aa:bb:cc", "use_fixedip": true, "fixed_ip": "127.78.0.10", "network_id": nid}),
+        ] {
+            assert_eq!(st.create_user("default", &bad).unwrap_err(), INVALID_FIXED_IP, "{bad}");
+        }
+        let no_network = json!({"mac": "bc:24:11:00:00:03", "use_fixedip": true, "fixed_ip": "127.77.0.50"});
+        assert!(
+            st.create_user("default", &no_network).is_ok(),
+            "network_id is optional (the probe's in-subnet create)"
+        );
         // A PUT that moves the fixed IP re-stamps the reservation; one that drops it clears it.
         let moved =
             json!({"mac": "bc:24:11:aa:bb:cc", "use_fixedip": true, "fixed_ip": "127.77.0.20", "network_id": nid});
@@ -436,7 +472,7 @@ mod tests {
         let dropped = st.replace_user("default", &u.id, &json!({"mac": "bc:24:11:aa:bb:cc"})).unwrap();
         assert_eq!(dropped.reserved, None);
         assert_eq!(st.replace_user("default", "0", &moved).unwrap_err(), ID_INVALID);
-        assert_eq!(st.forget("default", &["BC:24:11:AA:BB:CC".into()]).len(), 1);
+        assert_eq!(st.forget("default", &["BC:24:11:AA:BB:CC".into(), "bc:24:11:00:00:03".into()]).len(), 2);
         assert!(st.users.is_empty());
     }
 
