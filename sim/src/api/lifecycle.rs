@@ -6,8 +6,9 @@
 //! failed clone removes the VM, as PVE does). Start reads the `cicustom` snippets on the
 //! node the VM is on when the worker runs, applies pending changes and boots the guest;
 //! a missing or oversize snippet fails the task. `qmreboot` ends once the VM stopped and
-//! the VM starts again afterwards. Lock checks of power operations happen in the worker
-//! (the task fails), those of clone/destroy/migrate/resize before it (HTTP 500).
+//! the VM starts again afterwards. Lock checks of power operations and of destroy happen
+//! in the worker (the task fails), those of clone and migrate before it (HTTP 500); the
+//! checks of resize all run in its worker (`migrate.rs`).
 //! HA-managed VMs get `hastart`/`hastop`/`hamigrate` tasks that end before the HA
 //! manager acts.
 
@@ -377,18 +378,27 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     let purge = p.bool("purge", false)?;
     let mut st = lock(&sim.state);
     let vm = vm_on(&st, node, vmid)?;
-    if vm.power == Power::Running {
-        return Err(ApiError::die(format!("VM {vmid} is running - destroy failed")));
-    }
-    if !p.bool("skiplock", false)? {
-        check_lock(vm).map_err(ApiError::die)?;
-    }
+    let skiplock = p.bool("skiplock", false)?;
+    // The early checks, in their order (qemu-server e6352be, src/PVE/API2/Qemu.pm:2826-2845),
+    // answer HTTP 500 before the worker.
     if st.ha_of(vmid).is_some() && !purge {
         return Err(ApiError::die(format!(
             "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
         )));
     }
+    if vm.power == Power::Running {
+        return Err(ApiError::die(format!("VM {vmid} is running - destroy failed")));
+    }
+    // The lock is checked inside the worker (src/PVE/QemuServer.pm:1845-1849, `destroy_vm`,
+    // called from the worker at Qemu.pm:2862): a locked VM's destroy is a task that fails
+    // `VM is locked (<lock>)`.
+    let locked = if skiplock { Ok(()) } else { check_lock(vm) };
     let upid = sim.new_task(&mut st, node, "qmdestroy", &vmid.to_string(), Some(vmid));
+    if let Err(e) = locked {
+        Sim::finish_task_in(&mut st, &upid, Err(e));
+        sim.changed();
+        return upid_reply(upid);
+    }
     Sim::task_arg(&mut st, &upid, "purge", if purge { "1" } else { "0" });
     sim.changed();
     drop(st);

@@ -237,7 +237,9 @@ fn apply(
     if let Some(d) = p.get("digest")
         && d != vm.digest()
     {
-        return Err("detected modified configuration - file changed by other user? Try again.".into());
+        // qemu-server e6352be, src/PVE/API2/Qemu.pm:2211 (containers and HA say
+        // pve-common's `detected modified configuration`).
+        return Err("checksum mismatch (file change by other user?)".into());
     }
     if sets.contains_key("lock") {
         return Err("option 'lock' is not allowed".into());

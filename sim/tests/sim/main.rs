@@ -14,6 +14,7 @@ mod node_disk;
 mod openssh;
 mod proxmoxer;
 mod pve_tasks;
+mod pve_workers;
 mod pve_texts;
 mod ssh;
 mod state;

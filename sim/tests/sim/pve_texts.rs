@@ -106,7 +106,8 @@ async fn clone_refusals_use_qemu_servers_texts() {
 async fn a_newid_taken_on_another_node_fails_inside_the_clone_task() {
     let c = start(0.0, |_| {}).await;
     let api = Api::new(&c);
-    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
+    // A full clone: a linked one on local storage cannot migrate (QemuMigrate.pm:586).
+    api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101"), ("full", "1")]).await;
     assert_eq!(api.run("/nodes/pve1/qemu/101/migrate", &[("target", "pve2")]).await, "OK");
     let (s, b) = api.call("POST", "/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
     assert_eq!(s, 200, "the clone is accepted: {b}");
