@@ -211,6 +211,10 @@ pub struct SimConfig {
     /// for (docs/SIMULATOR.md, "Permissions"); default root@pam's token, which may
     /// do everything.
     pub access: crate::acl::AccessConfig,
+    /// Where to record every API request and answer for the schema conformance check
+    /// (`sim/src/conformance/record.rs`: a JSONL file per simulator, 0600); default the
+    /// `CRADLE_SIM_CONFORMANCE_DIR` environment variable, unset = no recording.
+    pub record_dir: Option<PathBuf>,
 }
 
 /// What a simulated appliance (a VM booted from its disk image, never named by
@@ -341,6 +345,7 @@ impl Default for SimConfig {
             dhcp: None,
             appliance: ApplianceSpec::default(),
             access: crate::acl::AccessConfig::default(),
+            record_dir: std::env::var_os("CRADLE_SIM_CONFORMANCE_DIR").filter(|d| !d.is_empty()).map(PathBuf::from),
         }
     }
 }

@@ -62,6 +62,8 @@ pub struct Sim {
     pub guest_http: Mutex<Vec<crate::guest::http::GuestHttpRequest>>,
     /// Starts a loaded state still owed (`recover`), run by `Cluster::start`.
     pub interrupted_starts: Mutex<Vec<crate::recover::PendingStart>>,
+    /// Records every API exchange when `cfg.record_dir` is set (`conformance::record`).
+    pub recorder: Option<crate::conformance::record::Recorder>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -126,7 +128,15 @@ impl Sim {
         let interrupted_starts = crate::recover::finish_interrupted(&mut state);
         let fresh = state.vms.is_empty() && state.tasks.is_empty();
         let (tx, _) = watch::channel(false);
+        let recorder = match &cfg.record_dir {
+            Some(dir) => Some(
+                crate::conformance::record::Recorder::create(dir)
+                    .map_err(|e| SimError::io("create the conformance recording in", dir, e))?,
+            ),
+            None => None,
+        };
         let sim = Arc::new(Sim {
+            recorder,
             faults: Faults::new(cfg.faults.clone(), cfg.seed),
             state: Mutex::new(state),
             counts: Mutex::new(BTreeMap::new()),

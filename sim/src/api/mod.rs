@@ -170,12 +170,48 @@ pub async fn serve(sim: Arc<Sim>, listener: TcpListener, tls: Arc<rustls::Server
 
 /// One request; the response leaves only once every change so far is written.
 async fn handle(sim: Arc<Sim>, peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
-    let response = answer(&sim, peer, req).await;
+    let mut seen = Seen::default();
+    let mut response = answer(&sim, peer, req, &mut seen).await;
+    if let (Some(recorder), Some(path), Ok(resp)) = (&sim.recorder, &seen.path, response.as_mut()) {
+        record(recorder, &seen.method, path, seen.params.as_ref(), resp).await;
+    }
     sim.settle().await;
     response
 }
 
-async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Result<Response<Body>, DropConnection> {
+/// What [`answer`] saw of an API request, for the conformance recording.
+#[derive(Default)]
+struct Seen {
+    method: String,
+    /// Below `/api2/json`, segments percent-decoded; `None` outside the API.
+    path: Option<String>,
+    /// `None` until parsed (and for streamed uploads).
+    params: Option<BTreeMap<String, String>>,
+}
+
+/// Record one exchange (the body is rebuilt from the bytes read back).
+async fn record(
+    recorder: &crate::conformance::record::Recorder,
+    method: &str,
+    path: &str,
+    params: Option<&BTreeMap<String, String>>,
+    resp: &mut Response<Body>,
+) {
+    let bytes = match std::mem::take(resp.body_mut()).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(never) => match never {},
+    };
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    recorder.record(method, path, params, resp.status().as_u16(), &body);
+    *resp.body_mut() = Full::new(bytes);
+}
+
+async fn answer(
+    sim: &Arc<Sim>,
+    _peer: SocketAddr,
+    req: Request<Incoming>,
+    seen: &mut Seen,
+) -> Result<Response<Body>, DropConnection> {
     let (parts, body) = req.into_parts();
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();
@@ -198,6 +234,8 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
         .collect();
     let pattern = route::pattern(&segs);
     sim.count(format!("{method} {pattern}"));
+    seen.method.clone_from(&method);
+    seen.path = Some(format!("/{}", segs.join("/")));
 
     if let Err(m) = sim.check_auth(auth) {
         return Ok(error_response(ApiError::status(401, m)));
@@ -215,6 +253,7 @@ async fn answer(sim: &Arc<Sim>, _peer: SocketAddr, req: Request<Incoming>) -> Re
         Ok(p) => p,
         Err(e) => return Ok(error_response(e)),
     };
+    seen.params = Some(params.map.clone());
 
     let class = route::classify(&method, &segs);
     // Faults that strike before anything happened.

@@ -91,7 +91,10 @@ pub fn dispatch(sim: &Arc<Sim>, method: &str, segs: &[String], p: &Params) -> Ap
         ("GET", ["cluster", "tasks"]) => nodes::cluster_tasks(sim),
         ("GET", ["storage"]) => nodes::storage_list(sim, p),
         ("GET", ["storage", id]) => nodes::storage_get(sim, id),
-        (_, ["cluster", "ha", "groups", ..]) => Err(ApiError::die("ha groups have been migrated to rules")),
+        // PVE 9 keeps the group endpoints (with the schema's methods) only to refuse them.
+        ("GET" | "POST", ["cluster", "ha", "groups"]) | ("GET" | "PUT" | "DELETE", ["cluster", "ha", "groups", _]) => {
+            Err(ApiError::die("ha groups have been migrated to rules"))
+        }
         ("GET", ["cluster", "ha", "resources"]) => ha::resources_list(sim, p),
         ("POST", ["cluster", "ha", "resources"]) => ha::resources_create(sim, p),
         ("GET", ["cluster", "ha", "resources", sid]) => ha::resource_get(sim, sid),
@@ -146,7 +149,9 @@ fn lxc_ct(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Par
         ("PUT", ["config"]) => lxc::config_set(sim, node, vmid, p),
         ("GET", ["status"]) => lxc_status::status_index(),
         ("GET", ["status", "current"]) => lxc_status::status_current(sim, node, vmid),
-        ("POST", ["status", action]) => lxc_status::power(sim, node, vmid, action, p),
+        ("POST", ["status", action @ ("start" | "stop" | "shutdown" | "reboot")]) => {
+            lxc_status::power(sim, node, vmid, action, p)
+        }
         _ => return None,
     })
 }
@@ -166,10 +171,16 @@ fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Pa
         ("POST", ["migrate"]) => migrate::migrate(sim, node, vmid, p),
         ("GET", ["status"]) => qemu::status_index(),
         ("GET", ["status", "current"]) => qemu::status_current(sim, node, vmid),
-        ("POST", ["status", action]) => lifecycle::power(sim, node, vmid, action, p),
+        ("POST", ["status", action @ ("start" | "stop" | "shutdown" | "reboot" | "reset")]) => {
+            lifecycle::power(sim, node, vmid, action, p)
+        }
         ("GET", ["agent"]) => agent::agent_index(),
+        // The methods of PVE 9.1's schema: `ping` is POST, the read-only commands are GET
+        // (qemu-server e6352be `src/PVE/API2/Qemu/Agent.pm`:26 `ping` POST, :107 `get-osinfo` GET).
         ("POST", ["agent", "ping"]) => agent::agent(sim, node, vmid, "ping"),
-        ("GET", ["agent", cmd]) | ("POST", ["agent", cmd]) => agent::agent(sim, node, vmid, cmd),
+        ("GET", ["agent", cmd @ ("get-host-name" | "info" | "network-get-interfaces" | "get-osinfo")]) => {
+            agent::agent(sim, node, vmid, cmd)
+        }
         _ => return None,
     })
 }

@@ -6,6 +6,7 @@ mod common;
 
 mod agent;
 mod api;
+mod conformance;
 mod create;
 mod faults;
 mod import_disk;
