@@ -359,6 +359,26 @@ fn cloud_init_error_fails_without_reboot_or_finalization() {
     cloud_init_failure_is_not_finalized(5, "cloud-init-error", "status `error`", "cloud-init status --long");
 }
 
+/// Proxmox stores tags lower-cased, sorted and unique (pve-guest-common
+/// `get_unique_tags`, the simulator too). A rerun that resumes a running VM
+/// whose creation did not finish compares its config with the spec: tags
+/// written as `Web;cradle;web` read back `cradle;web` and are the same setting,
+/// not an "incomplete configuration" conflict.
+#[test]
+fn a_resume_compares_tags_as_proxmox_stores_them_and_raises_no_false_conflict() {
+    let config = "vms_config:\n  disk: 12\n  startup_order: 10\n  tags: [Web, cradle, web]\n  network:\n    nic0:\n      \
+                  bridge: vmbr0\n      vlan: 20\n      ip: \"{{ ansible_host }}/24\"\n      gateway: 127.31.17.1\n";
+    let lab = Lab::new(hosts(17).host_vars(&name(0), config));
+    let s = lab.open(&Sim::faults("cloud-init-error"));
+    error_of(&s.provision_one(&lab));
+    let vms = lab.vms_named(&name(0));
+    assert_eq!(vms[0]["config"]["tags"], "cradle;web", "stored as PVE stores them");
+    // The VM runs, its creation record says unfinished: the rerun resumes it.
+    let err = error_of(&s.provision_one(&lab));
+    assert!(!err.contains("configuration is incomplete"), "a false conflict: {err}");
+    assert!(err.contains("cloud-init"), "the rerun reached the same cloud-init verdict: {err}");
+}
+
 #[test]
 fn cloud_init_degraded_fails_without_reboot_or_finalization() {
     // Debian 12's cloud-init 22.4 says `done`: the warning is found in its log.

@@ -96,7 +96,9 @@ pub fn resolve(inv: &Inventory, host: &str, opts: &ResolveOptions) -> Result<VmP
         return Err(ctx.invalid(
             "vms_name",
             &Value::String(name),
-            "a DNS label: letters, digits and hyphens, at most 63 characters, no dots (set vms_name when the inventory hostname is an FQDN)",
+            "a DNS label: letters, digits and hyphens, no hyphen first or last, at most 63 characters, no dots (set vms_name when \
+             the inventory hostname is an FQDN). Proxmox's own rule for a VM name (pve_verify_dns_name) also takes dotted and \
+             longer names; cradle makes the name the guest's host name and DNS label, which RFC 1035 caps at 63",
         ));
     }
     let (vmid, vmid_source) = vmid::vmid(&ctx, &mut r)?;

@@ -212,6 +212,9 @@ fn bad_values_name_host_variable_value_and_form() {
         ("[g]\nh1 ansible_port=70000".into(), "a TCP port"),
         ("[g]\nh1 vms_use_terraform=maybe".into(), "a boolean"),
         ("[g]\nh1 vms_name=db.lab.example".into(), "a DNS label"),
+        // pve_verify_dns_name refuses these too (pve-common JSONSchema.pm:678-681).
+        ("[g]\nh1 vms_name=web-".into(), "vms_name = \"web-\""),
+        ("[g]\nh1 vms_name=-web".into(), "no hyphen first or last"),
         ("[g]\nh1 target_node=''".into(), "target_node = \"\""),
         ("[g]\nh1 vms_config=\"{'tags': ['Bad Tag!'], 'nic0': {'bridge': 'b', 'ip': 'dhcp'}}\"".into(), "Proxmox tags"),
         (

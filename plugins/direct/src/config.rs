@@ -3,7 +3,9 @@
 //! `cradle_guest::config`), so they are tested natively.
 
 use cradle_guest::Error;
-use cradle_guest::config::{boot_disk, cloudinit_slot, disk_size_gib, entry, get, net_value, startup_changes};
+use cradle_guest::config::{
+    boot_disk, cloudinit_slot, disk_size_gib, entry, get, net_value, startup_changes, tags_value,
+};
 use cradle_guest::types::{Entry, Snippets, VmSpec};
 
 /// A disk to grow: the slot and the new absolute size (`("scsi0", "32G")`).
@@ -30,7 +32,7 @@ pub fn configure(vm: &VmSpec, snippets: &Snippets, config: &[Entry]) -> Result<(
         }
     }
     if !vm.tags.is_empty() {
-        set.push(entry("tags", vm.tags.join(";")));
+        set.push(entry("tags", tags_value(&vm.tags)));
     }
     set.extend(startup_changes(vm, config));
     let resize = match vm.disk_gib {

@@ -103,8 +103,39 @@ pub fn startup_changes(vm: &VmSpec, config: &[Entry]) -> Vec<Entry> {
 /// Values compare as property strings: PVE re-prints `a=1,b=2` in its own
 /// key order, so `virtio=..,bridge=vmbr0,tag=20,firewall=1` and
 /// `virtio=..,bridge=vmbr0,firewall=1,tag=20` are the same setting.
+/// `tags` compare as Proxmox stores them ([`pve_tags`]): `Web;cradle` written
+/// reads back `cradle;web`, and is the same setting.
 pub fn differing(set: Vec<Entry>, config: &[Entry]) -> Vec<Entry> {
-    set.into_iter().filter(|e| get(config, &e.key).is_none_or(|have| !same_property(have, &e.value))).collect()
+    set.into_iter()
+        .filter(|e| {
+            get(config, &e.key).is_none_or(|have| match e.key.as_str() {
+                "tags" => pve_tags(have) != pve_tags(&e.value),
+                _ => !same_property(have, &e.value),
+            })
+        })
+        .collect()
+}
+
+/// A `tags` value as Proxmox VE stores it with the default datacenter
+/// `tag-style`: split on `;`, `,` and whitespace (pve-common `split_list`),
+/// lower-cased, sorted and de-duplicated (pve-guest-common
+/// `PVE::GuestHelpers::get_unique_tags`, which qemu-server applies on create
+/// and on every config update). The one place cradle normalises tags: what it
+/// writes ([`tags_value`]) and what it compares ([`differing`]). A cluster set
+/// to `case-sensitive` tags or `ordering=config` stores them differently; the
+/// comparison still holds them equal, so the spec stays satisfied there too.
+pub fn pve_tags(value: &str) -> Vec<String> {
+    let mut tags: Vec<String> =
+        value.split([',', ';', ' ', '\t', '\n', '\r']).filter(|t| !t.is_empty()).map(str::to_lowercase).collect();
+    tags.sort();
+    tags.dedup();
+    tags
+}
+
+/// The `tags` config value for a spec's tags, as Proxmox will store it
+/// (`["Web", "cradle", "web"]` → `cradle;web`).
+pub fn tags_value(tags: &[String]) -> String {
+    pve_tags(&tags.join(";")).join(";")
 }
 
 fn same_property(a: &str, b: &str) -> bool {
@@ -235,6 +266,18 @@ mod tests {
         assert!(differing(want, &have).is_empty());
         let other = vec![entry("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0,tag=21,firewall=1")];
         assert_eq!(differing(other, &have).len(), 1, "a different tag differs");
+    }
+
+    #[test]
+    fn tags_compare_as_proxmox_stores_them_lowercased_sorted_and_unique() {
+        // What PVE keeps of `Web;cradle,web` (GuestHelpers::get_unique_tags).
+        let have = cfg(&[("tags", "cradle;web")]);
+        let spec: Vec<String> = ["Web", "cradle", "web"].map(String::from).to_vec();
+        assert_eq!(tags_value(&spec), "cradle;web");
+        assert!(differing(vec![entry("tags", spec.join(";"))], &have).is_empty(), "unsorted, mixed case: same tags");
+        assert!(differing(vec![entry("tags", "web cradle")], &have).is_empty(), "space-separated: same tags");
+        assert_eq!(differing(vec![entry("tags", "cradle;db")], &have).len(), 1, "another tag differs");
+        assert_eq!(differing(vec![entry("tags", "cradle")], &have).len(), 1, "a dropped tag differs");
     }
 
     #[test]

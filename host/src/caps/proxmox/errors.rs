@@ -6,9 +6,9 @@
 //!
 //! | kind | when |
 //! |---|---|
-//! | not-found | HTTP 404, `Configuration file 'nodes/<n>/qemu-server/<vmid>.conf' does not exist`, `no such ha rule` |
-//! | conflict | `VM is locked (...)`, `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
-//! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)` and `ha groups have been migrated to rules`, bad arguments, bad configuration |
+//! | not-found | HTTP 404, `Configuration file 'nodes/<n>/qemu-server/<vmid>.conf' does not exist`, `no such ha rule` (GET), `HA rule '<id>' does not exist` (PUT), a 400 `{upid: "no such task"}` |
+//! | conflict | `VM is locked (...)`, `CT is locked (...)`, `failed: File exists` (pmxcfs: the VMID is taken on another node), `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
+//! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)`, `not allowed for linked clones`, `no such cluster node`, `cannot use non-existent node(s)` and `ha groups have been migrated to rules`, bad arguments, bad configuration |
 //! | transient | HTTP 5xx not matched above (incl. `can't lock file ... got timeout`, `got no worker upid`), 596, connect/reset/timeout |
 //!
 //! A connection that could not be made is [`ProxmoxError::Unreachable`]
@@ -207,6 +207,12 @@ const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
     // PVE::API2::HA::Rules answers a missing rule with a 500 `no such ha rule '<id>'`.
     ("no such ha rule", ErrorKind::NotFound),
     ("VM is locked (", ErrorKind::Conflict),
+    // pve-guest-common AbstractConfig::check_lock: `guest_type() . " is locked (...)"`.
+    ("CT is locked (", ErrorKind::Conflict),
+    // pmxcfs refuses a config whose VMID exists on another node (EEXIST), e.g.
+    // a clone's `newid`: the task fails `close (rename) atomic file '...' failed:
+    // File exists`. The VMID is taken: a state problem.
+    ("failed: File exists", ErrorKind::Conflict),
     ("already running", ErrorKind::Conflict),
     ("config file already exists", ErrorKind::Conflict),
     ("already defined", ErrorKind::Conflict),
@@ -221,11 +227,39 @@ const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
     ("can't migrate running VM without --online", ErrorKind::Invalid),
     ("(VM uses local storage)", ErrorKind::Invalid),
     ("ha groups have been migrated to rules", ErrorKind::Invalid),
+    // qemu-server's clone: `parameter 'storage' (or 'format') not allowed for linked clones`.
+    ("not allowed for linked clones", ErrorKind::Invalid),
+    // pve-cluster check_node_exists (clone/migrate `target`), and an HA rule's `nodes`.
+    ("no such cluster node", ErrorKind::Invalid),
+    ("cannot use non-existent node(s)", ErrorKind::Invalid),
     ("No QEMU guest agent configured", ErrorKind::Failed),
     // Node-local flock contention and daemon hiccups: they pass.
     ("got timeout", ErrorKind::Transient),
     ("got no worker upid", ErrorKind::Transient),
 ];
+
+/// Messages that need every one of their parts (in any order), checked
+/// before [`MESSAGE_RULES`].
+const ALL_OF_RULES: &[(&[&str], ErrorKind)] = &[
+    // pve-ha-manager Rules.pm update_rule: `update HA rules failed: HA rule 'x' does not exist`.
+    (&["HA rule '", "' does not exist"], ErrorKind::NotFound),
+];
+
+/// Parameter errors (400, `errors` map entry) that say what is asked for is gone.
+const PARAM_RULES: &[(&str, &str, ErrorKind)] = &[
+    // pve-manager Tasks.pm: a UPID whose task the node does not have.
+    ("upid", "no such task", ErrorKind::NotFound),
+];
+
+/// [`classify`] with the answer's `errors` map: a parameter error that names
+/// a missing object ([`PARAM_RULES`]) is not-found, not invalid.
+pub fn classify_answer(status: u16, message: &str, errors: &BTreeMap<String, String>) -> ErrorKind {
+    let gone = PARAM_RULES.iter().find(|(param, text, _)| errors.get(*param).is_some_and(|v| v == text));
+    match gone {
+        Some((_, _, kind)) if status == 400 => *kind,
+        _ => classify(status, message),
+    }
+}
 
 /// Classifies an API error answer onto a WIT error kind.
 ///
@@ -237,6 +271,9 @@ pub fn classify(status: u16, message: &str) -> ErrorKind {
     }
     if status == 404 || (message.contains("Configuration file '") && message.contains("does not exist")) {
         return ErrorKind::NotFound;
+    }
+    if let Some((_, kind)) = ALL_OF_RULES.iter().find(|(parts, _)| parts.iter().all(|p| message.contains(p))) {
+        return *kind;
     }
     if let Some((_, kind)) = MESSAGE_RULES.iter().find(|(needle, _)| message.contains(needle)) {
         return *kind;
@@ -294,6 +331,32 @@ mod tests {
         assert_eq!(classify(500, msg), ErrorKind::NotFound);
         assert_eq!(classify(404, "no such resource"), ErrorKind::NotFound);
         assert_eq!(classify(500, "no such ha rule 'web'"), ErrorKind::NotFound);
+    }
+
+    /// The real texts (pve-ha-manager b71218f src/PVE/API2/HA/Rules.pm:340, :77 under
+    /// the lock prefixes of :358/:298; pve-manager 14a22df3 PVE/API2/Tasks.pm:517;
+    /// qemu-server e6352be src/PVE/API2/Qemu.pm:4482, :5567, :5571; pve-guest-common
+    /// 4a8f6cb src/PVE/AbstractConfig.pm:339; pve-cluster 7091d92 memdb.c:1101).
+    #[test]
+    fn real_pve_texts_of_gone_rules_tasks_locked_cts_and_bad_targets_are_classed() {
+        let gone = "update HA rules failed: HA rule 'cradle-pve1' does not exist";
+        assert_eq!(classify(500, gone), ErrorKind::NotFound);
+        assert_eq!(classify(500, "create ha rule failed: HA rule 'web' already defined"), ErrorKind::Conflict);
+        let upid = BTreeMap::from([("upid".to_string(), "no such task".to_string())]);
+        assert_eq!(classify_answer(400, "Parameter verification failed.", &upid), ErrorKind::NotFound);
+        let other = BTreeMap::from([("upid".to_string(), "unable to parse worker upid".to_string())]);
+        assert_eq!(classify_answer(400, "Parameter verification failed.", &other), ErrorKind::Invalid);
+        assert_eq!(classify(500, "CT is locked (backup)"), ErrorKind::Conflict);
+        let taken = "close (rename) atomic file '/etc/pve/nodes/pve1/qemu-server/101.conf' failed: File exists";
+        assert_eq!(classify(500, taken), ErrorKind::Conflict);
+        for msg in [
+            "parameter 'storage' not allowed for linked clones",
+            "no such cluster node 'pve9'",
+            "create ha rule failed: cannot use non-existent node(s) pve9.",
+        ] {
+            assert_eq!(classify(500, msg), ErrorKind::Invalid, "{msg}");
+        }
+        assert_eq!(classify(400, "Parameter verification failed."), ErrorKind::Invalid, "target is local node.");
     }
 
     #[test]

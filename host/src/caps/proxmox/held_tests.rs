@@ -46,7 +46,8 @@ fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
     let mut c = CapCtx::for_tests(grants, scope, services, "held-test");
     const LIST: &str = "GET /cluster/resources";
     const CONFIG: &str = "GET /nodes/{node}/qemu/{vmid}/config";
-    const STORAGE: &str = "GET /storage/{storage}";
+    // The storage index: `GET /storage/{storage}` needs Datastore.Allocate.
+    const STORAGE: &str = "GET /storage";
 
     let before = c.list_vms().expect("list").len();
     assert_eq!(c.list_vms().expect("list again").len(), before);
@@ -54,6 +55,7 @@ fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
     c.storage_info("local".into()).expect("storage");
     c.storage_info("local".into()).expect("storage again");
     assert_eq!(count(&cluster, STORAGE), 1);
+    assert_eq!(count(&cluster, "GET /storage/{storage}"), 0, "a least-privilege token may not read it");
 
     // A clone changes the cluster: the next listing asks and sees the new VM.
     let template = c.list_vms().unwrap().into_iter().find(|v| v.template).expect("a template");

@@ -58,7 +58,7 @@ fn settings(vm: &VmSpec, snippets: &Snippets, current: &[Entry]) -> Vec<Entry> {
         set.push(entry("ide2", format!("{}:cloudinit", vm.storage)));
     }
     if !vm.tags.is_empty() {
-        set.push(entry("tags", vm.tags.join(";")));
+        set.push(entry("tags", config::tags_value(&vm.tags)));
     }
     set.extend(startup_changes(vm, current));
     set

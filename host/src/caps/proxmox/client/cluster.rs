@@ -49,6 +49,14 @@ fn storage_definition(storage: &str, data: &Value) -> Result<StorageDefinition, 
     })
 }
 
+/// The entry of `storage` in the storage index (`GET /storage`), if listed.
+fn storage_in_index(storage: &str, data: &Value) -> Result<Option<StorageDefinition>, DecodeError> {
+    let listed = decode::objects(data, "the storage list")?
+        .into_iter()
+        .find(|o| decode::opt_string(o, "storage").as_deref() == Some(storage));
+    listed.map(|o| storage_definition(storage, &Value::Object(o.clone()))).transpose()
+}
+
 fn ha_resources(data: &Value) -> Result<Vec<HaResource>, DecodeError> {
     decode::objects(data, "the HA resource list")?
         .into_iter()
@@ -116,11 +124,25 @@ impl ProxmoxClient {
         }
     }
 
-    /// `GET /storage/{storage}`: type, content types (split on commas), path, shared.
+    /// One storage's definition (type, content types split on commas, path,
+    /// shared) from the storage index `GET /storage`, not from `GET
+    /// /storage/{storage}`: that one needs `Datastore.Allocate` on the storage
+    /// (pve-storage `PVE/API2/Storage/Config.pm` `read`), which a
+    /// least-privilege token has no reason to hold, while the index returns
+    /// the same configuration of every storage the token has
+    /// `Datastore.Audit` or `Datastore.AllocateSpace` on (`index`). A storage
+    /// the index does not list is `invalid`, naming both causes.
     pub async fn storage_info(&self, storage: &str) -> Result<StorageDefinition, ProxmoxError> {
-        let call =
-            Call::new(Method::GET, format!("/storage/{}", segment("storage", storage)?), Idempotency::Idempotent);
-        self.fetch(call, |data| storage_definition(storage, data)).await
+        segment("storage", storage)?;
+        let call = Call::new(Method::GET, "/storage".into(), Idempotency::Idempotent);
+        let found = self.fetch(call, |data| storage_in_index(storage, data)).await?;
+        found.ok_or_else(|| {
+            ProxmoxError::InvalidArgument(format!(
+                "storage `{storage}` is not in the cluster's storage list (GET /storage): it is not configured \
+                 (Datacenter → Storage), or the API token has neither Datastore.Audit nor Datastore.AllocateSpace \
+                 on /storage/{storage}"
+            ))
+        })
     }
 
     /// `GET /cluster/ha/resources`.
@@ -232,6 +254,20 @@ mod tests {
             storage_definition("ceph", &json!({"storage": "ceph", "content": "images", "shared": 1, "type": "rbd"}))
                 .expect("storage");
         assert!(s.shared);
+    }
+
+    /// pve-storage 0c56bad src/PVE/API2/Storage/Config.pm:26-41, :122-160: the
+    /// index lists each visible storage's whole configuration (content
+    /// encoded as a comma list, `storage` set to its id).
+    #[test]
+    fn a_storage_definition_is_read_from_the_storage_index() {
+        let index = json!([
+            {"storage": "local-lvm", "type": "lvmthin", "content": "images,rootdir", "thinpool": "data", "digest": "d"},
+            {"storage": "local", "type": "dir", "path": "/var/lib/vz", "content": "iso,snippets", "digest": "d"}
+        ]);
+        let s = storage_in_index("local", &index).expect("decoded").expect("listed");
+        assert_eq!((s.kind.as_str(), s.path.as_deref(), s.content.len()), ("dir", Some("/var/lib/vz"), 2));
+        assert!(matches!(storage_in_index("nfs", &index), Ok(None)), "an unlisted storage is none");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::decode::DecodeError;
 use super::{Idempotency, ProxmoxClient};
-use crate::caps::proxmox::errors::{ProxmoxError, classify};
+use crate::caps::proxmox::errors::{ProxmoxError, classify_answer};
 use crate::caps::proxmox::tls::TlsFailure;
 
 /// Largest API answer accepted; PVE answers are far smaller, this bounds a misbehaving server.
@@ -172,7 +172,7 @@ impl ProxmoxClient {
             Some(first) if !first.is_empty() => first.to_string(),
             _ => status.canonical_reason().unwrap_or("").to_string(),
         };
-        let kind = classify(status.as_u16(), &message);
+        let kind = classify_answer(status.as_u16(), &message, &errors);
         ProxmoxError::Api {
             method: call.method_name(),
             path: call.path.clone(),
