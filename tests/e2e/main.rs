@@ -12,6 +12,7 @@ mod crash;
 mod crash_terraform;
 mod grants;
 mod hardening;
+mod least_privilege;
 mod lxc;
 mod metrics;
 mod netbox_pipeline;

@@ -17,7 +17,8 @@
 //! names, VMID base, target node, template, extra group variables, host
 //! variables, wait bounds, nameservers; and on the project side the cluster
 //! (an in-process simulator with its time scale, seed and faults, or the
-//! `cluster.toml` a `cradle sim serve --write-config` wrote), the workflows
+//! `cluster.toml` a `cradle sim serve --write-config` wrote), the API token's
+//! privileges (by default the documented least-privilege role, [`Privileges`]), the workflows
 //! (the repository's, a named directory or the built-in set), the backend
 //! (the `direct` plugin file with or without `destructive`, or the built-in)
 //! and a `[dns.lab]` provider.
@@ -62,6 +63,19 @@ impl SimCluster {
     pub fn three_nodes(time_scale: f64) -> SimCluster {
         SimCluster { nodes: vec!["pve1", "pve2", "pve3"], time_scale, seed: Some(1), faults: None, extra: Vec::new() }
     }
+}
+
+/// The API token cradle gets from an in-process simulator
+/// (`[clusters.sim.sim] privileges`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Privileges {
+    /// `privileges = "cradle"`: `cradle@pve!cradle`, privilege-separated,
+    /// holding exactly the role docs/CONFIG.md documents
+    /// (`cradle::caps::proxmox::role::ROLE`) minus `without`, checked as PVE
+    /// checks it. The default: the suite proves the documented role is enough.
+    Cradle { without: Vec<&'static str> },
+    /// root@pam's token (every check passes), for a test that needs root.
+    Root,
 }
 
 /// Where the project's workflows come from.
@@ -118,6 +132,7 @@ pub struct ProjectConfig {
     dns: Option<DnsProvider>,
     extra: String,
     workflow_destructive: bool,
+    privileges: Privileges,
 }
 
 impl ProjectConfig {
@@ -134,7 +149,15 @@ impl ProjectConfig {
             dns: None,
             extra: String::new(),
             workflow_destructive: false,
+            privileges: Privileges::Cradle { without: Vec::new() },
         }
+    }
+
+    /// The API token an in-process simulator gives cradle (default: the
+    /// documented least-privilege role).
+    pub fn privileges(mut self, privileges: Privileges) -> Self {
+        self.privileges = privileges;
+        self
     }
 
     /// Whether `default_environment = "test"` is written.
@@ -221,6 +244,15 @@ playbooks = ["playbooks"]
                 }
                 if let Some(faults) = &sim.faults {
                     let _ = writeln!(out, "faults = \"{faults}\"");
+                }
+                match &self.privileges {
+                    Privileges::Cradle { without } => {
+                        let _ = writeln!(out, "privileges = \"cradle\"");
+                        if !without.is_empty() {
+                            let _ = writeln!(out, "privileges_without = {without:?}");
+                        }
+                    }
+                    Privileges::Root => {}
                 }
                 for line in &sim.extra {
                     let _ = writeln!(out, "{line}");

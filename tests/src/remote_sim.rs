@@ -55,7 +55,8 @@ impl RemoteSim {
         let mut child = Command::new(cradle_bin())
             .args(["sim", "serve", "--listen", "127.0.0.1:0", "--time-scale", scale])
             .args(args)
-            .args(["--node-ssh-port", "0", "--write-config"])
+            // The documented least-privilege role, as the in-process fixture gives.
+            .args(["--least-privilege", "--node-ssh-port", "0", "--write-config"])
             .arg(&written)
             .arg("--state-dir")
             .arg(&state)

@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// Size in bytes of each node's root filesystem (/var/tmp, /var/lib/vz).
     #[arg(long)]
     pub node_root_bytes: Option<u64>,
+    /// Hand out `cradle@pve!cradle`, a privilege-separated token holding exactly
+    /// cradle's documented role (docs/CONFIG.md, "Proxmox VE permissions"), checked
+    /// as PVE checks it, instead of root@pam's token.
+    #[arg(long)]
+    pub least_privilege: bool,
     /// Also serve a UniFi Network stand-in on ADDR (e.g. 127.0.0.1:0); it is the
     /// cluster's DHCP server (docs/STAND-INS.md).
     #[arg(long, value_name = "ADDR")]
@@ -184,6 +189,9 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     };
     if let Some(b) = args.node_root_bytes {
         config.node_disk.root_bytes = b;
+    }
+    if args.least_privilege {
+        config.access = crate::caps::proxmox::role::sim_access(&[]);
     }
     if let Some(spec) = &args.faults {
         config.faults = cradle_sim::FaultSpec::parse(spec)?;

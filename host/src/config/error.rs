@@ -132,6 +132,10 @@ pub enum ClusterProblem {
     /// More than one of them.
     #[error("set only one of fingerprint, ca_file and insecure_skip_verify")]
     SeveralVerifiers,
+    /// `sim.privileges_without` names something outside the role, or is set without
+    /// `privileges = "cradle"`.
+    #[error("sim.privileges_without: {0}")]
+    PrivilegesWithout(String),
 }
 
 /// An environment a command asks for that the configuration does not settle.

@@ -221,6 +221,26 @@ pub struct SimSettings {
     /// have on the network (docs/SIMULATOR.md); default nothing.
     #[serde(default)]
     pub appliance: Option<SimAppliance>,
+    /// Whose API token cradle gets: `root` (default, root@pam's: everything
+    /// allowed) or `cradle` (`cradle@pve!cradle`, privilege-separated, holding
+    /// exactly the role docs/CONFIG.md documents, checked as PVE checks it).
+    #[serde(default)]
+    pub privileges: SimPrivileges,
+    /// With `privileges = "cradle"`: privileges taken out of the role (to see
+    /// what fails without one).
+    #[serde(default)]
+    pub privileges_without: Vec<String>,
+}
+
+/// `privileges` of `[clusters.NAME.sim]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimPrivileges {
+    /// root@pam's token: every check passes.
+    #[default]
+    Root,
+    /// The documented least-privilege role (`crate::caps::proxmox::role`).
+    Cradle,
 }
 
 /// `[clusters.NAME.sim.appliance]`: the address each appliance (a VM booted
@@ -238,7 +258,8 @@ pub struct SimAppliance {
 }
 
 impl SimSettings {
-    /// Apply the node disk sizes, the version and the appliances' network to `config`.
+    /// Apply the node disk sizes, the version, the appliances' network and the
+    /// API token's privileges to `config`.
     pub fn apply_node_settings(&self, config: &mut cradle_sim::SimConfig) {
         if let Some(a) = &self.appliance {
             config.appliance = cradle_sim::ApplianceSpec { addresses: a.addresses.clone(), http_port: a.http_port };
@@ -251,6 +272,10 @@ impl SimSettings {
         }
         if let Some(v) = &self.pve_version {
             config.pve_version = v.clone();
+        }
+        if self.privileges == SimPrivileges::Cradle {
+            let without: Vec<&str> = self.privileges_without.iter().map(String::as_str).collect();
+            config.access = crate::caps::proxmox::role::sim_access(&without);
         }
     }
 }
@@ -340,6 +365,8 @@ impl Default for SimSettings {
             node_tmp_bytes: None,
             pve_version: None,
             appliance: None,
+            privileges: SimPrivileges::Root,
+            privileges_without: Vec::new(),
         }
     }
 }
@@ -797,6 +824,16 @@ impl ClusterConfig {
         }
         if !(self.task_time_scale >= 0.0 && self.task_time_scale.is_finite()) {
             return Err(ClusterProblem::TaskTimeScale(self.task_time_scale));
+        }
+        if !self.sim.privileges_without.is_empty() && self.sim.privileges != SimPrivileges::Cradle {
+            return Err(ClusterProblem::PrivilegesWithout("only applies with privileges = \"cradle\"".into()));
+        }
+        let role = crate::caps::proxmox::role::ROLE;
+        if let Some(p) = self.sim.privileges_without.iter().find(|p| !role.iter().any(|r| r.name == p.as_str())) {
+            return Err(ClusterProblem::PrivilegesWithout(format!(
+                "'{p}' is not a privilege of cradle's role ({})",
+                crate::caps::proxmox::role::privs_list()
+            )));
         }
         for (node, target) in &self.node_ssh {
             crate::caps::ssh::NodeSsh::parse(target)

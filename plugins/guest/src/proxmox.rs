@@ -170,7 +170,7 @@ pub fn template_in(vms: &[VmResource], vm: &VmSpec) -> Result<VmResource> {
         vms.iter().filter(|r| r.template && r.name.as_deref() == Some(vm.template.as_str())).cloned().collect();
     match templates.len() {
         0 => Err(Error::NotFound(format!(
-            "template {} does not exist in the cluster; check global_os[vms_os].template for {} (it must name a VM converted to a template)",
+            "template {} does not exist in the cluster; check global_os[vms_os].template for {} (it must name a VM converted to a template; Proxmox VE lists only the VMs the API token has VM.Audit on: a token without VM.Audit on /vms/VMID of the template does not see it, see docs/CONFIG.md, \"Proxmox VE permissions\")",
             vm.template, vm.name
         ))),
         1 => Ok(templates.remove(0)),

@@ -309,7 +309,10 @@ fn api_display(
             " — Proxmox rejected the API token: check the token id and secret configured for this cluster (and that the token has not expired)"
         }
         (ErrorKind::Denied, _) => {
-            " — Proxmox denied this API token the operation (this is Proxmox's permission check, not a cradle grant): check the token's privileges on this path, and privilege separation"
+            // PVE's 403 names the path and privilege: say what to grant (role.rs).
+            out.push_str(" — ");
+            out.push_str(&super::role::denied_hint(message));
+            return out;
         }
         (ErrorKind::Conflict, _) if message.contains("VM is locked") => {
             " — another task holds the VM; wait for it (list-tasks) before changing the VM"
@@ -425,7 +428,7 @@ mod tests {
             kind: ErrorKind::Denied,
         };
         assert_eq!(denied.kind(), ErrorKind::Denied);
-        assert!(denied.to_string().contains("check the token's privileges"), "{denied}");
+        assert!(denied.to_string().contains("lacks VM.Clone on /vms/9000"), "{denied}");
     }
 
     #[test]

@@ -20,4 +20,5 @@ pub mod tls;
 pub mod host;
 mod host_lxc;
 pub(crate) mod rhai;
+pub mod role;
 pub mod scope;
