@@ -7,8 +7,8 @@
 //! | kind | when |
 //! |---|---|
 //! | not-found | HTTP 404, `Configuration file 'nodes/<n>/qemu-server/<vmid>.conf' does not exist`, `no such ha rule` (GET), `HA rule '<id>' does not exist` (PUT), a 400 `{upid: "no such task"}` |
-//! | conflict | `VM is locked (...)`, `CT is locked (...)`, `failed: File exists` (pmxcfs: the VMID is taken on another node), `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a taken `nextid` hint |
-//! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)`, `not allowed for linked clones`, `no such cluster node`, `cannot use non-existent node(s)` and `ha groups have been migrated to rules`, bad arguments, bad configuration |
+//! | conflict | `VM is locked (...)`, `CT is locked (...)`, `failed: File exists` (pmxcfs: the VMID is taken on another node), `already running`, `config file already exists`, `already defined`, `already used in another node affinity rule`, `cannot use unmanaged resource(s)`, a stale digest (qemu-server's `checksum mismatch (file change by other user?)` for VMs, pve-common's `detected modified configuration` for containers and HA), a taken `nextid` hint |
+//! | invalid | HTTP 400 parameter errors (with the `errors` map), the 500s `can't migrate running VM without --online`, `(VM uses local storage)`, `not allowed for linked clones`, `no such cluster node`, `cannot use non-existent node(s)` and `ha groups have been migrated to rules`, a migration's `can't live migrate attached local disks without with-local-disks option` and `can't migrate '<volid>' as it's a clone of '<base>'`, bad arguments, bad configuration |
 //! | transient | HTTP 5xx not matched above (incl. `can't lock file ... got timeout`, `got no worker upid`), 596, connect/reset/timeout |
 //!
 //! A connection that could not be made is [`ProxmoxError::Unreachable`]
@@ -20,7 +20,14 @@
 //!
 //! The classification is one ordered table (`MESSAGE_RULES`, applied by
 //! [`classify`]) of substrings of the texts PVE really sends, so review happens
-//! in one place.
+//! in one place. Many refusals happen inside a task's worker on PVE (resize,
+//! the lock of a destroy, a migration's disks): the request answers a UPID and
+//! the task fails. Such a failure ([`ProxmoxError::Task`], built by
+//! [`task_failure`]) goes through the same rules, on its exit status and then
+//! its log's error lines (a migration ends `migration aborted` and says why only
+//! in its log), so a cause is classed the same whichever shape it came in. A
+//! cause no rule knows is `failed`: the task ran and ended, nothing about its
+//! outcome is unknown.
 //!
 //! Secrets: no variant holds the API token. Messages that come from the server are
 //! scrubbed of the token by the client before they are stored here.
@@ -166,6 +173,21 @@ pub enum ProxmoxError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A task that stopped with an error: classified by the rules of an HTTP
+    /// error of the same text ([`task_failure`]).
+    #[error("{}", task_display(.node, .upid, .exitstatus, .causes, .kind))]
+    Task {
+        /// The node the task ran on.
+        node: String,
+        /// The task's UPID.
+        upid: String,
+        /// Its exit status.
+        exitstatus: String,
+        /// The error lines of its log that say why (may be empty).
+        causes: Vec<String>,
+        /// The WIT case.
+        kind: ErrorKind,
+    },
     /// An argument the client refuses before sending anything.
     #[error("invalid Proxmox request: {0}")]
     InvalidArgument(String),
@@ -184,7 +206,7 @@ impl ProxmoxError {
             | ProxmoxError::TlsRejected { .. }
             | ProxmoxError::Decode { .. } => ErrorKind::Failed,
             ProxmoxError::Transport { .. } | ProxmoxError::Unreachable { .. } => ErrorKind::Transient,
-            ProxmoxError::Api { kind, .. } => *kind,
+            ProxmoxError::Api { kind, .. } | ProxmoxError::Task { kind, .. } => *kind,
             ProxmoxError::VmidTaken { .. } => ErrorKind::Conflict,
         }
     }
@@ -223,9 +245,18 @@ const MESSAGE_RULES: &[(&str, ErrorKind)] = &[
     // matches (someone changed the VM since it was read). Re-read, then decide;
     // a blind retry would overwrite the other change.
     ("detected modified configuration", ErrorKind::Conflict),
+    // qemu-server's own text for a stale VM digest (e6352be, src/PVE/API2/Qemu.pm:2211
+    // in a config write, :6006 inside the resize worker).
+    ("checksum mismatch (file change by other user?)", ErrorKind::Conflict),
     // 500s that no retry can fix: the arguments do not fit the VM.
     ("can't migrate running VM without --online", ErrorKind::Invalid),
     ("(VM uses local storage)", ErrorKind::Invalid),
+    // Inside a migration's worker (qemu-server e6352be, src/PVE/QemuMigrate.pm:540-543,
+    // logged per disk): a running VM's local disks need `with-local-disks`.
+    ("can't live migrate attached local disks", ErrorKind::Invalid),
+    // QemuMigrate.pm:584-586: a linked clone on local storage cannot leave its
+    // template's node; clone it full, or keep it on that node.
+    ("as it's a clone of '", ErrorKind::Invalid),
     ("ha groups have been migrated to rules", ErrorKind::Invalid),
     // qemu-server's clone: `parameter 'storage' (or 'format') not allowed for linked clones`.
     ("not allowed for linked clones", ErrorKind::Invalid),
@@ -269,20 +300,67 @@ pub fn classify(status: u16, message: &str) -> ErrorKind {
     if status == 401 || status == 403 {
         return ErrorKind::Denied;
     }
-    if status == 404 || (message.contains("Configuration file '") && message.contains("does not exist")) {
+    if status == 404 {
         return ErrorKind::NotFound;
     }
-    if let Some((_, kind)) = ALL_OF_RULES.iter().find(|(parts, _)| parts.iter().all(|p| message.contains(p))) {
-        return *kind;
-    }
-    if let Some((_, kind)) = MESSAGE_RULES.iter().find(|(needle, _)| message.contains(needle)) {
-        return *kind;
+    if let Some(kind) = rule_kind(message) {
+        return kind;
     }
     match status {
         400 => ErrorKind::Invalid,
         500..=599 => ErrorKind::Transient,
         _ => ErrorKind::Failed,
     }
+}
+
+/// What the text rules say of `message`: the missing-VM config message, then
+/// `ALL_OF_RULES`, then `MESSAGE_RULES`; `None` when no rule knows it.
+fn rule_kind(message: &str) -> Option<ErrorKind> {
+    if message.contains("Configuration file '") && message.contains("does not exist") {
+        return Some(ErrorKind::NotFound);
+    }
+    if let Some((_, kind)) = ALL_OF_RULES.iter().find(|(parts, _)| parts.iter().all(|p| message.contains(p))) {
+        return Some(*kind);
+    }
+    MESSAGE_RULES.iter().find(|(needle, _)| message.contains(needle)).map(|(_, kind)| *kind)
+}
+
+/// The error a task that stopped with `exitstatus` stands for: the rules of
+/// [`classify`] on the exit status, then on each of `causes` (its log's error
+/// lines, see the module docs); `failed` when no rule knows any of them.
+pub fn task_failure(node: &str, upid: &str, exitstatus: &str, causes: Vec<String>) -> ProxmoxError {
+    let kind = std::iter::once(exitstatus)
+        .chain(causes.iter().map(String::as_str))
+        .find_map(rule_kind)
+        .unwrap_or(ErrorKind::Failed);
+    ProxmoxError::Task {
+        node: node.to_string(),
+        upid: upid.to_string(),
+        exitstatus: exitstatus.to_string(),
+        causes,
+        kind,
+    }
+}
+
+fn task_display(node: &str, upid: &str, exitstatus: &str, causes: &[String], kind: &ErrorKind) -> String {
+    let mut out = format!("task {upid} on node {node} failed: {exitstatus}");
+    if !causes.is_empty() {
+        out.push_str(&format!(" (task log: {})", causes.join("; ")));
+    }
+    let hint = match kind {
+        ErrorKind::Conflict if exitstatus.contains("is locked") => {
+            " — another task holds the VM; wait for it (list-tasks) before changing the VM"
+        }
+        ErrorKind::Conflict => " — the VM changed or is taken; re-read it before deciding",
+        ErrorKind::Invalid if causes.iter().any(|c| c.contains("as it's a clone of '")) => {
+            " — a linked clone on local storage cannot leave its template's node: clone it full, \
+             use shared storage, or keep the VM on the template's node"
+        }
+        ErrorKind::Failed => " — see the task's log on the node (Tasks) for the details",
+        _ => "",
+    };
+    out.push_str(hint);
+    out
 }
 
 fn api_display(

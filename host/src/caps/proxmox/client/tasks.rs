@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::decode::{self, DecodeError};
 use super::{Call, Idempotency, ProxmoxClient, segment};
-use crate::caps::proxmox::errors::ProxmoxError;
+use crate::caps::proxmox::errors::{self, ProxmoxError};
 use crate::contract::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
 
 /// The first poll comes a little before a task of its kind usually ends
@@ -200,6 +200,14 @@ impl ProxmoxClient {
         }
     }
 
+    /// The error task `upid` on `node`, stopped with `exitstatus`, stands for
+    /// ([`errors::task_failure`]): its log is read for the lines that say why.
+    /// A log that cannot be read leaves the exit status alone to decide.
+    pub async fn task_failure(&self, node: &str, upid: &str, exitstatus: &str) -> ProxmoxError {
+        let log = self.task_log(node, upid).await.unwrap_or_default();
+        errors::task_failure(node, upid, exitstatus, log_causes(&log))
+    }
+
     /// `GET /nodes/{node}/tasks?source=all[&vmid=N][&typefilter=kind]`: active and
     /// archived tasks, how a restarted run finds what it started. A running
     /// task's `status` is none (PVE says `RUNNING`, see [`summary_status`]).
@@ -218,6 +226,24 @@ impl ProxmoxClient {
             .param("source", "all");
         self.fetch(call, |data| decode::objects(data, "the task list")?.into_iter().map(task_summary).collect()).await
     }
+}
+
+/// The lines of a failed task's log that say why: its `ERROR:` lines
+/// (pve-guest-common 4a8f6cb, src/PVE/AbstractMigrate.pm:15-27 writes a
+/// migration's errors as `<time> ERROR: <text>`), and the per-disk refusals a
+/// migration logs as warnings before its `can't migrate VM - check log`
+/// (qemu-server e6352be, src/PVE/QemuMigrate.pm:557-562), without their time
+/// stamps. The final `TASK ERROR:` line repeats the exit status and is left out.
+fn log_causes(log: &[String]) -> Vec<String> {
+    log.iter()
+        .filter(|l| !l.starts_with("TASK ERROR:"))
+        .filter_map(|l| {
+            if let Some((_, text)) = l.split_once("ERROR: ") {
+                return Some(text.trim().to_string());
+            }
+            l.find("can't migrate local disk '").map(|at| l[at..].trim().to_string())
+        })
+        .collect()
 }
 
 /// A task list's `status` as the WIT's `task-summary` holds it: none while the
@@ -341,6 +367,57 @@ mod tests {
             .expect("stopped");
         assert!(!s.ok);
         assert!(task_status_from(CLONE, &json!({"status": "paused"})).is_err());
+    }
+
+    /// One cause, two shapes: the HTTP error the simulator used to answer and the
+    /// failed task real PVE gives (qemu-server e6352be: resize and destroy check
+    /// the lock in their worker, Qemu.pm:6008 and QemuServer.pm:1848; a
+    /// migration's disks are checked in QemuMigrate.pm). Both are the same kind.
+    #[test]
+    fn a_failed_task_is_classed_as_the_http_error_of_the_same_cause() {
+        use crate::contract::ErrorKind;
+        let task = |exit: &str, log: &[&str]| {
+            let log: Vec<String> = log.iter().map(|l| l.to_string()).collect();
+            errors::task_failure("pve1", CLONE, exit, log_causes(&log))
+        };
+        for (text, kind) in [
+            ("VM is locked (clone)", ErrorKind::Conflict),
+            ("checksum mismatch (file change by other user?)", ErrorKind::Conflict),
+            ("detected modified configuration - file changed by other user? Try again.", ErrorKind::Conflict),
+            ("Configuration file 'nodes/pve1/qemu-server/101.conf' does not exist", ErrorKind::NotFound),
+            ("can't lock file '/var/lock/qemu-server/lock-101.conf' - got timeout", ErrorKind::Transient),
+        ] {
+            assert_eq!(errors::classify(500, text), kind, "HTTP 500 {text}");
+            let e = task(text, &[&format!("TASK ERROR: {text}")]);
+            assert_eq!(e.kind(), kind, "task {text}: {e}");
+            assert!(e.to_string().contains(text) && e.to_string().contains("on node pve1"), "{e}");
+        }
+        // A migration says why only in its log.
+        let local = "can't live migrate attached local disks without with-local-disks option";
+        assert_eq!(errors::classify(500, local), ErrorKind::Invalid);
+        let e = task(
+            "migration aborted",
+            &[
+                "2025-01-01 10:00:00 starting migration of VM 101 to node 'pve2' (10.0.0.2)",
+                &format!("2025-01-01 10:00:00 can't migrate local disk 'local-lvm:vm-101-disk-0': {local}"),
+                "2025-01-01 10:00:00 ERROR: Problem found while scanning volumes - can't migrate VM - check log",
+                "TASK ERROR: migration aborted",
+            ],
+        );
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("local-lvm:vm-101-disk-0"), "{e}");
+        let clone = "Problem found while scanning volumes - can't migrate 'local-lvm:base-9000-disk-0/vm-102-disk-0' \
+                     as it's a clone of 'base-9000-disk-0' at /usr/share/perl5/PVE/QemuMigrate.pm line 586.";
+        assert_eq!(errors::classify(500, clone), ErrorKind::Invalid);
+        let e = task(
+            "migration aborted",
+            &[&format!("2025-01-01 10:00:00 ERROR: migration aborted (duration 00:00:00): {clone}")],
+        );
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("clone it full"), "says what to do: {e}");
+        // A cause no rule knows: the task ran and ended, so not transient (an
+        // HTTP 5xx of unknown text is, as the answer may be a proxy's).
+        assert_eq!(task("unexpected status", &[]).kind(), ErrorKind::Failed);
     }
 
     #[test]
