@@ -22,3 +22,5 @@ mod host_lxc;
 pub(crate) mod rhai;
 pub mod role;
 pub mod scope;
+#[cfg(test)]
+mod wit_conformance_tests;
