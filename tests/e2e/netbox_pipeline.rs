@@ -904,3 +904,5 @@ fn a_staged_vm_goes_active_through_the_terraform_bpg_backend_created_stopped_wit
     assert!(records.iter().any(|r| r.record_type == "A" && r.value == address), "{records:?}");
     stop(child);
 }
+
+mod clients;

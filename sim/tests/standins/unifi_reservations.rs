@@ -44,7 +44,7 @@ async fn a_fixed_ip_outside_the_clients_network_is_refused_invalid_fixed_ip() {
     assert_eq!((s, b["meta"]["msg"].as_str()), (400, Some("api.err.InvalidFixedIP")));
     // Through group/user (paultyng/go-unifi unifi/user.go:52) the refusal is nested.
     let (s, b) = call(&u, "POST", "group/user", Some(json!({"objects": [{"data": outside}]}))).await;
-    assert_eq!((s, b["meta"]["rc"].as_str()), (200, Some("ok")));
+    assert_eq!((s, b["meta"]["msg"].as_str()), (400, Some("api.err.InvalidFixedIP")));
     assert_eq!(b["data"][0]["meta"], json!({"rc": "error", "msg": "api.err.InvalidFixedIP"}));
     assert!(u.clients().is_empty(), "nothing was stored");
     let inside = json!({"mac": "bc:24:11:00:00:01", "use_fixedip": true, "fixed_ip": "127.77.0.50", "network_id": nid});

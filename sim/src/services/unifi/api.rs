@@ -33,6 +33,7 @@ pub(super) struct Api {
     no_site_status: u16,
     login_limit: Option<LoginLimit>,
     put_returns_empty: bool,
+    create_returns_empty: bool,
     rotate_csrf: bool,
     csrf_announce: CsrfAnnounce,
     login_csrf_header: bool,
@@ -67,6 +68,7 @@ impl Api {
             no_site_status: cfg.no_site_context_status,
             login_limit: cfg.login_limit,
             put_returns_empty: cfg.put_returns_empty,
+            create_returns_empty: cfg.create_returns_empty,
             rotate_csrf: cfg.rotate_csrf,
             csrf_announce: cfg.csrf_announce,
             login_csrf_header: cfg.login_csrf_header,
@@ -217,8 +219,39 @@ impl Api {
         }
     }
 
+    /// `POST group/user {"objects":[{"data":{...}}]}`: each object created or
+    /// refused with its own `meta`. A refused object makes the answer 400
+    /// (`api.err.InvalidFixedIP (400 )` for `POST .../group/user` in a third-party
+    /// Terraform run); the envelope then names the first refusal.
+    fn group_user(&self, req: &Request, site: &str, site_id: &str) -> Response {
+        let Ok(b) = req.json() else { return err(INVALID_PAYLOAD) };
+        let Some(objects) = b.get("objects").and_then(Value::as_array) else { return err(INVALID_PAYLOAD) };
+        let mut st = lock(&self.state);
+        let mut results = Vec::new();
+        let mut refused: Option<ApiErr> = None;
+        for o in objects {
+            let data = o.get("data").cloned().unwrap_or(Value::Null);
+            results.push(match st.create_user(site, &data) {
+                Ok(_) if self.create_returns_empty => json!({"meta": {"rc": "ok"}, "data": []}),
+                Ok(u) => json!({"meta": {"rc": "ok"}, "data": [u.json(site_id, false)]}),
+                Err(e) => {
+                    let nested = json!({"meta": {"rc": "error", "msg": e.msg}, "data": []});
+                    refused.get_or_insert(e);
+                    nested
+                }
+            });
+        }
+        match refused {
+            Some(e) => Response::json(e.status, &json!({"meta": {"rc": "error", "msg": e.msg}, "data": results})),
+            None => ok(results),
+        }
+    }
+
     fn site_api(&self, req: &Request, site: &str, site_id: &str, tail: &[String]) -> Response {
         let tail: Vec<&str> = tail.iter().map(String::as_str).collect();
+        if req.method == "POST" && tail == ["group", "user"] {
+            return self.group_user(req, site, site_id);
+        }
         let mut st = lock(&self.state);
         let result: Result<Vec<Value>, ApiErr> = match (req.method.as_str(), tail.as_slice()) {
             ("GET", ["rest", "networkconf"]) => {
@@ -239,7 +272,8 @@ impl Api {
             ("POST", ["rest", "user"]) => req
                 .json()
                 .map_err(|_| INVALID_PAYLOAD)
-                .and_then(|b| st.create_user(site, &b).map(|u| vec![u.json(site_id, false)])),
+                .and_then(|b| st.create_user(site, &b).map(|u| vec![u.json(site_id, false)]))
+                .map(|made| if self.create_returns_empty { vec![] } else { made }),
             ("PUT", ["rest", "user", id]) => req.json().map_err(|_| INVALID_PAYLOAD).and_then(|b| {
                 let u = st.replace_user(site, id, &b)?;
                 Ok(if self.put_returns_empty { vec![] } else { vec![u.json(site_id, false)] })
@@ -248,18 +282,6 @@ impl Api {
             ("GET", ["stat", "user", mac]) => {
                 st.user_by_mac(site, mac).map(|u| vec![u.json(site_id, true)]).ok_or(UNKNOWN_USER)
             }
-            ("POST", ["group", "user"]) => req.json().map_err(|_| INVALID_PAYLOAD).and_then(|b| {
-                let Some(objects) = b.get("objects").and_then(Value::as_array) else { return Err(INVALID_PAYLOAD) };
-                let mut results = Vec::new();
-                for o in objects {
-                    let data = o.get("data").cloned().unwrap_or(Value::Null);
-                    results.push(match st.create_user(site, &data) {
-                        Ok(u) => json!({"meta": {"rc": "ok"}, "data": [u.json(site_id, false)]}),
-                        Err(e) => json!({"meta": {"rc": "error", "msg": e.msg}, "data": []}),
-                    });
-                }
-                Ok(results)
-            }),
             ("POST", ["cmd", "stamgr"]) => req.json().map_err(|_| INVALID_PAYLOAD).and_then(|b| {
                 let macs: Option<Vec<String>> = b
                     .get("macs")
@@ -284,6 +306,9 @@ impl Api {
 impl Handler for Api {
     fn handle(&self, req: &Request) -> Response {
         let path = req.path.as_str();
+        if path.starts_with("/api/s/") || path.starts_with("/proxy/network/api/") {
+            lock(&self.state).calls.push(format!("{} {path}", req.method));
+        }
         let post = req.method == "POST";
         match self.style {
             UnifiStyle::Classic => match path {

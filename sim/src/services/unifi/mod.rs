@@ -125,6 +125,10 @@ pub struct UnifiConfig {
     /// `PUT rest/user/{id}` answers with an empty `data` array, as some UDM SE
     /// firmware does (default false).
     pub put_returns_empty: bool,
+    /// A create (`POST rest/user`, each object of `POST group/user`) answers ok with
+    /// an empty `data` array (default false): a failure no source describes, to
+    /// show that a client does not take an empty answer for a client.
+    pub create_returns_empty: bool,
     /// UniFi OS: every authenticated answer carries `X-Updated-Csrf-Token` with a new
     /// token, and the old one stops working (default false).
     pub rotate_csrf: bool,
@@ -162,6 +166,7 @@ impl Default for UnifiConfig {
             no_site_context_status: 400,
             login_limit: Some(LoginLimit { max: 20, window: Duration::from_secs(60) }),
             put_returns_empty: false,
+            create_returns_empty: false,
             rotate_csrf: false,
             csrf_announce: CsrfAnnounce::Updated,
             login_csrf_header: true,
@@ -362,6 +367,12 @@ impl Unifi {
         for s in lock(&self.state).sessions.values_mut() {
             s.csrf = crate::model::ids::random_uuid();
         }
+    }
+
+    /// `METHOD path` of every request under the API prefix so far (e.g. `POST
+    /// /proxy/network/api/s/default/group/user`), to tell which calls a client made.
+    pub fn calls(&self) -> Vec<String> {
+        lock(&self.state).calls.clone()
     }
 
     /// How many logins succeeded (sessions made) so far.

@@ -209,6 +209,8 @@ pub(super) struct State {
     pub logins: u64,
     /// Login attempts still to refuse with 429 (a test's lever).
     pub forced_429: u32,
+    /// `METHOD path` of every request under the API prefix, in order.
+    pub calls: Vec<String>,
 }
 
 /// A new Mongo-style object id (24 hex digits).
