@@ -193,3 +193,41 @@ async fn zones_are_created_by_name_or_as_reverse_zones_from_a_cidr() {
     assert_eq!(v["response"]["zone"]["name"], "other.example.com", "{v}");
     assert_eq!(t.records_at("7.100.51.198.in-addr.arpa")[0].value, "a.b.other.example.com");
 }
+
+#[tokio::test]
+async fn overwriting_an_a_record_with_ptr_keeps_the_old_addresses_ptr_which_a_ptr_delete_removes() {
+    // TechnitiumSoftware/DnsServer aa9044d DnsServerCore/WebServiceZonesApi.cs:3817-3853
+    // (AddRecord, A with ptr: SetRecord on the new address's reverse name only) and
+    // :4337-4343 (DeleteRecord, PTR: `ptrName` or `value`, that record only).
+    let (t, dns) = start().await;
+    let tok = t.api_token().expose().to_string();
+    let name = "vm01.lab.example.com";
+    for ip in ["192.0.2.10", "192.0.2.11"] {
+        let form = [
+            ("domain", name),
+            ("type", "A"),
+            ("ipAddress", ip),
+            ("overwrite", "true"),
+            ("ptr", "true"),
+            ("createPtrZone", "true"),
+        ];
+        assert_eq!(dns.post("/api/zones/records/add", &tok, &form).await["status"], "ok");
+    }
+    assert_eq!(t.records_at(name).len(), 1, "one A record");
+    assert_eq!(t.records_at("10.2.0.192.in-addr.arpa")[0].value, name, "the old PTR stays");
+    assert_eq!(t.records_at("11.2.0.192.in-addr.arpa")[0].value, name);
+    let other = [("domain", "10.2.0.192.in-addr.arpa"), ("type", "PTR"), ("ptrName", "someone.else")];
+    let v = dns.post("/api/zones/records/delete", &tok, &other).await;
+    assert_eq!(v["errorMessage"], "Cannot delete record: no such record exists.", "only the PTR named");
+    let mine = [("domain", "10.2.0.192.in-addr.arpa"), ("type", "PTR"), ("ptrName", name)];
+    assert_eq!(dns.post("/api/zones/records/delete", &tok, &mine).await["status"], "ok");
+    assert!(t.records_at("10.2.0.192.in-addr.arpa").is_empty());
+    let v = dns
+        .post(
+            "/api/zones/records/delete",
+            &tok,
+            &[("domain", "9.9.9.10.in-addr.arpa"), ("type", "PTR"), ("ptrName", name)],
+        )
+        .await;
+    assert_eq!(v["errorMessage"], "No such zone was found: 9.9.9.10.in-addr.arpa");
+}

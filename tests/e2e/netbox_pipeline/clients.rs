@@ -11,6 +11,7 @@ use std::path::Path;
 use cradle::project::{RunReport, RunRequest};
 use cradle_sim::services::Listen;
 use cradle_sim::services::semaphore::{self, ProjectRole, Semaphore, SemaphoreConfig, TaskOutcome};
+use cradle_sim::services::technitium::{self, TechnitiumConfig};
 use cradle_sim::services::unifi::{self, Unifi, UnifiConfig};
 use cradle_tests::Harness;
 
@@ -239,4 +240,30 @@ fn a_create_unifi_answers_without_the_client_is_an_error_naming_unifi_not_a_scri
     let h = unifi_harness(dir.path(), &u);
     let e = error(&call(&h, "reserve", vec![MAC.into(), "127.77.0.42".into()]));
     assert!(e.contains("failed: UniFi: reservation of 127.77.0.42 for BC:24:11:00:00:42: the controller answered ok without the client (empty data)"), "{e}");
+}
+
+#[test]
+fn a_changed_address_leaves_one_a_record_and_only_the_new_ptr() {
+    // TechnitiumSoftware/DnsServer aa9044d DnsServerCore/WebServiceZonesApi.cs:3817-3853:
+    // overwrite=true&ptr=true writes the new PTR and leaves the old address's.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let t = rt
+        .block_on(technitium::start(TechnitiumConfig {
+            zones: vec!["lab.example".into()],
+            ..TechnitiumConfig::default()
+        }))
+        .expect("technitium");
+    let dir = tempfile::tempdir().expect("tmp");
+    let token = t.api_token().expose().to_string();
+    let h =
+        harness(dir.path(), &[Endpoint { name: "technitium", url: t.url(), secret: token, auth: "bearer", ca: None }]);
+    let fqdn = "vm01.lab.example";
+    for ip in ["192.0.2.10", "192.0.2.11", "192.0.2.11"] {
+        let r = call(&h, "set_a", vec![fqdn.into(), ip.into()]);
+        assert!(r.result.is_ok(), "{ip}: {:?}", r.result);
+    }
+    let a: Vec<String> = t.records_at(fqdn).into_iter().map(|r| r.value).collect();
+    assert_eq!(a, ["192.0.2.11"]);
+    assert!(t.records_at("10.2.0.192.in-addr.arpa").is_empty(), "the old address's PTR is gone");
+    assert_eq!(t.records_at("11.2.0.192.in-addr.arpa").into_iter().map(|r| r.value).collect::<Vec<_>>(), [fqdn]);
 }
