@@ -351,6 +351,8 @@ pub fn rule_get(sim: &Arc<Sim>, id: &str) -> ApiResult {
 pub fn rule_update(sim: &Arc<Sim>, id: &str, p: &Params) -> ApiResult {
     p.only(&["type", "resources", "nodes", "strict", "disable", "comment", "affinity", "delete", "digest"])?;
     check_rule_id(id)?;
+    // `type` is the schema's type-property: required on update too (pve-docs apidata.js).
+    p.required("type")?;
     check_nodes_format(p.get("nodes"))?;
     let mut st = lock(&sim.state);
     if p.get("digest").is_some()

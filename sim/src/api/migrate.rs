@@ -54,6 +54,9 @@ pub fn migrate_precheck(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> Ap
         "local_disks": local_disks(sim, vm),
         "local_resources": [],
         "mapped-resources": [],
+        // qemu-server e6352be src/PVE/API2/Qemu.pm:5472-5473.
+        "mapped-resource-info": {},
+        "has-dbus-vmstate": 1,
     })))
 }
 

@@ -272,9 +272,17 @@ async fn ha_resources_start_their_guest_and_rules_enforce_pve9_semantics() {
     );
     let rule = api.get("/cluster/ha/rules/r1").await;
     let digest = rule["digest"].as_str().unwrap().to_string();
-    let (s, _) = api.call("PUT", "/cluster/ha/rules/r1", &[("resources", "vm:101,vm:102"), ("digest", &digest)]).await;
+    let (s, _) = api
+        .call(
+            "PUT",
+            "/cluster/ha/rules/r1",
+            &[("type", "node-affinity"), ("resources", "vm:101,vm:102"), ("digest", &digest)],
+        )
+        .await;
     assert_eq!(s, 200);
-    let (s, _) = api.call("PUT", "/cluster/ha/rules/r1", &[("resources", "vm:101"), ("digest", &digest)]).await;
+    let (s, _) = api
+        .call("PUT", "/cluster/ha/rules/r1", &[("type", "node-affinity"), ("resources", "vm:101"), ("digest", &digest)])
+        .await;
     assert_eq!(s, 500, "a stale digest is refused");
     assert_eq!(api.get("/cluster/ha/rules/r1").await["resources"], "vm:101,vm:102");
     let cur = api.get("/nodes/pve1/qemu/101/status/current").await;

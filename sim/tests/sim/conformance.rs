@@ -131,3 +131,28 @@ fn recorded_exchanges_conform_to_the_pve_schema() {
     }
     println!("{files} recordings conform to PVE 9.1's API schema");
 }
+
+/// `type` is the type-property of `PUT /cluster/ha/rules/{rule}` and not optional
+/// (pve-docs e5010dc `api-viewer/apidata.js`; pve-ha-manager b71218f
+/// `src/PVE/API2/HA/Rules.pm` builds the update schema from the rule plugins): found by
+/// the recording check in the simulator's own HA tests, which left it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ha_rule_update_without_its_type_fails_parameter_verification() {
+    let c = common::start(0.0, |cfg| cfg.record_dir = None).await;
+    let api = Api::new(&c);
+    let (s, b) = api.call("PUT", "/cluster/ha/rules/r1", &[("resources", "vm:9000")]).await;
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["errors"]["type"], "property is missing and it is not optional", "{b}");
+}
+
+/// The migrate precheck answers every property its `returns` does not mark optional
+/// (qemu-server e6352be `src/PVE/API2/Qemu.pm`:5471-5473 sets `mapped-resources`,
+/// `mapped-resource-info` and `has-dbus-vmstate` on every answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_migrate_precheck_answer_conforms_to_its_returns() {
+    let c = common::start(0.0, |cfg| cfg.record_dir = None).await;
+    let api = Api::new(&c);
+    let data = api.get("/nodes/pve1/qemu/9000/migrate").await;
+    let found = Schema::pve().check_answer("GET", "/nodes/pve1/qemu/9000/migrate", &data);
+    assert_eq!(found, [], "{data}");
+}

@@ -57,7 +57,7 @@ async fn ha_rule_texts_and_deleting_a_missing_rule_are_pves() {
     let api = Api::new(&c);
     api.run("/nodes/pve1/qemu/9000/clone", &[("newid", "101")]).await;
     api.post("/cluster/ha/resources", &[("sid", "vm:101"), ("state", "stopped")]).await;
-    let (s, b) = api.call("PUT", "/cluster/ha/rules/gone", &[("resources", "vm:101")]).await;
+    let (s, b) = api.call("PUT", "/cluster/ha/rules/gone", &[("type", "node-affinity"), ("resources", "vm:101")]).await;
     assert_eq!((s, b["message"].as_str()), (500, Some("update HA rules failed: HA rule 'gone' does not exist\n")));
     let (s, b) = api.call("DELETE", "/cluster/ha/rules/gone", &[]).await;
     assert_eq!((s, &b["data"]), (200, &serde_json::Value::Null));
