@@ -171,3 +171,48 @@ async fn a_start_with_a_missing_snippet_is_a_failed_task_not_an_error() {
     assert!(!status.ok, "a start without its snippet must fail");
     assert!(status.exitstatus.as_deref().is_some_and(|t| t != "OK" && !t.is_empty()), "{:?}", status.exitstatus);
 }
+
+/// Real PVE refuses a resize or destroy of a locked VM inside the task (qemu-server
+/// e6352be, src/PVE/API2/Qemu.pm:6008 and src/PVE/QemuServer.pm:1848), as the simulator
+/// now does: the client classes the failed task as the HTTP error of that text, a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_or_destroy_of_a_locked_vm_fails_in_its_task_and_is_a_conflict() {
+    let cluster = start(1.0, |cfg| cfg.timings.clone = Duration::from_secs(3600)).await;
+    let pve = pinned(&cluster);
+    pve.clone_vm(&clone_request(210, "e2e-locked-task")).await.expect("clone accepted");
+    for upid in [
+        pve.resize_disk("pve1", 210, "scsi0", "+1G").await.expect("resize answers a task"),
+        pve.destroy("pve1", 210, true).await.expect("destroy answers a task"),
+    ] {
+        let st = pve.wait_task("pve1", &upid, TASK_TIMEOUT).await.expect("polled");
+        let exit = st.exitstatus.expect("stopped");
+        assert_eq!((st.ok, exit.as_str()), (false, "VM is locked (clone)"));
+        let e = pve.task_failure("pve1", &upid, &exit).await;
+        assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+        assert!(e.to_string().contains("wait for it (list-tasks)"), "{e}");
+    }
+}
+
+/// A linked clone on local storage cannot migrate (qemu-server e6352be,
+/// src/PVE/QemuMigrate.pm:586): the task ends `migration aborted` and says why only in
+/// its log; the client reads it and classes the refusal invalid, naming the volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linked_clone_that_cannot_migrate_is_invalid_naming_its_volume_and_what_to_do() {
+    let cluster = start(0.0, |_| {}).await;
+    let pve = pinned(&cluster);
+    let linked = CloneRequest { full: false, storage: None, ..clone_request(211, "e2e-linked") };
+    let upid = pve.clone_vm(&linked).await.expect("clone");
+    assert!(pve.wait_task("pve1", &upid, TASK_TIMEOUT).await.expect("clone polled").ok);
+    let upid = pve.migrate("pve1", 211, "pve2", false, false).await.expect("migrate answers a task");
+    let st = pve.wait_task("pve1", &upid, TASK_TIMEOUT).await.expect("polled");
+    let exit = st.exitstatus.expect("stopped");
+    assert_eq!(exit, "migration aborted");
+    let e = pve.task_failure("pve1", &upid, &exit).await;
+    assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("'local-lvm:base-9000-disk-0/vm-211-disk-0' as it's a clone of 'base-9000-disk-0'"),
+        "{text}"
+    );
+    assert!(text.contains("clone it full"), "{text}");
+}

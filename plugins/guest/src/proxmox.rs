@@ -19,15 +19,18 @@ use crate::types::{VmSpec, VmState};
 pub const TASK_TIMEOUT_MS: u64 = 15 * 60 * 1000;
 
 /// Wait for `upid` on `node` for up to `timeout_ms`. A task that stops with
-/// an error is `failed` naming `what` and the task; one still running at the
-/// timeout is `transient` (it may still finish: re-read before acting).
+/// an error is the error its cause stands for (the host's `task-failure`: a
+/// locked VM is `conflict`, a linked clone that cannot migrate `invalid`,
+/// anything unknown `failed`), naming `what` and the task; one still running
+/// at the timeout is `transient` (it may still finish: re-read before acting).
 pub fn wait(node: &str, upid: &str, what: &str, timeout_ms: u64) -> Result<()> {
     let status = wait_task(node, upid, timeout_ms)?;
     if status.ok {
         return Ok(());
     }
     match status.exitstatus {
-        Some(exit) => Err(Error::Failed(format!("{what}: task {upid} failed: {exit}"))),
+        // Classed by the host as an HTTP error of the same cause would be.
+        Some(exit) => Err(task_failure(node, upid, &exit).context(what)),
         None => Err(Error::Transient(format!(
             "{what}: task {upid} still running after {} s; check `Tasks` on node {node}",
             timeout_ms / 1000

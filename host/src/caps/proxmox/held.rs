@@ -31,8 +31,9 @@ use crate::contract::bindings::cradle::host::types::Entry;
 pub const HELD_FOR: Duration = Duration::from_secs(10);
 
 /// `proxmox` functions that only read and change nothing, held or not.
-const READS: [&str; 16] = [
+const READS: [&str; 17] = [
     "list-vms",
+    "task-failure",
     "get-container-config",
     "container-status",
     "task-log",

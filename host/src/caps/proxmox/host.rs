@@ -252,6 +252,17 @@ impl Host for CapCtx {
         self.pve("wait-task", call, |c| async move { c.wait_task(node, upid, timeout).await })
     }
 
+    fn task_failure(&mut self, node: String, upid: String, exitstatus: String) -> WitError {
+        let (node, upid, exit) = (node.as_str(), upid.as_str(), exitstatus.as_str());
+        let call = ProxmoxCall { node: Some(node), ..Default::default() };
+        // The classification itself cannot fail; a refused or failed log read
+        // is the call's error.
+        match self.pve("task-failure", call, |c| async move { Ok(c.task_failure(node, upid, exit).await) }) {
+            Ok(failure) => crate::contract::CapError::from(failure).into(),
+            Err(e) => e,
+        }
+    }
+
     fn list_tasks(
         &mut self,
         node: String,

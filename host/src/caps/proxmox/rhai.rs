@@ -281,6 +281,20 @@ pub fn module() -> Module {
             Ok(upid.into())
         },
     );
+    // `task_failure(node, upid, exitstatus)`: the error a failed task stands for, as
+    // `#{kind, message}` (the host's `task-failure`: classed as an HTTP error of the
+    // same cause), for a step to throw with its own words in front.
+    FuncRegistration::new("task_failure").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, node: ImmutableString, upid: ImmutableString, exit: ImmutableString| -> Res<Dynamic> {
+            let e = Host::task_failure(&mut caps(&ctx)?, node.to_string(), upid.to_string(), exit.to_string());
+            let e = crate::contract::CapError::from_wit(e);
+            let mut map = rhai::Map::new();
+            map.insert("kind".into(), e.kind.as_str().into());
+            map.insert("message".into(), e.message.into());
+            Ok(map.into())
+        },
+    );
     // The lines a task printed (a container's create prints its SSH host key fingerprints).
     FuncRegistration::new("task_log").set_into_module(
         &mut m,
