@@ -356,10 +356,12 @@ impl Api {
             }
             (_, ["tasks", tid, tail @ ..]) => self.task_api(req, project_id, tid, tail),
             ("GET" | "HEAD", ["templates"]) => json_resp(200, &Value::Array(templates)),
-            ("GET" | "HEAD", ["templates", tid]) => match templates.into_iter().find(|t| t["id"].to_string() == *tid) {
-                Some(t) => json_resp(200, &t),
-                None => Response::empty(404),
-            },
+            ("GET" | "HEAD", ["templates", tid]) => {
+                match templates.into_iter().find(|t| tid.parse::<u64>().ok() == t["id"].as_u64()) {
+                    Some(t) => json_resp(200, &t),
+                    None => Response::empty(404),
+                }
+            }
             _ => Response::empty(404),
         }
     }
