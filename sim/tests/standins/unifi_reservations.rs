@@ -6,7 +6,7 @@
 //! `unifi/user.go:12-29` (`GetUserByMAC`: `stat/user/{mac}`) and `:31-72`
 //! (`CreateUser`: `group/user`, nested `meta`); `jamesbraid/go-unifi`
 //! 6b108c1029f0be46213555fd30bba47c31a44be2
-//! `unifi/behavior_probe_batch1_integration_test.go:17-21` (a fixed IP outside the
+//! `unifi/behavior_probe_batch1_integration_test.go:17-22` (a fixed IP outside the
 //! client's LAN is refused `api.err.InvalidFixedIP`, measured on a controller).
 
 use cradle_sim::services::unifi::{self, UnifiConfig};
@@ -35,7 +35,7 @@ fn config() -> UnifiConfig {
 
 #[tokio::test]
 async fn a_fixed_ip_outside_the_clients_network_is_refused_invalid_fixed_ip() {
-    // jamesbraid/go-unifi 6b108c1 unifi/behavior_probe_batch1_integration_test.go:17-21:
+    // jamesbraid/go-unifi 6b108c1 unifi/behavior_probe_batch1_integration_test.go:17-22:
     // "A fixed_ip outside the client's LAN is refused as api.err.InvalidFixedIP".
     let u = unifi::start(config()).await.unwrap();
     let nid = u.networks()[0].id.clone();

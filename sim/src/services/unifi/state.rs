@@ -36,7 +36,7 @@ pub(super) const ID_INVALID: ApiErr = ApiErr::new(400, "api.err.IdInvalid");
 pub(super) const UNKNOWN_USER: ApiErr = ApiErr::new(400, "api.err.UnknownUser");
 /// `use_fixedip` without a `fixed_ip`, or one outside the client's network
 /// (measured by `jamesbraid/go-unifi` 6b108c1
-/// `unifi/behavior_probe_batch1_integration_test.go:17-21`).
+/// `unifi/behavior_probe_batch1_integration_test.go:17-22`).
 pub(super) const INVALID_FIXED_IP: ApiErr = ApiErr::new(400, "api.err.InvalidFixedIP");
 
 /// A site.
@@ -449,7 +449,7 @@ mod tests {
         ] {
             assert_eq!(st.create_user("default", &bad).unwrap_err(), INVALID_PAYLOAD, "{bad}");
         }
-        // jamesbraid/go-unifi 6b108c1 unifi/behavior_probe_batch1_integration_test.go:17-21
+        // jamesbraid/go-unifi 6b108c1 unifi/behavior_probe_batch1_integration_test.go:17-22
         // and the use_fixedip sweep: no fixed_ip, or one outside the client's LAN.
         for bad in [
             json!({"mac": "bc:24:11:00:00:02", "use_fixedip": true, "network_id": nid}),
