@@ -97,7 +97,8 @@ pub struct ServeArgs {
     #[arg(long = "technitium-zone", value_name = "ZONE", default_value = "lab.example.com", requires = "technitium")]
     pub technitium_zones: Vec<String>,
     /// Also serve a Semaphore UI stand-in on ADDR (plain HTTP; project 1, template 1
-    /// `configure-vm`; its tasks run on --time-scale).
+    /// `configure-vm`, and template 2 `configure-vm-no-env` without an Environment;
+    /// its tasks run on --time-scale).
     #[arg(long, value_name = "ADDR")]
     pub semaphore: Option<SocketAddr>,
     /// Where the stand-ins' credentials are written (0600 files; default
