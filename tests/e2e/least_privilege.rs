@@ -48,7 +48,7 @@ fn fails_naming(subnet: u8, privilege: &'static str, step: &str, path: &str) {
     let r = provision_without(subnet, privilege);
     let e = r.error.clone().unwrap_or_else(|| panic!("the provision without {privilege} succeeded: {r:?}"));
     assert!(e.contains(&format!("in step '{step}'")), "{privilege}: {e}");
-    assert!(e.contains(&format!("denied: Proxmox API")), "a 403 is a Proxmox denial: {e}");
+    assert!(e.contains("denied: Proxmox API"), "a 403 is a Proxmox denial: {e}");
     assert!(e.contains(&format!("Permission check failed ({path}, {privilege})")), "{e}");
     assert!(e.contains(&format!("lacks {privilege} on {path}")), "{e}");
     assert!(e.contains("an operator problem on the PVE side, not a cradle grant"), "{e}");
