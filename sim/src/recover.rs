@@ -25,7 +25,9 @@
 //! - `qmstop`, `qmshutdown`: the VM is stopped; OK.
 //! - `qmdestroy`: the VM is gone (with `purge`, its HA resource too); OK.
 //! - `qmreboot`: the VM is stopped (its pending changes apply at the start); OK;
-//!   then PVE's own start follows as a new `qmstart` task, as after every reboot.
+//!   then PVE's own start follows as a new `qmstart` task, as after every reboot,
+//!   under the configured API token (`AccessConfig::api_token`), as the simulator's
+//!   reboot starts it while it runs (docs/SIMULATOR.md: real PVE's is `root@pam`'s).
 //! - `qmstart` and that follow-up start are returned, still running:
 //!   [`start_interrupted`] (from `Cluster::start`, once guests can run)
 //!   cold-starts each VM and ends its task with the start's result (a VM that is
@@ -42,7 +44,7 @@
 use std::sync::Arc;
 
 use crate::model::{ClusterState, Power, Task};
-use crate::sim::{Sim, TOKEN_USER, lock};
+use crate::sim::{Sim, lock};
 
 /// The log line of a task ended at load.
 const NOTE: &str = "the simulator stopped while this task ran; finished when it loaded its state again";
@@ -68,8 +70,9 @@ fn held_lock(kind: &str) -> Option<&'static str> {
 }
 
 /// Ends the running tasks of a loaded state (see the module docs); returns the
-/// starts still to run.
-pub fn finish_interrupted(st: &mut ClusterState) -> Vec<PendingStart> {
+/// starts still to run. `token` (`USER@REALM!TOKENID`) is the simulator's API
+/// token: the follow-up start of a reboot is made under it.
+pub fn finish_interrupted(st: &mut ClusterState, token: &str) -> Vec<PendingStart> {
     let running: Vec<Task> = st.tasks.iter().filter(|t| t.running()).cloned().collect();
     let mut starts = Vec::new();
     for task in running {
@@ -113,7 +116,7 @@ pub fn finish_interrupted(st: &mut ClusterState) -> Vec<PendingStart> {
                     vm.set_stopped();
                     let node = vm.node.clone();
                     let pid = st.pid();
-                    let start = Task::new(&node, pid, "qmstart", &vmid.to_string(), TOKEN_USER, Some(vmid));
+                    let start = Task::new(&node, pid, "qmstart", &vmid.to_string(), token, Some(vmid));
                     starts.push(PendingStart { upid: start.upid.clone(), vmid });
                     end(st, &task.upid, Ok(()));
                     st.tasks.push(start);
@@ -181,6 +184,9 @@ mod tests {
     use super::*;
     use crate::model::Vm;
 
+    /// The least-privilege token of `privileges = "cradle"` (not root's).
+    const TOKEN: &str = "cradle@pve!cradle";
+
     fn state_with(vmid: u32, lock_value: Option<&str>, power: Power) -> ClusterState {
         let mut st = ClusterState::default();
         let mut config = BTreeMap::from([("name".to_string(), "vm-1".to_string())]);
@@ -195,7 +201,7 @@ mod tests {
 
     fn task(st: &mut ClusterState, kind: &str, vmid: u32) -> String {
         let pid = st.pid();
-        let t = Task::new("pve1", pid, kind, &vmid.to_string(), TOKEN_USER, Some(vmid));
+        let t = Task::new("pve1", pid, kind, &vmid.to_string(), TOKEN, Some(vmid));
         let upid = t.upid.clone();
         st.tasks.push(t);
         upid
@@ -210,7 +216,7 @@ mod tests {
         let mut st = state_with(302, Some("migrate"), Power::Stopped);
         let upid = task(&mut st, "qmigrate", 302);
         st.task_mut(&upid).expect("task").args.insert("target".into(), "pve2".into());
-        assert!(finish_interrupted(&mut st).is_empty());
+        assert!(finish_interrupted(&mut st, TOKEN).is_empty());
         let vm = &st.vms[&302];
         assert_eq!((vm.node.as_str(), vm.lock()), ("pve2", None));
         assert_eq!(status(&st, &upid).as_deref(), Some("OK"));
@@ -225,7 +231,7 @@ mod tests {
         let vm = other.vms.remove(&305).expect("vm");
         st.vms.insert(305, vm);
         let busy = task(&mut st, "qmclone", 305);
-        finish_interrupted(&mut st);
+        finish_interrupted(&mut st, TOKEN);
         assert_eq!(st.vms[&301].lock(), None);
         assert_eq!(status(&st, &upid).as_deref(), Some("OK"));
         assert_eq!(st.vms[&305].lock(), Some("backup"), "a lock the task did not take stays");
@@ -237,7 +243,7 @@ mod tests {
         let mut st = state_with(303, None, Power::Running);
         let reboot = task(&mut st, "qmreboot", 303);
         let start = task(&mut st, "qmstart", 304);
-        let starts = finish_interrupted(&mut st);
+        let starts = finish_interrupted(&mut st, TOKEN);
         assert_eq!(status(&st, &reboot).as_deref(), Some("OK"));
         assert_eq!(st.vms[&303].power, Power::Stopped);
         assert_eq!(starts.len(), 2, "{starts:?}");
@@ -247,11 +253,23 @@ mod tests {
         assert!(st.task(&start).expect("start").running(), "a start ends once it has run");
     }
 
+    /// The follow-up start is the configured token's, as the reboot's own and every
+    /// other task the simulator makes (`Sim::new_task`), not root's hard-coded token.
+    #[test]
+    fn the_follow_up_start_of_an_interrupted_reboot_is_the_configured_tokens_task() {
+        let mut st = state_with(308, None, Power::Running);
+        task(&mut st, "qmreboot", 308);
+        let starts = finish_interrupted(&mut st, TOKEN);
+        let start = st.task(&starts[0].upid).expect("the follow-up start");
+        assert_eq!(start.user, TOKEN);
+        assert!(start.upid.ends_with(":qmstart:308:cradle@pve!cradle:"), "{}", start.upid);
+    }
+
     #[test]
     fn an_interrupted_create_fails_and_its_config_is_removed() {
         let mut st = state_with(306, Some("create"), Power::Stopped);
         let upid = task(&mut st, "qmcreate", 306);
-        finish_interrupted(&mut st);
+        finish_interrupted(&mut st, TOKEN);
         assert!(!st.vms.contains_key(&306));
         assert!(status(&st, &upid).is_some_and(|s| s.starts_with("unable to create VM 306 - interrupted")));
     }
@@ -259,7 +277,7 @@ mod tests {
     #[test]
     fn a_lock_no_task_holds_is_left_for_qm_unlock() {
         let mut st = state_with(307, Some("migrate"), Power::Stopped);
-        assert!(finish_interrupted(&mut st).is_empty());
+        assert!(finish_interrupted(&mut st, TOKEN).is_empty());
         assert_eq!(st.vms[&307].lock(), Some("migrate"));
     }
 }

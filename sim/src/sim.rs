@@ -21,9 +21,6 @@ use crate::fsutil;
 use crate::guest::GuestRuntime;
 use crate::model::{ClusterState, Task};
 
-/// The API token user and id (`root@pam!cradle`).
-pub const TOKEN_USER: &str = "root@pam!cradle";
-
 /// The shared core of one simulated cluster.
 pub struct Sim {
     /// Configuration.
@@ -125,7 +122,7 @@ impl Sim {
         };
         // Workers of a previous process are gone, but PVE's would have run
         // on: end them as PVE would have (`recover`).
-        let interrupted_starts = crate::recover::finish_interrupted(&mut state);
+        let interrupted_starts = crate::recover::finish_interrupted(&mut state, &cfg.access.api_token);
         let fresh = state.vms.is_empty() && state.tasks.is_empty();
         let (tx, _) = watch::channel(false);
         let recorder = match &cfg.record_dir {
