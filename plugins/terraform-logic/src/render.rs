@@ -45,7 +45,9 @@ pub struct VmInput {
     pub disks: Vec<DiskInput>,
     /// NICs in slot order.
     pub nics: Vec<NicInput>,
-    /// Tags.
+    /// Tags, in the form PVE stores them (lowercased, de-duplicated, sorted:
+    /// the caller normalises them with `cradle_guest::config::pve_tags`), so
+    /// what the provider reads back equals what was rendered.
     pub tags: Vec<String>,
     /// The cloud-init snippets; `None` before they are uploaded (a plan made
     /// then is only a check: the references are ignored after creation).

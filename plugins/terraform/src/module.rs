@@ -14,6 +14,7 @@ use cradle_terraform_logic::ownership::{self, Owner, Ownership};
 use cradle_terraform_logic::render::{self, DiskInput, NicInput, SnippetRefs, VmInput};
 
 use cradle_guest::Error;
+use cradle_guest::config::pve_tags;
 use cradle_guest::proxmox::{VmResource, template_in};
 use cradle_guest::terraform::{self, Flavour as WitFlavour, ModuleFile};
 use cradle_guest::types::{Snippets, VmSpec};
@@ -50,7 +51,10 @@ pub fn input(vm: &VmSpec, vms: &[VmResource], snippets: Option<&Snippets>) -> Re
             .iter()
             .map(|n| NicInput { slot: n.slot.clone(), bridge: n.bridge.clone(), vlan: n.vlan })
             .collect(),
-        tags: vm.tags.clone(),
+        // In the form PVE stores them (lowercased, de-duplicated, sorted): the
+        // provider reads back what PVE stored, and any other form would show
+        // as an update in every later plan.
+        tags: pve_tags(&vm.tags.join(";")),
         snippets: snippets.map(|s| SnippetRefs {
             user: s.user.clone(),
             network: s.network.clone(),
@@ -121,4 +125,55 @@ pub fn apply(vm: &VmSpec, plan: &Approved) -> Result<(), Error> {
     };
     let discarded = terraform::discard_plan(&vm.name, &plan.id);
     applied.and(discarded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> VmResource {
+        VmResource {
+            vmid: 9000,
+            name: Some("debian-12".into()),
+            node: "pve1".into(),
+            status: "stopped".into(),
+            template: true,
+            lock: None,
+            hastate: None,
+            tags: None,
+        }
+    }
+
+    fn spec(tags: &[&str]) -> VmSpec {
+        VmSpec {
+            name: "test-0".into(),
+            vmid: 150,
+            node: "pve1".into(),
+            template: "debian-12".into(),
+            storage: "local-lvm".into(),
+            cores: 2,
+            memory_mib: 2048,
+            disk_gib: None,
+            disks: vec![],
+            nics: vec![],
+            startup_order: None,
+            tags: tags.iter().map(|t| (*t).to_string()).collect(),
+            environment: "test".into(),
+            allow_replacement: false,
+        }
+    }
+
+    /// PVE stores tags lowercased, de-duplicated and sorted (pve-guest-common
+    /// 4a8f6cb, src/PVE/GuestHelpers.pm `get_unique_tags`); rendered any other
+    /// way, the provider's refresh reads back something else and every plan
+    /// after the first shows an update of `tags`.
+    #[test]
+    fn tags_are_rendered_as_pve_stores_them_so_a_later_plan_has_no_diff() {
+        let input = input(&spec(&["web", "Cradle", "WEB", "env-test"]), &[template()], None).expect("input");
+        assert_eq!(input.tags, ["cradle", "env-test", "web"]);
+        let telmate = render::render(Flavour::Telmate, &input);
+        assert!(telmate.contains("\"tags\": \"cradle;env-test;web\""), "telmate: one ;-separated string: {telmate}");
+        let bpg: String = render::render(Flavour::Bpg, &input).split_whitespace().collect();
+        assert!(bpg.contains("\"tags\":[\"cradle\",\"env-test\",\"web\"]"), "bpg: a list: {bpg}");
+    }
 }
