@@ -20,7 +20,8 @@
 //! Contract: [`finish_interrupted`] (called by `Sim::new` on a loaded state) ends
 //! every task still `running`, in the order they started, as its worker would
 //! have ended it, and says so in the task's log:
-//! - `qmclone`: the clone completes: `lock: clone` removed from the new VM; OK.
+//! - `qmclone`: the clone completes: the new VM gets the config its worker would
+//!   have written last (`crate::api::clone::finish_at_load`), without `lock: clone`; OK.
 //! - `qmigrate`: the VM lives on the task's target node, `lock: migrate` removed; OK.
 //! - `qmstop`, `qmshutdown`: the VM is stopped; OK.
 //! - `qmdestroy`: the VM is gone (with `purge`, its HA resource too); OK.
@@ -84,8 +85,12 @@ pub fn finish_interrupted(st: &mut ClusterState, token: &str) -> Vec<PendingStar
             "qmclone" | "qmigrate" => {
                 let target = task.args.get("target").cloned();
                 match st.vms.get_mut(&vmid) {
+                    Some(vm) if task.kind == "qmclone" => {
+                        crate::api::clone::finish_at_load(vm, &task);
+                        Ok(())
+                    }
                     Some(vm) => {
-                        if let Some(target) = target.filter(|_| task.kind == "qmigrate") {
+                        if let Some(target) = target {
                             vm.node = target;
                         }
                         unlock(vm, &task.kind);

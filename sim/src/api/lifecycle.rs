@@ -1,9 +1,8 @@
-//! Long-running VM operations as tasks: clone, start/stop/shutdown/reboot/reset and
-//! destroy (migrate and resize live in `migrate.rs`).
+//! Long-running VM operations as tasks: start/stop/shutdown/reboot/reset and
+//! destroy (clone lives in `clone.rs`, migrate and resize in `migrate.rs`).
 //!
-//! Contract: each returns a UPID at once and completes after its scaled duration. A
-//! clone's config exists immediately with `lock: clone` (cleared when the task ends; a
-//! failed clone removes the VM, as PVE does). Start reads the `cicustom` snippets on the
+//! Contract: each returns a UPID at once and completes after its scaled duration.
+//! Start reads the `cicustom` snippets on the
 //! node the VM is on when the worker runs, applies pending changes and boots the guest;
 //! a missing or oversize snippet fails the task. `qmreboot` ends once the VM stopped and
 //! the VM starts again afterwards. Lock checks of power operations and of destroy happen
@@ -16,159 +15,15 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+pub use super::clone::clone;
 use super::qemu::{check_lock, vm_on};
 use super::{ApiError, ApiResult, Params, Reply};
 use crate::faults::FaultKind;
-use crate::model::{Power, Vm, ids, props};
+use crate::model::{Power, ids};
 use crate::sim::{Sim, lock};
 
 fn upid_reply(upid: String) -> ApiResult {
     Ok(Reply::data(json!(upid)))
-}
-
-fn new_volume(vol: &str, newid: u32, linked: bool, storage: Option<&str>) -> String {
-    let (store, volname) = vol.split_once(':').unwrap_or(("local-lvm", vol));
-    let store = storage.unwrap_or(store);
-    if volname.contains("cloudinit") {
-        return format!("{store}:vm-{newid}-cloudinit");
-    }
-    let idx = volname.rsplit("-disk-").next().filter(|s| s.chars().all(|c| c.is_ascii_digit())).unwrap_or("0");
-    if linked {
-        let base = volname.rsplit('/').next_back().unwrap_or(volname);
-        format!("{store}:{base}/vm-{newid}-disk-{idx}")
-    } else {
-        format!("{store}:vm-{newid}-disk-{idx}")
-    }
-}
-
-fn uses_local_storage(sim: &Sim, vm: &Vm) -> bool {
-    vm.config.iter().filter(|(k, _)| props::is_drive_key(k)).any(|(_, v)| {
-        let store = v.split(':').next().unwrap_or("");
-        sim.cfg.storages.iter().any(|s| s.id == store && !s.shared)
-    })
-}
-
-pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
-    p.only(&["newid", "name", "description", "pool", "full", "storage", "format", "target", "snapname", "bwlimit"])?;
-    let newid = super::params::vmid("newid", p.required("newid")?)?;
-    if let Some(n) = p.get("name") {
-        props::normalize("name", n, &mut String::new).map_err(|e| ApiError::param("name", e))?;
-    }
-    // The checks of qemu-server e6352be, src/PVE/API2/Qemu.pm:4442-4503
-    // (`$load_and_check`), in its order: the target node (pve-cluster's
-    // `check_node_exists`, a plain die), the source's lock (templates too), `storage`
-    // and `format` only for full clones, local disks, a config of `newid` on this node.
-    let target = p.get("target").unwrap_or(node).to_string();
-    if !sim.has_node(&target) {
-        return Err(ApiError::die(format!("no such cluster node '{target}'")));
-    }
-    let mut st = lock(&sim.state);
-    let src = vm_on(&st, node, vmid)?.clone();
-    check_lock(&src).map_err(ApiError::die)?;
-    let full = p.bool("full", !src.is_template())?;
-    for opt in ["storage", "format"] {
-        if !full && p.get(opt).is_some() {
-            return Err(ApiError::die(format!("parameter '{opt}' not allowed for linked clones")));
-        }
-    }
-    if !full && !src.is_template() {
-        return Err(ApiError::die("Linked clone feature is not supported for a VM that is not a template"));
-    }
-    if target != node && uses_local_storage(sim, &src) {
-        return Err(ApiError::die(format!("can't clone VM to node '{target}' (VM uses local storage)")));
-    }
-    if st.vms.get(&newid).is_some_and(|v| v.node == node && !v.is_ct()) {
-        return Err(ApiError::die(format!("unable to create VM {newid}: config file already exists")));
-    }
-    if st.vms.contains_key(&newid) {
-        // Only this node's `qemu-server/<newid>.conf` is checked before the worker;
-        // inside it, pmxcfs refuses the config of a VMID that exists elsewhere
-        // (pve-cluster 7091d92, src/pmxcfs/memdb.c:1099-1101, EEXIST) and
-        // `file_set_contents` dies (pve-common f665029, src/PVE/File.pm, rename).
-        let upid = sim.new_task(&mut st, node, "qmclone", &vmid.to_string(), None);
-        Sim::task_log(&mut st, &upid, format!("creating a clone of VM {vmid} with ID {newid}"));
-        Sim::finish_task_in(
-            &mut st,
-            &upid,
-            Err(format!(
-                "close (rename) atomic file '/etc/pve/nodes/{node}/qemu-server/{newid}.conf' failed: File exists"
-            )),
-        );
-        sim.changed();
-        return upid_reply(upid);
-    }
-    let seed = sim.cfg.seed;
-    let mut config = src.config.clone();
-    config.remove("template");
-    config.retain(|k, _| !k.starts_with("unused"));
-    let mut log = Vec::new();
-    for (k, v) in config.iter_mut() {
-        if k.starts_with("net") && props::is_config_key(k) && k.as_str() != "nameserver" {
-            st.id_counter += 1;
-            let mac = ids::mac(seed ^ u64::from(newid), st.id_counter);
-            let parts: Vec<String> = v
-                .split(',')
-                .map(|part| match part.split_once('=') {
-                    Some((m, _)) if props::NIC_MODELS.contains(&m) => format!("{m}={mac}"),
-                    _ => part.to_string(),
-                })
-                .collect();
-            *v = parts.join(",");
-        } else if props::is_drive_key(k) {
-            let mut parts = v.splitn(2, ',');
-            let vol = parts.next().unwrap_or("");
-            let rest = parts.next().map(|r| format!(",{r}")).unwrap_or_default();
-            let nv = new_volume(vol, newid, !full, p.get("storage"));
-            if !vol.contains("cloudinit") {
-                log.push(if full {
-                    format!("create full clone of drive {k} ({vol})")
-                } else {
-                    format!("create linked clone of drive {k} ({vol})")
-                });
-            }
-            *v = format!("{nv}{rest}");
-        }
-    }
-    st.id_counter += 2;
-    config.insert("smbios1".into(), format!("uuid={}", ids::uuid(seed, st.id_counter)));
-    config.insert("vmgenid".into(), ids::uuid(seed, st.id_counter + 1));
-    config.insert(
-        "name".into(),
-        p.get("name").map(str::to_string).unwrap_or_else(|| format!("Copy-of-VM-{}", src.name())),
-    );
-    if let Some(d) = p.get("description") {
-        config.insert("description".into(), d.to_string());
-    }
-    config.insert("lock".into(), "clone".into());
-    let vm = Vm::stopped(newid, target.clone(), config);
-    st.vms.insert(newid, vm);
-    let upid = sim.new_task(&mut st, node, "qmclone", &vmid.to_string(), Some(newid));
-    for l in log {
-        Sim::task_log(&mut st, &upid, l);
-    }
-    sim.changed();
-    drop(st);
-    // Drawn now, not at completion, so the decision follows request order.
-    let fail = sim.faults.fire(FaultKind::CloneFail);
-    let u = upid.clone();
-    sim.after(sim.scaled(sim.cfg.timings.clone), move |sim| {
-        let mut st = lock(&sim.state);
-        if fail {
-            st.vms.remove(&newid);
-            Sim::finish_task_in(&mut st, &u, Err(format!(
-                "clone failed: lvcreate 'pve/vm-{newid}-disk-0' error:   Volume group \"pve\" has insufficient free space (1023 extents): 1024 required."
-            )));
-        } else {
-            if let Some(vm) = st.vms.get_mut(&newid)
-                && vm.lock() == Some("clone")
-            {
-                vm.config.remove("lock");
-            }
-            Sim::finish_task_in(&mut st, &u, Ok(()));
-        }
-        sim.changed();
-    });
-    upid_reply(upid)
 }
 
 /// Cold-start a VM now (inside a worker): snippets, pending, boot. Error = task error.

@@ -12,6 +12,7 @@
 
 mod agent;
 mod cdrom;
+pub(crate) mod clone;
 mod cluster;
 mod create;
 mod ha;

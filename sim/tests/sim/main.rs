@@ -14,6 +14,7 @@ mod lxc;
 mod node_disk;
 mod openssh;
 mod proxmoxer;
+mod pve_clone;
 mod pve_tasks;
 mod pve_texts;
 mod pve_workers;
