@@ -7,7 +7,9 @@
 //! `checksum-algorithm`, `checksum` (in any order here; PVE expects that one); the file
 //! part must be named `filename` and its `filename="..."` is the file name. Then
 //! Status.pm's checks run in its order (see [`super::upload_task::validate`]) and an
-//! `imgcopy` task (empty id) checks and copies the file. Every failure removes the temp
+//! `imgcopy` task (empty id) checks and copies the file. The token's permission
+//! (Datastore.AllocateTemplate on the storage) is checked once the body is in, as
+//! PVE's REST handler runs after the transfer: a 403 then. Every failure removes the temp
 //! file. Failure modes: a non-multipart body is 500 `upload 'Content-Type '<ct>' not
 //! implemented`; `tmpfilename` in the query is 500; a full disk is 500 `write to
 //! temporary file failed - No space left on device`; a body that ends early is 500
@@ -142,6 +144,22 @@ pub async fn handle(
     }
     crate::nodefs::invalidate(sim, node);
     form.tmpfilename = abs;
+    // The API server authenticates, receives the whole upload, and only then its REST
+    // handler checks the permissions (pve-http-server
+    // 5c9e4ea773364bdb7ae0e2faec5750fe58129a47 `src/PVE/APIServer/AnyEvent.pm`
+    // l. 1361 `handle_api2_request` once the transfer finished, l. 982 `rest_handler`):
+    // a token without Datastore.AllocateTemplate gets its 403 after the body.
+    let segs = ["nodes", node, "storage", storage, "upload"].map(String::from);
+    let denied = crate::acl::endpoints::check_request(
+        &sim.cfg.access,
+        &crate::sim::lock(&sim.state),
+        "POST",
+        &segs,
+        &super::Params::default(),
+    );
+    if let Err(d) = denied {
+        return Ok(Err(ApiError::status(403, d.to_string())));
+    }
     let checked = match validate(sim, storage, &form) {
         Ok(c) => c,
         Err(e) => return Ok(Err(e)),

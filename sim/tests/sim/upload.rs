@@ -200,3 +200,22 @@ async fn a_client_that_drops_mid_body_leaves_no_temp_file_and_no_volume() {
     assert!(temp_files(&c).is_empty(), "{:?}", temp_files(&c));
     assert!(!c.node_path("pve1", "/var/lib/vz/import/cut.qcow2").exists());
 }
+
+/// pve-storage 0c56bad8b2a7d69e5ce2c243651fe830d6caa936 `src/PVE/API2/Storage/Status.pm`
+/// l. 523-524: the upload needs Datastore.AllocateTemplate on the storage; PVE's API
+/// server checks it once the whole body is in (pve-http-server
+/// 5c9e4ea773364bdb7ae0e2faec5750fe58129a47 `src/PVE/APIServer/AnyEvent.pm` l. 1361,
+/// 982): a token without it gets the 403 naming it, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_without_datastore_allocatetemplate_is_403_naming_it_and_leaves_nothing() {
+    let privs = ["Datastore.AllocateSpace", "Datastore.Audit", "VM.Audit"];
+    let c =
+        start(0.0, |cfg| cfg.access = cradle_sim::acl::AccessConfig::single_role("cradle@pve", "Cradle", &privs)).await;
+    let api = Api::new(&c);
+    let (s, b) =
+        upload(&api, "local", &[("content", "import")], "filename", "haos.qcow2", qcow2(1 << 30, 1 << 20)).await;
+    assert_eq!(s, 403, "{b}");
+    assert_eq!(b["message"], "Permission check failed (/storage/local, Datastore.AllocateTemplate)\n", "{b}");
+    assert!(temp_files(&c).is_empty(), "{:?}", temp_files(&c));
+    assert!(std::fs::read_dir(c.node_path("pve1", "/var/lib/vz/import")).map(|d| d.count()).unwrap_or(0) == 0);
+}
