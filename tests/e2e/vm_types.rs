@@ -26,7 +26,7 @@ struct Example {
 
 /// A qcow2 header (magic, version 3, virtual size at offset 24) followed by
 /// filler up to `len` bytes: what the simulator reads an image's virtual size from.
-fn qcow2(len: usize, virtual_size: u64) -> Vec<u8> {
+pub(crate) fn qcow2(len: usize, virtual_size: u64) -> Vec<u8> {
     let mut b = vec![0u8; len.max(104)];
     b[..4].copy_from_slice(b"QFI\xfb");
     b[4..8].copy_from_slice(&3u32.to_be_bytes());
