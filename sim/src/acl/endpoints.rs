@@ -26,8 +26,11 @@
 //! 14a22df35955d97dfc1af21e117dc894a29df0c9 `PVE/API2/Cluster.pm` resources (l. 588,
 //! 647) and `PVE/API2/Tasks.pm` (l. 27-36: a token sees its own tasks).
 //!
-//! Simplifications (docs/SIMULATOR.md, "Permissions"): every task is the API token's
-//! own (the simulator has one token), so task endpoints need nothing; Perl iterates a
+//! Tasks (pve-manager `PVE/API2/Tasks.pm`, cited below): a token sees its own tasks;
+//! another user's (a task the state holds from `root@pam`, an operator) only with
+//! Sys.Audit on `/nodes/{node}`.
+//!
+//! Simplifications (docs/SIMULATOR.md, "Permissions"): Perl iterates a
 //! request's options in hash order, the simulator in sorted order, so when several
 //! option privileges are missing real PVE may name another of them first.
 
@@ -149,6 +152,17 @@ pub fn check_request(
         }
         ("POST", ["nodes", _, "storage", id, "upload"]) => {
             cx.check(&format!("/storage/{id}"), &["Datastore.AllocateTemplate"])
+        }
+        // Tasks.pm read_task_log (l. 395-407), read_task_status (l. 515-529), stop_task
+        // (l. 319-326): another user's task needs Sys.Audit (stop: Sys.Modify) on the node.
+        (m, ["nodes", node, "tasks", upid, rest @ ..]) => {
+            let Some(owner) = upid.split(':').nth(7) else { return Ok(()) };
+            let known = state.task(upid).is_some();
+            if task_is_users(owner, &acl.api_token) || (rest == ["status"] && !known) {
+                return Ok(());
+            }
+            let privilege = if m == "DELETE" { "Sys.Modify" } else { "Sys.Audit" };
+            cx.check(&format!("/nodes/{node}"), &[privilege])
         }
         ("POST", ["nodes", _, "qemu"]) => qemu_create(&cx, p),
         ("POST", ["nodes", _, "lxc"]) => lxc_create(&cx, p),
@@ -569,10 +583,28 @@ pub fn filter_reply(acl: &AccessConfig, method: &str, segs: &[String], data: &mu
             _ => true,
         }),
         ["nodes", _, "qemu" | "lxc"] => items.retain(vm_ok),
+        // Tasks.pm node_tasks (l. 184-190): all of the node's tasks with Sys.Audit on
+        // it, else only the token's own.
+        ["nodes", node, "tasks"] if !acl.has(who, &format!("/nodes/{node}"), "Sys.Audit") => items.retain(|t| {
+            let user = t.get("user").and_then(Value::as_str).unwrap_or_default();
+            match t.get("tokenid").and_then(Value::as_str) {
+                Some(tokenid) => task_is_users(&format!("{user}!{tokenid}"), who),
+                None => task_is_users(user, who),
+            }
+        }),
         ["storage"] | ["nodes", _, "storage"] => {
             items.retain(|item| storage_ok(item, &["Datastore.Audit", "Datastore.AllocateSpace"]))
         }
         _ => {}
+    }
+}
+
+/// Tasks.pm `$check_task_user` (l. 27-36): a token's task is the token's and its
+/// user's; a user's task only the user's. `owner` is the UPID's `user@realm[!token]`.
+fn task_is_users(owner: &str, who: &str) -> bool {
+    match owner.split_once('!') {
+        Some((user, _)) => who == owner || who == user,
+        None => who == owner,
     }
 }
 

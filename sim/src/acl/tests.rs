@@ -101,3 +101,43 @@ fn invalid_configurations_are_refused_naming_the_fault() {
     assert!(c.validate().unwrap_err().contains("not a normalized path"));
     assert_eq!(normalize_path("//vms//100/").as_deref(), Some("/vms/100"));
 }
+
+// pve-manager 14a22df35955d97dfc1af21e117dc894a29df0c9 `PVE/API2/Tasks.pm` l. 27-36
+// (`$check_task_user`), l. 184-190 (the list: all tasks with Sys.Audit on the node, else
+// the caller's own), l. 524-529 (a task's status: another user's needs Sys.Audit).
+// qemu-server's `qm cleanup` (src/PVE/CLI/qm.pm l. 1170-1175), run by qmeventd as
+// root@pam, starts a VM again after a reboot: a token without Sys.Audit does not see it.
+#[test]
+fn a_token_sees_other_users_tasks_only_with_sys_audit_on_the_node() {
+    use crate::model::{ClusterState, Task};
+    let mut st = ClusterState::default();
+    let root = Task::new("pve1", 1, "qmstart", "300", "root@pam", Some(300));
+    let own = Task::new("pve1", 2, "qmreboot", "300", "cradle@pve!cradle", Some(300));
+    let (root_upid, own_upid) = (root.upid.clone(), own.upid.clone());
+    st.tasks.push(root);
+    st.tasks.push(own);
+    let list = || {
+        serde_json::json!([
+            {"upid": root_upid, "user": "root@pam"},
+            {"upid": own_upid, "user": "cradle@pve", "tokenid": "cradle"},
+        ])
+    };
+    let segs = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let status = |upid: &str| segs(&["nodes", "pve1", "tasks", upid, "status"]);
+    let p = crate::api::Params::default();
+
+    let without = cfg(&["VM.Audit"]);
+    let mut seen = list();
+    endpoints::filter_reply(&without, "GET", &segs(&["nodes", "pve1", "tasks"]), &mut seen);
+    assert_eq!(seen.as_array().map(Vec::len), Some(1), "{seen}");
+    assert_eq!(seen[0]["upid"], own_upid.as_str());
+    assert_eq!(endpoints::check_request(&without, &st, "GET", &status(&own_upid), &p), Ok(()));
+    let e = endpoints::check_request(&without, &st, "GET", &status(&root_upid), &p).unwrap_err();
+    assert_eq!(e.to_string(), "Permission check failed (/nodes/pve1, Sys.Audit)");
+
+    let with = cfg(&["VM.Audit", "Sys.Audit"]);
+    let mut seen = list();
+    endpoints::filter_reply(&with, "GET", &segs(&["nodes", "pve1", "tasks"]), &mut seen);
+    assert_eq!(seen.as_array().map(Vec::len), Some(2), "{seen}");
+    assert_eq!(endpoints::check_request(&with, &st, "GET", &status(&root_upid), &p), Ok(()));
+}
