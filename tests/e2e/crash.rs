@@ -17,7 +17,7 @@
 //! step names are read from its run journal, so a step added to the workflow
 //! is crash-tested without touching this file.
 //!
-//! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=12), a prefix no
+//! Each test owns a loopback subnet 127.33.<n>.0/24 (n in 1..=14), a prefix no
 //! other test uses, where the simulated guests bind port 22.
 
 use std::os::unix::process::ExitStatusExt;
@@ -289,6 +289,17 @@ fn kill_9_at_every_removal_boundary_then_unlock_and_rerun_remove_converges() {
     }
 }
 
+/// The target of the clone `vm`'s run started, while its task runs: the VM
+/// with `vm`'s name, or (PVE's clone names it only after its first drive is
+/// copied) the one with only `lock: clone`.
+fn clone_target(p: &Project, vm: &str) -> Vec<Value> {
+    let named: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["name"] == vm).collect();
+    if !named.is_empty() {
+        return named;
+    }
+    p.vms().into_iter().filter(|v| v["config"]["name"].is_null() && v["config"]["lock"] == "clone").collect()
+}
+
 /// Killed while the clone task runs (right after PVE accepted the clone), the
 /// rerun finds the VM locked by that task, waits for it instead of touching
 /// the config or cloning again, and finishes the creation.
@@ -299,7 +310,7 @@ fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() 
     let vm = name(0);
     let killed = p.provision(&vm, Some(&format!("call:clone-vm@{vm}")));
     assert_eq!(killed.status.signal(), Some(9), "cradle died of SIGKILL: {}", show(&killed));
-    let locked: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["name"] == vm.as_str()).collect();
+    let locked = clone_target(&p, &vm);
     assert_eq!(locked.len(), 1, "the clone exists: {locked:?}");
     assert_eq!(locked[0]["config"]["lock"], "clone", "and its task still runs: {:?}", locked[0]);
     let unlock = p.cradle(&["unlock", &vm], None);
@@ -316,6 +327,51 @@ fn kill_9_while_the_clone_task_runs_then_the_rerun_waits_for_it_and_converges() 
         "the rerun met the running clone and waited for it (the journal says so)"
     );
     assert_converged(&p, &vm, "call:clone-vm");
+}
+
+/// Killed right after PVE accepted the clone, while the target has only
+/// qemu-server's temporary config (`lock: clone`, no name, no disks: the clone
+/// names it only after its first drive, qemu-server e6352be
+/// src/PVE/API2/Qemu.pm:4615 and :4676). That VM is this run's clone, not a
+/// foreign VM on the reserved VMID: the rerun waits for the clone task (listed
+/// under the template's VMID) and converges to exactly one VM; and `cradle
+/// remove` after the same kill destroys it rather than leaving a clone behind.
+#[test]
+fn kill_9_while_the_target_has_only_the_temporary_clone_config_then_rerun_and_remove_converge_on_one_vm() {
+    let p = Project::new(13, 2, "1");
+    for (i, then) in ["provision", "remove"].into_iter().enumerate() {
+        let vm = name(i);
+        let killed = p.provision(&vm, Some(&format!("call:clone-vm@{vm}")));
+        assert_eq!(killed.status.signal(), Some(9), "{then}: cradle died of SIGKILL: {}", show(&killed));
+        let temp: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["lock"] == "clone").collect();
+        assert_eq!(temp.len(), 1, "{then}: one clone runs: {temp:?}");
+        let config = temp[0]["config"].as_object().expect("config");
+        assert!(
+            config.get("name").is_none()
+                && !config.contains_key("scsi0")
+                && config["description"] == " qmclone temporary file",
+            "{then}: the target has only the temporary config when cradle dies: {config:?}"
+        );
+        let unlock = p.cradle(&["unlock", &vm], None);
+        assert!(unlock.status.success(), "{then}: unlock after the kill: {}", show(&unlock));
+        if then == "provision" {
+            let rerun = p.provision(&vm, None);
+            assert!(rerun.status.success(), "the rerun converges: {}", show(&rerun));
+            assert_converged(&p, &vm, "temporary clone config");
+        } else {
+            let removed = p.remove(&vm, None);
+            assert!(removed.status.success(), "remove after the kill: {}", show(&removed));
+            let doc: Value = serde_json::from_slice(&removed.stdout).expect("--output json");
+            assert_eq!(doc["hosts"][0]["result"], "removed", "the clone was removed: {}", show(&removed));
+            assert_eq!(p.files_in("checkpoints/creating"), Vec::<String>::new(), "no creation record left");
+        }
+    }
+    // One VM in all (name(0)); the removed clone left nothing, running or not.
+    let guests: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["template"].is_null()).collect();
+    assert_eq!(guests.len(), 1, "exactly one VM, no duplicate and no leftover clone: {guests:?}");
+    assert_eq!(guests[0]["config"]["name"], name(0).as_str());
+    let running: Vec<Value> = p.tasks().into_iter().filter(|t| t["exitstatus"].is_null()).collect();
+    assert_eq!(running, Vec::<Value>::new(), "no task is left running");
 }
 
 /// Whether a run journal of `vm` shows the reboot's `power` call accepted:
@@ -442,7 +498,7 @@ fn kill_9_on_the_builtin_cluster_then_a_plain_rerun_converges(p: &Project, vm: &
 /// The state the killed cradle left: `task` of `vm` still running, and the
 /// VM's lock still held by the dead run.
 fn assert_interrupted(p: &Project, vm: &str, crash_at: &str, task: &str) {
-    let vmid = p.vms().into_iter().find(|v| v["config"]["name"] == vm).map(|v| v["vmid"].clone());
+    let vmid = clone_target(p, vm).into_iter().next().map(|v| v["vmid"].clone());
     let vmid = vmid.unwrap_or_else(|| panic!("{crash_at}: {vm} exists after the kill"));
     let running: Vec<Value> =
         p.tasks().into_iter().filter(|t| t["vmid"] == vmid && t["exitstatus"].is_null()).collect();

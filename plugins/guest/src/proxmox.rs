@@ -80,7 +80,7 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
     }
     let now = list_vms()?;
     match now.iter().find(|r| r.vmid == vm.vmid) {
-        Some(r) if r.name.as_deref() == Some(vm.name.as_str()) => {
+        Some(r) if r.name.as_deref() == Some(vm.name.as_str()) || unnamed_clone(r) => {
             if r.lock.as_deref() == Some("clone") {
                 return Err(Error::Transient(format!(
                     "{what}: the clone exists but is still locked; rerun provision to continue with it"
@@ -111,8 +111,24 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
     }
 }
 
+/// Whether `r` is a clone whose worker has not written its name yet: Proxmox
+/// VE's clone task first writes the target's config as a temporary file with
+/// only `lock: clone` (qemu-server `PVE/API2/Qemu.pm` `clone_vm`), and writes
+/// the name only after the first drive is cloned; until then
+/// `cluster/resources` lists it with no name or as `VM <vmid>` (the name
+/// `pvestatd` gives a config without one).
+pub fn unnamed_clone(r: &VmResource) -> bool {
+    let default = format!("VM {}", r.vmid);
+    !r.template && r.lock.as_deref() == Some("clone") && r.name.as_deref().is_none_or(|n| n.is_empty() || n == default)
+}
+
 /// The VM named `vm.name` with `vm.vmid`, if it exists. Name and VMID must
 /// agree: either one alone found on another VM is a conflict (invariant 6).
+/// The one exception is a clone still in its first moments at `vm.vmid`
+/// ([`unnamed_clone`]): it is returned as this VM with `lock: clone`, to be
+/// waited for, never cloned again or taken for another VM. Whether it is this
+/// run's clone the workflow decides (the VMID's creation record;
+/// `workflows/lib/decide.rhai`).
 pub fn discover(vm: &VmSpec) -> Result<Option<VmState>> {
     discover_in(&list_vms()?, vm)
 }
@@ -137,6 +153,15 @@ pub fn discover_in(vms: &[VmResource], vm: &VmSpec) -> Result<Option<VmState>> {
             "a VM named {} exists with vmid {} on {}, but the inventory gives vmid {}; fix the inventory or the VM",
             vm.name, named.vmid, named.node, vm.vmid
         ))),
+        (None, Some(cloning)) if unnamed_clone(cloning) => Ok(Some(VmState {
+            name: vm.name.clone(),
+            vmid: cloning.vmid,
+            node: cloning.node.clone(),
+            status: cloning.status.clone(),
+            lock: cloning.lock.clone(),
+            // The template's drives, once the clone has copied them.
+            has_cloudinit_drive: true,
+        })),
         (None, Some(other)) => Err(Error::Conflict(format!(
             "vmid {} is taken by {} on {}, not by {}; choose another VMID in the inventory",
             vm.vmid,
