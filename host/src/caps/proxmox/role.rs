@@ -95,7 +95,11 @@ pub const ROLE: &[Privilege] = &[
         path: "/sdn/zones/localnetwork/{bridge}",
         needed_by: "create: attach NICs to the bridge (and its VLANs)",
     },
-    Privilege { name: "Sys.Audit", path: "/", needed_by: "HA placement: read the HA resources and rules" },
+    Privilege {
+        name: "Sys.Audit",
+        path: "/, /nodes/{node}",
+        needed_by: "HA placement: read the HA resources and rules (on /); settle and resume: see and wait for the VM's tasks other users started (on /nodes/{node}: the start PVE runs as root@pam after a reboot, HA's and an operator's tasks)",
+    },
     Privilege {
         name: "Sys.Modify",
         path: "/",
