@@ -124,16 +124,24 @@ pub async fn handle(
         got_file = true;
         form.filename = field.file_name().unwrap_or("").trim().to_string();
         let mut field = field;
+        // A failed write still reads the rest of the body (discarding it) before the
+        // answer: closing the connection while the client is still sending gives it a
+        // broken pipe instead of the error, so the answer would be lost by a race.
+        let mut write_failed = None;
         loop {
             match field.chunk().await {
-                Ok(Some(chunk)) => {
+                Ok(Some(chunk)) if write_failed.is_none() => {
                     if let Err(e) = writer.write(sim, &chunk) {
-                        return Ok(Err(ApiError::die(format!("write to temporary file failed - {e}"))));
+                        write_failed = Some(e);
                     }
                 }
+                Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(e) => return dropped_or(e),
             }
+        }
+        if let Some(e) = write_failed {
+            return Ok(Err(ApiError::die(format!("write to temporary file failed - {e}"))));
         }
     }
     if !got_file {
