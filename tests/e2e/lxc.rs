@@ -2,7 +2,7 @@
 //! example `examples/lxc` (type `container`, VMIDs 300 + index) provisioned,
 //! rerun, checked and removed through the real workflows against the
 //! simulated cluster started in-process, whose containers answer real SSH on
-//! loopback (subnets 127.55.1.0/24 and 127.55.2.0/24, owned by this file: one
+//! loopback (subnets 127.55.1.0/24 to 127.55.3.0/24, owned by this file: one
 //! per test, as they run in parallel) with the host key whose
 //! fingerprint PVE printed in the create task's log.
 
@@ -177,4 +177,33 @@ fn a_rerun_restores_onboot_and_startup_an_operator_changed_and_reports_what_it_r
     let third = ex.run(&s, Action::Provision);
     assert_eq!(by_name(&third, "ct-1").detail, None);
     assert_eq!(writes(&s.counts().expect("counts")), before);
+}
+
+/// A Proxmox task that fails is classed like the HTTP error of the same cause
+/// (issue 31): pve-container refuses to stop a locked container inside the
+/// `vzstop` worker (`CT is locked (backup)`), and `cradle remove` reports that
+/// as a `conflict` (someone else's operation holds the container), not as a
+/// plain `failed`, with the task's text and nothing destroyed.
+#[test]
+fn a_locked_containers_stop_task_failure_is_a_conflict_and_nothing_is_destroyed() {
+    let ex = Example::new("127.55.3");
+    let s = SimSession::open(&ex.config());
+    ex.download_template(&s);
+    let first = ex.run(&s, Action::Provision);
+    assert_ok(by_name(&first, "ct-1"), "created");
+    drop(s);
+    // A vzdump running on the node holds the container (written into the
+    // stopped simulator's state, as the lock file would be on PVE).
+    let path = ex.dir.path().join("state/sim/sim/state.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("state.json")).expect("json");
+    doc["vms"]["300"]["config"]["lock"] = "backup".into();
+    std::fs::write(&path, serde_json::to_vec(&doc).expect("json")).expect("write state.json");
+
+    let s = SimSession::open(&ex.config());
+    let removed = ex.run(&s, Action::Remove);
+    let e = error_of(by_name(&removed, "ct-1"));
+    assert!(e.contains("conflict") && e.contains("CT is locked (backup)"), "a conflict naming the lock: {e}");
+    assert!(e.contains("stopping container ct-1"), "the step's action is named: {e}");
+    assert!(sim_vms(&ex.dir.path().join("state")).contains_key(&300), "nothing was destroyed");
 }
