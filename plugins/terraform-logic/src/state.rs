@@ -24,6 +24,8 @@ pub(crate) struct Values {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Module {
+    /// A child module instance's address (`module.dhcp[0]`); absent on the root.
+    pub address: Option<String>,
     #[serde(default)]
     pub resources: Vec<StateResource>,
     #[serde(default)]
@@ -37,6 +39,11 @@ pub(crate) struct StateResource {
     pub mode: String,
     #[serde(rename = "type")]
     pub resource_type: String,
+    /// Always printed by Terraform; optional here so that ownership, which does not
+    /// need it, reads hand-trimmed states too (the approval requires it).
+    pub name: Option<String>,
+    /// The `count` / `for_each` key of the instance, if any.
+    pub index: Option<Value>,
     pub provider_name: String,
     #[serde(default)]
     pub values: Value,
@@ -48,13 +55,22 @@ pub(crate) struct StateResource {
 pub(crate) struct Located<'a> {
     pub resource: &'a StateResource,
     pub in_child_module: bool,
+    /// The address of the module instance holding it (`None` in the root module).
+    pub module_address: Option<&'a str>,
 }
 
 impl StateRepr {
     /// Every resource of the state, root module first, then child modules depth-first.
     pub fn resources(&self) -> Vec<Located<'_>> {
+        self.values.as_ref().map(Values::resources).unwrap_or_default()
+    }
+}
+
+impl Values {
+    /// Every resource, root module first, then child modules depth-first.
+    pub fn resources(&self) -> Vec<Located<'_>> {
         let mut out = Vec::new();
-        if let Some(root) = self.values.as_ref().and_then(|v| v.root_module.as_ref()) {
+        if let Some(root) = &self.root_module {
             collect(root, false, &mut out);
         }
         out
@@ -62,7 +78,8 @@ impl StateRepr {
 }
 
 fn collect<'a>(module: &'a Module, in_child_module: bool, out: &mut Vec<Located<'a>>) {
-    out.extend(module.resources.iter().map(|resource| Located { resource, in_child_module }));
+    let module_address = if in_child_module { module.address.as_deref() } else { None };
+    out.extend(module.resources.iter().map(|resource| Located { resource, in_child_module, module_address }));
     for child in &module.child_modules {
         collect(child, true, out);
     }

@@ -30,14 +30,24 @@
 //!   tainted, cannot update, `-replace`, `replace_triggered_by`), a `replace_*`
 //!   reason on an action that is not a replacement, a second entry for the same
 //!   object, an unknown action or mode, a deposed object (`deposed`), or no entry at all.
+//! * Any entry (change or drift) whose `address` is not the one its own `module_address`,
+//!   `mode`, `type`, `name` and `index` make (`address: "proxmox_vm_qemu.vm"` with
+//!   `name: "evil"`): Terraform prints both from one address, so such a plan was not
+//!   printed by Terraform ([`Rejection::Inconsistent`]).
 //! * Anywhere else: any other managed address, whatever its action (even
 //!   `["no-op"]`: cradle's module holds one resource, so another one in state means the
-//!   directory holds something cradle did not render); anything in a child module; a
-//!   data source of another provider; in [`Mode::Destroy`] any second change at all.
+//!   directory holds something cradle did not render); anything in a child module; any
+//!   data source at all, in `resource_changes` or `prior_state`, the VM provider's own
+//!   included ([`Rejection::DataSource`], [`Rejection::ForeignDataSource`]: cradle's
+//!   module reads none); in [`Mode::Destroy`] any second change at all.
+//! * In `planned_values`, any resource but the expected one as rendered; in
+//!   `configuration`, any block but the expected resource's, a provisioner on it, or
+//!   any module call ([`Rejection::NotRendered`]).
 //!
-//! The first problem found is reported, in this order: plan level, drift, the
-//! expected address, the other resource changes in plan order, `prior_state`,
-//! outputs, a missing entry, `applyable`.
+//! The first problem found is reported, in this order: plan level, address
+//! consistency, drift, the expected address, the other resource changes in plan
+//! order, `prior_state`, outputs, `planned_values`, `configuration`, a missing entry,
+//! `applyable`.
 //!
 //! # Decisions where the format leaves room
 //!
@@ -69,16 +79,20 @@
 //!   accepted and summarised by name and action (values may be secrets); an output with
 //!   an unrecognised action is rejected.
 //! * **`prior_state`** is scanned only for data sources: those read during planning
-//!   appear nowhere else. One of another provider, or in a child module, is rejected;
-//!   the expected provider's own is summarised. Managed objects in `prior_state` also
+//!   appear nowhere else; any is rejected. Managed objects in `prior_state` also
 //!   appear in `resource_changes`, which is authoritative, so they are not rechecked.
-//! * **`planned_values`** is derived from the same changes (minus unknowns) and
-//!   is not consulted; `configuration`, `variables` and `checks` neither.
-//! * **Data sources in `resource_changes`** (`mode: "data"` or a `["read"]` action):
-//!   in Apply mode a root-module `["read"]` of the expected provider is allowed and
-//!   summarised; any other provider's is rejected, as is any data change in Destroy mode.
+//! * **`planned_values`** is derived from the same changes (minus unknowns); it is
+//!   checked to hold nothing but the expected resource, in case a hand-made plan says
+//!   otherwise there. **`configuration`** is where a provisioner (which runs on the
+//!   control node and shows in no resource change) or a module call with no instances
+//!   would show; both are refused. `variables` and `checks` are not consulted.
+//! * **Data sources** (`mode: "data"` or a `["read"]` action): cradle's rendered module
+//!   declares none, so any one is rejected, whatever its provider or mode (until issue
+//!   32 the expected provider's own reads were allowed: a `data.proxmox_vm_qemu` read,
+//!   or a `terraform_data` of `mode: "data"`, then passed beside the VM's create).
 
 mod action;
+mod address;
 mod plan;
 mod rejection;
 mod rules;

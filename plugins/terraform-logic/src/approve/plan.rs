@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::action::{Action, ActionReason};
-use crate::state::StateRepr;
+use crate::state::{StateRepr, Values};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Plan {
@@ -36,6 +36,11 @@ pub(super) struct Plan {
     #[serde(default)]
     pub output_changes: BTreeMap<String, Change>,
     pub prior_state: Option<StateRepr>,
+    /// The state after apply, as far as known: the same values representation.
+    pub planned_values: Option<Values>,
+    /// The module as Terraform read it; only `root_module.resources` and
+    /// `root_module.module_calls` are looked at, on the untyped value.
+    pub configuration: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +51,9 @@ pub(super) struct ResourceChange {
     pub mode: String,
     #[serde(rename = "type")]
     pub resource_type: String,
+    pub name: String,
+    /// The `count` (number) or `for_each` (string) key, absent for a single instance.
+    pub index: Option<Value>,
     pub provider_name: String,
     pub deposed: Option<String>,
     pub change: Change,
@@ -100,6 +108,17 @@ impl ResourceChange {
 
     pub fn mode(&self) -> ResourceMode {
         ResourceMode::parse(&self.mode)
+    }
+
+    /// The address its parts make (see [`super::address::compose`]).
+    pub fn composed_address(&self) -> Option<String> {
+        super::address::compose(
+            self.module_address.as_deref(),
+            &self.mode,
+            &self.resource_type,
+            &self.name,
+            self.index.as_ref(),
+        )
     }
 
     /// `replace_paths` rendered as attribute paths (`vmid`, `clone[0].vm_id`, `tags["a"]`).

@@ -76,6 +76,19 @@ pub enum Rejection {
     ForeignDataSource { address: String, found: String, provider: String, action: Action },
 
     #[error(
+        "refusing the plan for {address}: it reads data source `{found}` ({action}); cradle's module declares no \
+         data sources, so the module directory holds something cradle did not render; nothing was applied — \
+         review the module directory by hand"
+    )]
+    DataSource { address: String, found: String, action: Action },
+
+    #[error(
+        "refusing the plan for {address}: its {part} holds `{found}`, but cradle's module declares only {address}; \
+         nothing was applied — the plan was not made from cradle's rendered module; review the module directory by hand"
+    )]
+    NotRendered { address: String, found: String, part: &'static str },
+
+    #[error(
         "refusing the plan for {address}: the change at {address} ({action}) is for {found}, expected {expected}; \
          nothing was applied — check the configured Terraform provider flavour and the module's state before retrying"
     )]

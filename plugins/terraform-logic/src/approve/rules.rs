@@ -18,6 +18,9 @@ struct Own {
 pub(super) fn check(plan_json: &str, expected: &Expected) -> Result<Approval, Rejection> {
     let plan = parse(plan_json, expected)?;
     plan_level(&plan, expected)?;
+    for rc in plan.resource_drift.iter().chain(&plan.resource_changes) {
+        consistent_address(rc, expected)?;
+    }
 
     let mut notes = Vec::new();
     drift(&plan, expected, &mut notes)?;
@@ -33,10 +36,12 @@ pub(super) fn check(plan_json: &str, expected: &Expected) -> Result<Approval, Re
     }
     let own = own.first().map(|rc| own_change(rc, expected)).transpose()?;
     for rc in others {
-        other_change(rc, expected, &mut notes)?;
+        other_change(rc, expected)?;
     }
-    prior_state(&plan, expected, &mut notes)?;
+    prior_state(&plan, expected)?;
     outputs(&plan, expected, &mut notes)?;
+    planned_values(&plan, expected)?;
+    configuration(&plan, expected)?;
 
     let Some(own) = own else {
         let address = expected.address.clone();
@@ -212,7 +217,7 @@ fn own_change(rc: &ResourceChange, expected: &Expected) -> Result<Own, Rejection
     }
 }
 
-fn other_change(rc: &ResourceChange, expected: &Expected, notes: &mut Vec<String>) -> Result<(), Rejection> {
+fn other_change(rc: &ResourceChange, expected: &Expected) -> Result<(), Rejection> {
     let address = || expected.address.clone();
     let found = || rc.address.clone();
     let action = rc.action();
@@ -238,17 +243,39 @@ fn other_change(rc: &ResourceChange, expected: &Expected, notes: &mut Vec<String
             let detail = format!("a {} change with action {action}", rc.mode);
             return Err(Rejection::Inconsistent { address: address(), found: found(), detail });
         }
-        if expected.mode == Mode::Destroy {
-            return Err(Rejection::UnexpectedInDestroy { address: address(), found: found(), action });
-        }
-        notes.push(format!("read data source {} during apply", rc.address));
-        return Ok(());
+        // Even the VM provider's own: cradle renders none, so one here came from elsewhere.
+        return Err(Rejection::DataSource { address: address(), found: found(), action });
     }
     Err(Rejection::OtherResource { address: address(), found: found(), action })
 }
 
-/// Data sources read while planning appear only in `prior_state`.
-fn prior_state(plan: &Plan, expected: &Expected, notes: &mut Vec<String>) -> Result<(), Rejection> {
+/// Every entry's `address` must be the one its parts make: the approval matches on
+/// the address and checks type and provider on the parts, so the two must agree.
+fn consistent_address(rc: &ResourceChange, expected: &Expected) -> Result<(), Rejection> {
+    let Some(composed) = rc.composed_address() else {
+        // An unknown mode is reported as such by the checks that follow; a bad index is not.
+        if let ResourceMode::Other(_) = rc.mode() {
+            return Ok(());
+        }
+        let detail = format!(
+            "its index {} is neither a number nor a string",
+            rc.index.as_ref().map_or_else(String::new, ToString::to_string)
+        );
+        return Err(Rejection::Inconsistent { address: expected.address.clone(), found: rc.address.clone(), detail });
+    };
+    if composed == rc.address {
+        return Ok(());
+    }
+    Err(Rejection::Inconsistent {
+        address: expected.address.clone(),
+        found: rc.address.clone(),
+        detail: format!("its mode, type, name and index make the address `{composed}`, not the address it claims"),
+    })
+}
+
+/// Data sources read while planning appear only in `prior_state`; cradle's module
+/// reads none, so any is refused (the VM provider's own included).
+fn prior_state(plan: &Plan, expected: &Expected) -> Result<(), Rejection> {
     let Some(state) = &plan.prior_state else { return Ok(()) };
     for located in state.resources() {
         let r = located.resource;
@@ -264,7 +291,63 @@ fn prior_state(plan: &Plan, expected: &Expected, notes: &mut Vec<String>) -> Res
         if r.provider_name != expected.provider_name {
             return Err(Rejection::ForeignDataSource { address, found, provider: r.provider_name.clone(), action });
         }
-        notes.push(format!("data source {found} was read while planning"));
+        return Err(Rejection::DataSource { address, found, action });
+    }
+    Ok(())
+}
+
+/// `planned_values` (the state after apply) may hold only the expected resource
+/// itself, exactly as rendered. It is derived from the same changes, so a mismatch
+/// means the plan was not printed by Terraform from cradle's module.
+fn planned_values(plan: &Plan, expected: &Expected) -> Result<(), Rejection> {
+    let Some(values) = &plan.planned_values else { return Ok(()) };
+    for located in values.resources() {
+        let r = located.resource;
+        let composed = r.name.as_deref().and_then(|name| {
+            super::address::compose(located.module_address, &r.mode, &r.resource_type, name, r.index.as_ref())
+        });
+        let as_rendered = !located.in_child_module
+            && r.mode == "managed"
+            && r.address == expected.address
+            && composed.as_deref() == Some(expected.address.as_str())
+            && r.resource_type == expected.resource_type
+            && r.provider_name == expected.provider_name
+            && r.deposed_key.is_none();
+        if !as_rendered {
+            let found = r.address.clone();
+            return Err(Rejection::NotRendered { address: expected.address.clone(), found, part: "planned_values" });
+        }
+    }
+    Ok(())
+}
+
+/// The module as Terraform read it (`configuration`): at most the expected
+/// resource block, without provisioners, and no module calls. Addresses there carry
+/// no instance key.
+fn configuration(plan: &Plan, expected: &Expected) -> Result<(), Rejection> {
+    let Some(root) = plan.configuration.as_ref().and_then(|c| c.get("root_module")) else { return Ok(()) };
+    let not_rendered =
+        |found: String| Rejection::NotRendered { address: expected.address.clone(), found, part: "configuration" };
+    let name = super::address::name_of(&expected.address, &expected.resource_type);
+    if let Some(call) = root.get("module_calls").and_then(Value::as_object).and_then(|calls| calls.keys().next()) {
+        return Err(not_rendered(format!("module.{call}")));
+    }
+    for resource in root.get("resources").and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
+        let field = |key: &str| resource.get(key).and_then(Value::as_str);
+        let address = field("address").unwrap_or("(no address)");
+        let rendered = name.is_some()
+            && field("mode") == Some("managed")
+            && field("type") == Some(expected.resource_type.as_str())
+            && field("name") == name
+            && name.map(|n| format!("{}.{n}", expected.resource_type)).as_deref() == Some(address);
+        if !rendered {
+            return Err(not_rendered(address.to_owned()));
+        }
+        // A provisioner runs on the control node and shows in no resource change.
+        if let Some(provisioner) = resource.get("provisioners").and_then(Value::as_array).and_then(|p| p.first()) {
+            let kind = provisioner.get("type").and_then(Value::as_str).unwrap_or("(unnamed)");
+            return Err(not_rendered(format!("provisioner \"{kind}\" of {address}")));
+        }
     }
     Ok(())
 }

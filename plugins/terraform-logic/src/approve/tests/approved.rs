@@ -110,30 +110,6 @@ fn drift_of_the_vm_is_summarised_not_rejected() {
 }
 
 #[test]
-fn data_source_read_of_the_vm_provider_is_allowed_and_summarised() {
-    let read = entry(
-        "data.proxmox_virtual_environment_vms.all",
-        "proxmox_virtual_environment_vms",
-        BPG,
-        &["read"],
-        Value::Null,
-        json!({}),
-    );
-    let after = json!({"name": "web-1", "vm_id": 120});
-    let own = entry(
-        "proxmox_virtual_environment_vm.vm",
-        "proxmox_virtual_environment_vm",
-        BPG,
-        &["create"],
-        Value::Null,
-        after,
-    );
-    let approval = run(&plan(vec![read, own]), &Expected::for_flavour(Flavour::Bpg, Mode::Apply, false)).unwrap();
-    assert_eq!(approval.action, ApprovedAction::Create);
-    assert_eq!(approval.summary[1], "read data source data.proxmox_virtual_environment_vms.all during apply");
-}
-
-#[test]
 fn output_changes_are_summarised_by_name_only() {
     let mut p = plan(vec![create()]);
     p["output_changes"] = json!({

@@ -18,15 +18,13 @@ fn destroy_mode_rejects_anything_but_the_single_delete() {
         plan(vec![vm(&["no-op"], telmate_vm(2048, 120), telmate_vm(2048, 120))]),
         plan(vec![vm(&["update"], telmate_vm(2048, 120), telmate_vm(4096, 120))]),
         plan(vec![replace(&["delete", "create"], "replace_because_tainted")]),
-        plan(vec![
-            delete.clone(),
-            entry("data.proxmox_vm_qemu.x", "proxmox_vm_qemu", TELMATE, &["read"], Value::Null, json!({})),
-        ]),
     ];
     for p in cases {
         let destroy_allowing_replacement = Expected { allow_replacement: true, ..destroy() };
         assert!(matches!(run(&p, &destroy_allowing_replacement), Err(Rejection::UnexpectedInDestroy { .. })), "{p}");
     }
+    let read = entry("data.proxmox_vm_qemu.x", "proxmox_vm_qemu", TELMATE, &["read"], Value::Null, json!({}));
+    assert!(matches!(run(&plan(vec![delete.clone(), read]), &destroy()), Err(Rejection::DataSource { .. })));
     let other = entry("proxmox_vm_qemu.other", "proxmox_vm_qemu", TELMATE, &["delete"], json!({}), Value::Null);
     assert!(matches!(run(&plan(vec![delete, other]), &destroy()), Err(Rejection::OtherResource { .. })));
 }

@@ -87,6 +87,7 @@ pub(super) fn replace(actions: &[&str], reason: &str) -> Value {
     e
 }
 
+mod adversarial;
 mod approved;
 mod destroy;
 mod expected_address;

@@ -75,6 +75,35 @@ fn read_action_on_a_managed_resource_or_non_read_data_change_is_rejected() {
 }
 
 #[test]
+fn data_source_read_of_the_vm_provider_is_rejected() {
+    // cradle renders no data source, so even the VM provider's own came from elsewhere.
+    let read = entry(
+        "data.proxmox_virtual_environment_vms.all",
+        "proxmox_virtual_environment_vms",
+        BPG,
+        &["read"],
+        Value::Null,
+        json!({}),
+    );
+    let own = entry(
+        "proxmox_virtual_environment_vm.vm",
+        "proxmox_virtual_environment_vm",
+        BPG,
+        &["create"],
+        Value::Null,
+        json!({"name": "web-1", "vm_id": 120}),
+    );
+    assert_eq!(
+        run(&plan(vec![read, own]), &Expected::for_flavour(Flavour::Bpg, Mode::Apply, false)),
+        Err(Rejection::DataSource {
+            address: "proxmox_virtual_environment_vm.vm".to_owned(),
+            found: "data.proxmox_virtual_environment_vms.all".to_owned(),
+            action: Action::Read,
+        })
+    );
+}
+
+#[test]
 fn data_source_read_while_planning_is_checked_in_prior_state() {
     let data = |provider: &str| {
         json!({"address": "data.x.y", "mode": "data", "type": "x", "name": "y", "provider_name": provider,
@@ -87,7 +116,7 @@ fn data_source_read_while_planning_is_checked_in_prior_state() {
         p
     };
     let own = with_prior(json!({"resources": [data(TELMATE)]}));
-    assert_eq!(run(&own, &apply()).unwrap().summary[1], "data source data.x.y was read while planning");
+    assert!(matches!(run(&own, &apply()), Err(Rejection::DataSource { found, .. }) if found == "data.x.y"));
     let foreign = with_prior(json!({"resources": [data("registry.terraform.io/hashicorp/http")]}));
     assert!(matches!(run(&foreign, &apply()), Err(Rejection::ForeignDataSource { action: Action::Read, .. })));
     let in_module = with_prior(json!({"child_modules": [{"address": "module.m", "resources": [data(TELMATE)]}]}));
