@@ -518,18 +518,13 @@ impl Project {
         Ok(access)
     }
 
-    /// The environment's terraform: `[terraform]` with its paths resolved
-    /// against cradle.toml, on the cluster `cluster` as `creds` reach it.
+    /// The environment's terraform: `[terraform]` (its paths resolved against
+    /// cradle.toml by the config loader), on the cluster `cluster` as `creds`
+    /// reach it.
     fn terraform(&self, cluster: &str, creds: crate::caps::terraform::Credentials) -> Terraform {
-        let mut cfg = self.config.terraform.clone();
-        for path in [&mut cfg.binary, &mut cfg.cli_config, &mut cfg.plugin_cache_dir].into_iter().flatten() {
-            // A bare name (`terraform`) is looked up on PATH, not next to cradle.toml.
-            if path.components().count() > 1 || path.is_absolute() {
-                *path = self.config.resolve(path);
-            }
-        }
+        let cfg = &self.config.terraform;
         let cache = cfg.plugin_cache_dir.clone().unwrap_or_else(|| self.state.root().join("terraform/plugin-cache"));
-        Terraform::new(&cfg, creds, cluster, cache)
+        Terraform::new(cfg, creds, cluster, cache)
     }
 
     /// Run `req` against `loaded`, on the calling thread (which must be a

@@ -623,6 +623,7 @@ impl Config {
         config.resolve_module_roots();
         config.resolve_guest_images();
         config.resolve_relative_paths();
+        config.resolve_terraform_paths();
         config
             .validate()
             .map_err(|problem| ConfigError::Invalid { path: path.to_path_buf(), problem: Box::new(problem) })?;
@@ -683,6 +684,22 @@ impl Config {
                 && d.is_relative()
             {
                 *d = base.join(&*d);
+            }
+        }
+    }
+
+    /// `[terraform] cli_config` and `plugin_cache_dir` are relative to
+    /// cradle.toml (terraform itself runs in a host's module directory, where a
+    /// relative `TF_CLI_CONFIG_FILE` would name another file); `binary` too
+    /// unless it is a bare name, which is looked up on `PATH`.
+    fn resolve_terraform_paths(&mut self) {
+        let base = self.base_dir.clone();
+        let tf = &mut self.terraform;
+        let bare = |p: &Path| p.components().count() == 1 && !p.is_absolute();
+        let binary = tf.binary.as_mut().filter(|p| !bare(p));
+        for path in [binary, tf.cli_config.as_mut(), tf.plugin_cache_dir.as_mut()].into_iter().flatten() {
+            if path.is_relative() {
+                *path = base.join(&*path);
             }
         }
     }
@@ -926,6 +943,19 @@ vmids = "100-199"
         };
         assert_eq!(token("sem"), PathBuf::from("/proj/sem.token"));
         assert_eq!(token("abs"), PathBuf::from("/etc/cradle/abs.token"));
+    }
+
+    #[test]
+    fn terraform_paths_are_relative_to_cradle_toml_and_a_bare_binary_stays_on_path() {
+        let base = format!(
+            "{GOOD}[terraform]\ncli_config = \"terraform.rc\"\nplugin_cache_dir = \"cache\"\nbinary = \"terraform\"\n"
+        );
+        let c = parse(&base).expect("valid");
+        assert_eq!(c.terraform.cli_config, Some(PathBuf::from("/proj/terraform.rc")));
+        assert_eq!(c.terraform.plugin_cache_dir, Some(PathBuf::from("/proj/cache")));
+        assert_eq!(c.terraform.binary, Some(PathBuf::from("terraform")));
+        let nested = base.replace("binary = \"terraform\"", "binary = \"bin/terraform\"");
+        assert_eq!(parse(&nested).expect("valid").terraform.binary, Some(PathBuf::from("/proj/bin/terraform")));
     }
 
     #[test]
