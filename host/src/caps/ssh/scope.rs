@@ -206,6 +206,15 @@ fn check_ssh(g: &SshGrant, caller: &Caller<'_>, call: &SshCall<'_>) -> Result<()
         .into());
     }
     if let SshAction::Upload(path) = action
+        && !plain_absolute(path)
+    {
+        return Err(format!(
+            "upload to `{path}` is outside {origin}.ssh.upload_dirs: only a plain absolute path is allowed \
+             (no `.` or `..` segment, no `//`, no trailing `/`)"
+        )
+        .into());
+    }
+    if let SshAction::Upload(path) = action
         && !inside_any(path, &g.upload_dirs)
     {
         return Err(format!(
@@ -242,13 +251,19 @@ pub fn upload_dir_of<'d>(path: &str, dirs: &'d [PathBuf]) -> Option<&'d Path> {
         .map(|d| d.as_path())
 }
 
-/// Whether `path` (absolute, no `..`) lies inside one of `dirs`.
+/// Whether `path` is absolute and every segment a name: no `.` or `..`, no
+/// empty segment (`//`, a trailing `/`). Checked on the text, because
+/// [`Path::components`] silently drops `.` after the first component, repeated
+/// separators and a trailing `/`: `/dir/./x`, `/dir//x` and `/dir/x/.` would
+/// otherwise pass as `/dir/x`, while the remote side is handed the text.
+fn plain_absolute(path: &str) -> bool {
+    path.strip_prefix('/').is_some_and(|rest| rest.split('/').all(|seg| !matches!(seg, "" | "." | "..")))
+}
+
+/// Whether `path` (a [`plain_absolute`] one) lies inside one of `dirs`.
 fn inside_any(path: &str, dirs: &[PathBuf]) -> bool {
     let p = Path::new(path);
-    if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
-        return false;
-    }
-    dirs.iter().any(|d| p.starts_with(d) && p != d.as_path())
+    plain_absolute(path) && dirs.iter().any(|d| p.starts_with(d) && p != d.as_path())
 }
 
 #[cfg(test)]
@@ -321,6 +336,22 @@ mod tests {
         assert!(denied(upload("127.0.1.1", "/var/lib/vz/snippets/../../../etc/x")).contains("outside"));
         assert!(denied(upload("127.0.1.1", "/var/lib/vz/snippets")).contains("outside"));
         allowed(upload("127.0.1.1", "/var/lib/vz/snippets/test-0-user.yaml"));
+    }
+
+    #[test]
+    fn ssh_upload_path_with_a_dot_segment_an_empty_segment_or_a_trailing_slash_is_denied() {
+        for path in [
+            "/var/lib/vz/snippets/./test-0-user.yaml",
+            "/var/lib/vz/./snippets/test-0-user.yaml",
+            "/var/lib/vz/snippets//test-0-user.yaml",
+            "/var/lib/vz/snippets/test-0-user.yaml/.",
+            "/var/lib/vz/snippets/test-0-user.yaml/",
+            "/var/lib/vz/snippets/.",
+            "//var/lib/vz/snippets/test-0-user.yaml",
+        ] {
+            let m = denied(upload("127.0.1.1", path));
+            assert!(m.contains("only a plain absolute path is allowed"), "{path}: {m}");
+        }
     }
 
     #[test]
