@@ -14,16 +14,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::approval::ApplyRule;
+use super::module_check::{self, TemplateRef};
 use super::module_dir::ModuleDir;
 use super::scope::TerraformCall;
 use super::{Flavour, Terraform};
 use crate::caps::Call;
 use crate::caps::budget::TimeoutArg;
 use crate::caps::context::CapCtx;
-use crate::contract::CapError;
+use crate::caps::policy;
+use crate::caps::proxmox::scope::ProxmoxCall;
+use crate::contract::bindings::cradle::host::proxmox::{Host as _, VmResource};
 use crate::contract::bindings::cradle::host::terraform::{self, ModuleFile, SavedPlan, TerraformInfo};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
+use crate::contract::{CapError, ErrorKind};
 use crate::journal::LogLevel;
+
+/// The cluster's VMs as read for a module check, or why they could not be.
+type Vms = Result<Vec<VmResource>, CapError>;
 
 /// Time kept back from a plugin call's limit for terraform to stop after SIGINT.
 const STOP_GRACE: Duration = Duration::from_secs(30);
@@ -60,6 +68,65 @@ impl CapCtx {
         Ok((tf, m, limit))
     }
 
+    /// The cluster's VMs, to name the template a module clones for the
+    /// proxmox grant (through the proxmox capability's own guard and reads).
+    fn cluster_vms(&mut self) -> Result<Vec<VmResource>, CapError> {
+        self.list_vms().map_err(CapError::from_wit)
+    }
+
+    /// The module's files (`files`) pass the content check, and the VM they
+    /// create is inside the caller's proxmox grant: the same policy check a
+    /// `clone-vm` of that VMID, node, storage and template goes through.
+    fn check_module(&self, module: &str, files: &[(String, String)], vms: &Vms) -> Result<(), CapError> {
+        let tf = self.terraform()?;
+        let denied = |message: String| CapError::new(ErrorKind::Denied, message);
+        let vm = module_check::check(tf.flavour(), files).map_err(|r| denied(r.to_string()))?;
+        let vms = vms.as_ref().map_err(Clone::clone)?;
+        let template = match &vm.template {
+            TemplateRef::Name(name) => {
+                let vmid = vms.iter().find(|v| v.template && v.name.as_deref() == Some(name)).map_or(0, |v| v.vmid);
+                (vmid, Some(name.as_str()))
+            }
+            TemplateRef::Vmid(vmid) => (*vmid, vms.iter().find(|v| v.vmid == *vmid).and_then(|v| v.name.as_deref())),
+        };
+        let storages: Vec<Option<&str>> =
+            if vm.storages.is_empty() { vec![None] } else { vm.storages.iter().map(|s| Some(s.as_str())).collect() };
+        for storage in storages {
+            let call = Call::Proxmox(ProxmoxCall {
+                node: Some(&vm.node),
+                vmid: Some(vm.vmid),
+                storage,
+                template: Some(template),
+                ..Default::default()
+            });
+            policy::check(&self.grants, &self.origin, &self.scope, &call).map_err(|d| {
+                denied(format!(
+                    "terraform: module `{module}` creates VM {} on {}, outside the proxmox grant ({d}); nothing was written or run",
+                    vm.vmid, vm.node
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The module as it is on disk (which must hold one) passes [`CapCtx::check_module`] before a
+    /// terraform command reads it (`vms`: [`CapCtx::cluster_vms`]).
+    fn check_module_on_disk(&self, module: &str, vms: &Vms) -> Result<(), CapError> {
+        let files = self.module_dir(module)?.config_files()?;
+        self.check_module(module, &files, vms)
+    }
+
+    /// The cluster's VMs for the check, read before the call's guard (a read
+    /// that fails is the check's error, inside the guard).
+    fn vms_for_check(&mut self) -> Vms {
+        self.cluster_vms()
+    }
+
+    /// The plugin's `terraform.destructive` grant.
+    fn terraform_destructive(&self) -> bool {
+        self.grants.terraform.as_ref().is_some_and(|g| g.destructive)
+    }
+
     /// terraform's line `line` of `function` on `module`, into the journal at
     /// `debug` (the terminal shows it with `-v`); blank lines are dropped.
     fn terraform_line(&self, function: &str, module: &str, line: &str) {
@@ -93,25 +160,33 @@ impl terraform::Host for CapCtx {
     }
 
     fn write_module(&mut self, module: String, files: Vec<ModuleFile>) -> Result<(), WitError> {
+        let vms = self.vms_for_check();
         self.guard("write-module", call(&module), || {
             let m = self.module_dir(&module)?;
             let files: Vec<(String, String)> = files.into_iter().map(|f| (f.name, f.content)).collect();
+            super::module_dir::check_names(&files)?;
+            self.check_module(&module, &files, &vms)?;
             m.write(&files)
         })
         .map_err(Into::into)
     }
 
     fn init(&mut self, module: String) -> Result<String, WitError> {
+        let vms = self.vms_for_check();
         self.guard("init", call(&module), || {
+            self.check_module_on_disk(&module, &vms)?;
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("init", &module, l);
-            self.block_on(tf.init(&m, limit, &sink))
+            // terraform's own lines went to the journal; the plugin gets only the outcome.
+            self.block_on(tf.init(&m, limit, &sink)).map(|_| format!("module `{module}` initialised"))
         })
         .map_err(Into::into)
     }
 
     fn plan(&mut self, module: String, destroy: bool) -> Result<SavedPlan, WitError> {
+        let vms = self.vms_for_check();
         self.guard("plan", Call::Terraform(TerraformCall { module: Some(&module), destroy }), || {
+            self.check_module_on_disk(&module, &vms)?;
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("plan", &module, l);
             let (plan_id, has_changes) =
@@ -122,7 +197,9 @@ impl terraform::Host for CapCtx {
     }
 
     fn show_plan(&mut self, module: String, plan_id: String) -> Result<String, WitError> {
+        let vms = self.vms_for_check();
         self.guard("show-plan", call(&module), || {
+            self.check_module_on_disk(&module, &vms)?;
             let (tf, m, limit) = self.module_call(&module)?;
             self.block_on(tf.show_plan(&m, &self.run.terraform_plans, &plan_id, limit))
         })
@@ -130,10 +207,17 @@ impl terraform::Host for CapCtx {
     }
 
     fn apply(&mut self, module: String, plan_id: String) -> Result<String, WitError> {
+        let vms = self.vms_for_check();
         self.guard("apply", call(&module), || {
+            self.check_module_on_disk(&module, &vms)?;
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("apply", &module, l);
-            let applied = self.block_on(tf.apply(&m, &self.run.terraform_plans, &plan_id, limit, &sink));
+            let rule = ApplyRule::for_flavour(tf.flavour(), self.terraform_destructive());
+            let plans = &self.run.terraform_plans;
+            // The plugin gets what the host approved (the changes), never terraform's raw lines.
+            let applied = self
+                .block_on(tf.apply(&m, plans, &plan_id, &rule, &self.origin, limit, &sink))
+                .map(|approval| approval.summary.join("\n"));
             // terraform changed the cluster behind the proxmox capability's
             // back (whether or not it succeeded): what the run holds is stale.
             self.run.held_reads.forget_changeable();
@@ -151,7 +235,14 @@ impl terraform::Host for CapCtx {
     }
 
     fn show_state(&mut self, module: String) -> Result<Option<String>, WitError> {
+        let vms = self.vms_for_check();
         self.guard("show-state", call(&module), || {
+            // A module with configuration is checked like any other command's;
+            // a state alone evaluates nothing.
+            let files = self.module_dir(&module)?.config_files()?;
+            if !files.is_empty() {
+                self.check_module(&module, &files, &vms)?;
+            }
             let (tf, m, limit) = self.module_call(&module)?;
             self.block_on(tf.show_state(&m, limit))
         })

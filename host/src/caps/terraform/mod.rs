@@ -23,8 +23,12 @@
 //! `not-found` for a plan id of another run or a missing module, `failed` for
 //! everything terraform itself reports (with its last lines, redacted).
 
+pub mod approval;
 pub mod config;
 mod host;
+pub mod module_check;
+#[cfg(test)]
+mod module_check_tests;
 pub mod module_dir;
 pub mod plans;
 pub mod runner;
@@ -35,13 +39,15 @@ mod tests;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use approval::ApplyRule;
 pub use config::{Flavour, TerraformConfig, TerraformConfigError};
+use cradle_terraform_logic::approve::{self, Approval, Mode};
 use module_dir::ModuleDir;
 use plans::Plans;
 pub use runner::{Credentials, TlsTrust};
 use runner::{Output, Runner, Stream};
 
-use crate::contract::CapError;
+use crate::contract::{CapError, ErrorKind};
 
 /// How many of terraform's last lines an error message quotes.
 const QUOTED_LINES: usize = 12;
@@ -81,6 +87,11 @@ impl Terraform {
             cluster: cluster.to_string(),
             cache_dir,
         }
+    }
+
+    /// The provider flavour modules are rendered for.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
     }
 
     /// The longest a command may run (`[terraform] timeout_s`).
@@ -143,7 +154,7 @@ impl Terraform {
         for stale in Plans::prune_dead(dir)? {
             tracing::info!(plan = %stale.display(), "removed the saved plan of an attempt whose process is gone");
         }
-        let (id, file) = plans.reserve(dir);
+        let (id, file) = plans.reserve(dir, destroy);
         let out_arg = format!("-out={}", file.display());
         let mut args = vec!["plan", "-input=false", "-no-color", "-detailed-exitcode", out_arg.as_str()];
         if destroy {
@@ -175,21 +186,37 @@ impl Terraform {
         Ok(out.stdout)
     }
 
-    /// `terraform apply <plan>`: exactly the saved plan `id`.
+    /// `terraform apply <plan>`: exactly the saved plan `id`, once the host's
+    /// own approval ([`approval`]) of that plan file passed; what it approved.
+    #[allow(clippy::too_many_arguments, reason = "the module, its plans, the rule and the run's limits: one call")]
     pub async fn apply(
         &self,
         m: &ModuleDir,
         plans: &Plans,
         id: &str,
+        rule: &ApplyRule,
+        origin: &str,
         limit: Duration,
         sink: Sink<'_>,
-    ) -> Result<String, CapError> {
+    ) -> Result<Approval, CapError> {
         self.check_trust()?;
-        let file = plans.file(m.existing()?, id)?;
+        let dir = m.existing()?;
+        let file = plans.file(dir, id)?;
+        let mode = if plans.is_destroy(dir, id)? { Mode::Destroy } else { Mode::Apply };
+        let module = m.name();
+        let expected = rule.expected(&module, origin, mode)?;
         let file = file.display().to_string();
+        let shown = self.run(m, &["show", "-json", "-no-color", &file], Stream::Json, limit, &|_| {}).await?;
+        succeeded(m, "show", &shown, false)?;
+        let approval = approve::check(&shown.stdout, &expected).map_err(|r| {
+            CapError::new(
+                ErrorKind::Denied,
+                format!("terraform: the saved plan of module `{module}` is refused, nothing was applied: {r}"),
+            )
+        })?;
         let out = self.run(m, &["apply", "-input=false", "-no-color", &file], Stream::Lines, limit, sink).await?;
         succeeded(m, "apply", &out, true)?;
-        Ok(out.transcript)
+        Ok(approval)
     }
 
     /// `terraform show -json` of the state; `None` without a module or state.

@@ -66,6 +66,30 @@ impl ModuleDir {
         &self.path
     }
 
+    /// The module's name (the directory's last component).
+    pub fn name(&self) -> String {
+        self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    /// Every configuration file terraform would read in the directory (name,
+    /// content), for the host's content check; none when it does not exist.
+    pub fn config_files(&self) -> Result<Vec<(String, String)>, CapError> {
+        if !self.exists()? {
+            return Ok(Vec::new());
+        }
+        let mut files = Vec::new();
+        for entry in fs::read_dir(&self.path).map_err(|e| io("list", &self.path, e))? {
+            let entry = entry.map_err(|e| io("list", &self.path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_config_file(&name) {
+                let content = fs::read(entry.path()).map_err(|e| io("read", &entry.path(), e))?;
+                files.push((name, String::from_utf8_lossy(&content).into_owned()));
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
     /// Whether the directory exists (as a real directory; a symlink is an error).
     pub fn exists(&self) -> Result<bool, CapError> {
         match fs::symlink_metadata(&self.path) {
@@ -107,16 +131,7 @@ impl ModuleDir {
 
     /// Write `files` (name, content) as the whole module.
     pub fn write(&self, files: &[(String, String)]) -> Result<(), CapError> {
-        if files.is_empty() {
-            return Err(CapError::invalid("terraform: write-module needs at least one file"));
-        }
-        for (name, _) in files {
-            if !valid_file_name(name) {
-                return Err(CapError::invalid(format!(
-                    "terraform: module file name `{name}` must be a plain name ending in .tf.json (letters, digits, `_`, `-`)"
-                )));
-            }
-        }
+        check_names(files)?;
         let dir = self.ensure()?;
         let entries = fs::read_dir(dir).map_err(|e| io("list", dir, e))?;
         for entry in entries {
@@ -158,6 +173,21 @@ impl ModuleDir {
             .map_err(|e| CapError::failed(format!("terraform: {e}")))?;
         Ok(path)
     }
+}
+
+/// At least one file, each a plain `*.tf.json` name: `invalid` otherwise.
+pub fn check_names(files: &[(String, String)]) -> Result<(), CapError> {
+    if files.is_empty() {
+        return Err(CapError::invalid("terraform: write-module needs at least one file"));
+    }
+    for (name, _) in files {
+        if !valid_file_name(name) {
+            return Err(CapError::invalid(format!(
+                "terraform: module file name `{name}` must be a plain name ending in .tf.json (letters, digits, `_`, `-`)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Directories 0700, files 0600 (0700 when executable), symlinks untouched.

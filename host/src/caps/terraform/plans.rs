@@ -30,6 +30,8 @@ pub struct Plans {
 struct Made {
     module_dir: PathBuf,
     file: PathBuf,
+    /// Made with `-destroy`: `apply` approves it only as a removal.
+    destroy: bool,
 }
 
 const PREFIX: &str = "cradle-";
@@ -40,13 +42,14 @@ fn lock(p: &Plans) -> std::sync::MutexGuard<'_, BTreeMap<String, Made>> {
 }
 
 impl Plans {
-    /// A new plan file's id and path in `module_dir` (recorded as this run's).
-    pub fn reserve(&self, module_dir: &Path) -> (String, PathBuf) {
+    /// A new plan file's id and path in `module_dir` (recorded as this run's,
+    /// with whether it is a `destroy` plan).
+    pub fn reserve(&self, module_dir: &Path, destroy: bool) -> (String, PathBuf) {
         let pid = std::process::id();
         let ticks = pid_start_ticks(pid).unwrap_or(0);
         let id = random_id();
         let file = module_dir.join(format!("{PREFIX}{pid}-{ticks}-{id}{SUFFIX}"));
-        lock(self).insert(id.clone(), Made { module_dir: module_dir.to_path_buf(), file: file.clone() });
+        lock(self).insert(id.clone(), Made { module_dir: module_dir.to_path_buf(), file: file.clone(), destroy });
         (id, file)
     }
 
@@ -59,6 +62,12 @@ impl Plans {
                 module_dir.display()
             ))),
         }
+    }
+
+    /// Whether plan `id` (of this run, for `module_dir`) was made with `-destroy`.
+    pub fn is_destroy(&self, module_dir: &Path, id: &str) -> Result<bool, CapError> {
+        self.file(module_dir, id)?;
+        Ok(lock(self).get(id).is_some_and(|m| m.destroy))
     }
 
     /// Forget plan `id` and remove its file (a missing file is fine).
@@ -139,7 +148,7 @@ mod tests {
         let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
         let run1 = Plans::default();
         let run2 = Plans::default();
-        let (id, file) = run1.reserve(&a);
+        let (id, file) = run1.reserve(&a, false);
         assert_eq!(run1.file(&a, &id).expect("own plan"), file);
         assert!(run1.file(&b, &id).is_err(), "another module");
         assert!(run2.file(&a, &id).is_err(), "another run");
@@ -167,7 +176,7 @@ mod tests {
     fn the_plans_a_run_still_holds_are_removed_when_it_ends() {
         let tmp = tempfile::tempdir().expect("tmp");
         let plans = Plans::default();
-        let (_, file) = plans.reserve(tmp.path());
+        let (_, file) = plans.reserve(tmp.path(), false);
         std::fs::write(&file, "plan").expect("write");
         drop(plans);
         assert!(!file.exists());

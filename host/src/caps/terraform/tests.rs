@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::approval::ApplyRule;
 use super::module_dir::ModuleDir;
 use super::plans::Plans;
 use super::{Credentials, Terraform, TerraformConfig, TlsTrust};
@@ -26,6 +27,14 @@ const CANARY: &str = "root@pam!cradle=canary-7d1e0c9a-tf";
 const CANARY_SECRET: &str = "canary-7d1e0c9a-tf";
 
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// Where a denial would name the grant.
+const ORIGIN: &str = "plugins.t.grants";
+
+/// `apply`'s rule for the test modules' one `terraform_data.vm`.
+fn rule(destructive: bool) -> ApplyRule {
+    ApplyRule::for_resource("terraform_data", "vm", "terraform.io/builtin/terraform", destructive)
+}
 
 fn require_terraform() {
     let found = std::process::Command::new("terraform").arg("version").output();
@@ -44,25 +53,27 @@ fn provider(state: &Path, cfg: TerraformConfig) -> Terraform {
     Terraform::new(&cfg, creds, "lab", state.join("plugin-cache"))
 }
 
-/// A module of one `terraform_data` whose input is `input`; its local-exec
-/// provisioner records the command line and environment of the terraform
-/// process running it (its parent) under `spy`. With `echo`, an output prints
-/// the token's secret, which terraform's printed lines must not show.
-fn module(input: &str, spy: &Path, echo: bool) -> String {
-    let cmd = format!(
-        "tr '\\0' ' ' < /proc/$PPID/cmdline > {0}/cmdline; tr '\\0' '\\n' < /proc/$PPID/environ > {0}/environ",
-        spy.display()
-    );
-    let mut m = serde_json::json!({
-        "resource": { "terraform_data": { "vm": {
-            "input": input,
-            "provisioner": [ { "local-exec": { "command": cmd } } ]
-        } } }
-    });
+/// A module of one `terraform_data` whose input is `input`. With `echo`, an
+/// output prints the token's secret, which terraform's printed lines must not
+/// show. (No provisioner: the approval in `apply` refuses one.)
+fn module(input: &str, echo: bool) -> String {
+    let mut m = serde_json::json!({ "resource": { "terraform_data": { "vm": { "input": input } } } });
     if echo {
         m["output"] = serde_json::json!({ "echo": { "value": CANARY_SECRET } });
     }
     m.to_string()
+}
+
+/// A terraform binary that records its command lines and environment under
+/// `spy`, then runs the real terraform.
+fn spying_binary(dir: &Path, spy: &Path) -> PathBuf {
+    let real = std::process::Command::new("sh").args(["-c", "command -v terraform"]).output().expect("which");
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    let script = dir.join("terraform-spy");
+    let text = format!("#!/bin/sh\necho \"$@\" >> {0}/cmdline\nenv > {0}/environ\nexec {real} \"$@\"\n", spy.display());
+    std::fs::write(&script, text).expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    script
 }
 
 fn lines() -> (Arc<Mutex<Vec<String>>>, impl Fn(&str) + Sync) {
@@ -96,7 +107,7 @@ async fn a_saved_plan_is_applied_exactly_and_the_module_stays_owner_only() {
     std::fs::create_dir_all(&spy).expect("spy");
     let tf = provider(tmp.path(), TerraformConfig::default());
     let m = ModuleDir::new(&root, "web-1");
-    m.write(&[("main.tf.json".into(), module("v1", &spy, true))]).expect("write");
+    m.write(&[("main.tf.json".into(), module("v1", true))]).expect("write");
     let (seen, sink) = lines();
     tf.init(&m, LIMIT, &sink).await.expect("init");
     let plans = Plans::default();
@@ -105,7 +116,7 @@ async fn a_saved_plan_is_applied_exactly_and_the_module_stays_owner_only() {
     let json = tf.show_plan(&m, &plans, &id, LIMIT).await.expect("show");
     let plan: serde_json::Value = serde_json::from_str(&json).expect("plan JSON");
     assert_eq!(plan["resource_changes"][0]["change"]["actions"], serde_json::json!(["create"]));
-    tf.apply(&m, &plans, &id, LIMIT, &sink).await.expect("apply");
+    tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &sink).await.expect("apply");
     plans.discard(m.path(), &id).expect("discard");
 
     let state = tf.show_state(&m, LIMIT).await.expect("state").expect("a state exists");
@@ -134,13 +145,14 @@ async fn the_token_reaches_terraform_in_its_environment_never_on_its_command_lin
     let tmp = tempfile::tempdir().expect("tmp");
     let (root, spy) = (tmp.path().join("modules"), tmp.path().join("spy"));
     std::fs::create_dir_all(&spy).expect("spy");
-    let tf = provider(tmp.path(), TerraformConfig::default());
+    let binary = Some(spying_binary(tmp.path(), &spy));
+    let tf = provider(tmp.path(), TerraformConfig { binary, ..TerraformConfig::default() });
     let m = ModuleDir::new(&root, "web-1");
-    m.write(&[("main.tf.json".into(), module("v1", &spy, false))]).expect("write");
+    m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
     let plans = Plans::default();
     let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
     let plan_file = files_under(m.path()).into_iter().find(|f| f.to_string_lossy().ends_with(".tfplan"));
-    tf.apply(&m, &plans, &id, LIMIT, &|_| {}).await.expect("apply");
+    tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("apply");
     // No file terraform or cradle wrote holds it: module, plan, state, backups, lock file.
     let mut written = files_under(&root);
     written.extend(plan_file);
@@ -148,15 +160,48 @@ async fn the_token_reaches_terraform_in_its_environment_never_on_its_command_lin
         let text = String::from_utf8_lossy(&std::fs::read(&f).expect("read")).into_owned();
         assert!(!text.contains(CANARY_SECRET), "{} holds the token", f.display());
     }
-    let cmdline = std::fs::read_to_string(spy.join("cmdline")).expect("the provisioner saw terraform");
+    let cmdline = std::fs::read_to_string(spy.join("cmdline")).expect("the wrapper saw terraform");
     assert!(cmdline.contains("apply") && cmdline.contains(".tfplan"), "{cmdline}");
     assert!(!cmdline.contains(CANARY_SECRET) && !cmdline.contains("-var"), "{cmdline}");
     let environ = std::fs::read_to_string(spy.join("environ")).expect("environ");
     assert!(environ.lines().any(|l| l == format!("PM_API_TOKEN_SECRET={CANARY_SECRET}")), "telmate's variable");
     assert!(environ.lines().any(|l| l == format!("PROXMOX_VE_API_TOKEN={CANARY}")), "bpg's variable");
     assert!(environ.lines().any(|l| l == "PM_API_URL=https://127.0.0.1:9/api2/json"));
-    // Nothing of cradle's own environment but what it passes on.
-    assert!(!environ.lines().any(|l| l.starts_with("CARGO") || l.starts_with("RUST")), "{environ}");
+    // Nothing of cradle's own environment but what it passes on: the
+    // provider's credentials, terraform's own settings, PATH/HOME/TMPDIR and
+    // the proxies (PWD, SHLVL and `_` are the spying shell's own).
+    let allowed = [
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "TF_IN_AUTOMATION",
+        "TF_INPUT",
+        "CHECKPOINT_DISABLE",
+        "TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE",
+        "TF_CLI_CONFIG_FILE",
+        "TF_PLUGIN_CACHE_DIR",
+        "PM_API_URL",
+        "PM_API_TOKEN_ID",
+        "PM_API_TOKEN_SECRET",
+        "PM_TLS_INSECURE",
+        "PROXMOX_VE_ENDPOINT",
+        "PROXMOX_VE_API_TOKEN",
+        "PROXMOX_VE_INSECURE",
+        "SSL_CERT_FILE",
+        "PWD",
+        "SHLVL",
+        "_",
+    ];
+    for line in environ.lines() {
+        let key = line.split_once('=').map_or(line, |(k, _)| k);
+        assert!(allowed.contains(&key), "terraform's environment holds {key}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -234,35 +279,29 @@ fn wit_kind(e: &WitError) -> &'static str {
     }
 }
 
-#[test]
-fn a_run_can_never_use_or_discard_another_runs_plan() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_can_never_use_or_discard_another_runs_plan() {
     require_terraform();
     let tmp = tempfile::tempdir().expect("tmp");
-    let rt = tokio::runtime::Runtime::new().expect("rt");
     let root = tmp.path().join("modules");
-    let tf = Arc::new(provider(tmp.path(), TerraformConfig::default()));
+    let tf = provider(tmp.path(), TerraformConfig::default());
     let spy = tmp.path().join("spy");
     std::fs::create_dir_all(&spy).expect("spy");
-    let mut one = ctx(&root, &rt, tf.clone(), "run-one");
-    let mut two = ctx(&root, &rt, tf, "run-two");
-    one.write_module(
-        "web-1".into(),
-        vec![ModuleFile { name: "main.tf.json".into(), content: module("v1", &spy, false) }],
-    )
-    .expect("write");
-    let plan = one.plan("web-1".into(), false).expect("plan");
+    let m = ModuleDir::new(&root, "web-1");
+    m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
+    let (one, two) = (Plans::default(), Plans::default());
+    let (id, _) = tf.plan(&m, &one, false, LIMIT, &|_| {}).await.expect("plan");
     for e in [
-        two.apply("web-1".into(), plan.plan_id.clone()).expect_err("apply"),
-        two.show_plan("web-1".into(), plan.plan_id.clone()).expect_err("show"),
-        two.discard_plan("web-1".into(), plan.plan_id.clone()).expect_err("discard"),
+        tf.apply(&m, &two, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect_err("apply"),
+        tf.show_plan(&m, &two, &id, LIMIT).await.expect_err("show"),
+        two.discard(m.path(), &id).expect_err("discard"),
     ] {
-        assert_eq!(wit_kind(&e), "not-found", "{e:?}");
+        assert_eq!(e.kind, crate::contract::ErrorKind::NotFound, "{e:?}");
     }
-    let file = files_under(&root.join("web-1")).into_iter().find(|f| f.to_string_lossy().ends_with(".tfplan"));
+    let file = files_under(m.path()).into_iter().find(|f| f.to_string_lossy().ends_with(".tfplan"));
     assert!(file.is_some(), "run one's plan is still there");
-    one.apply("web-1".into(), plan.plan_id.clone()).expect("its own run applies it");
-    one.discard_plan("web-1".into(), plan.plan_id).expect("discard");
-    assert!(one.show_state("other".into()).expect("no module").is_none(), "no module, no state");
+    tf.apply(&m, &one, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("its own run applies it");
+    one.discard(m.path(), &id).expect("discard");
 }
 
 #[test]
@@ -282,4 +321,79 @@ fn module_names_outside_the_root_are_denied_and_nothing_is_written() {
         .write_module("web-1".into(), vec![ModuleFile { name: "x.tf".into(), content: "{}".into() }])
         .expect_err("not .tf.json");
     assert_eq!(wit_kind(&e), "invalid");
+}
+
+// --- the host's own approval in `apply` (issue 32, section 2) ---
+
+/// Whether the module's state still holds `terraform_data.vm`.
+async fn still_in_state(tf: &Terraform, m: &ModuleDir) -> bool {
+    tf.show_state(m, LIMIT).await.expect("state").is_some_and(|s| s.contains("terraform_data.vm"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_refuses_a_plan_that_deletes_the_resource_whatever_the_plugin_checked() {
+    require_terraform();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let spy = tmp.path().join("spy");
+    std::fs::create_dir_all(&spy).expect("spy");
+    let tf = provider(tmp.path(), TerraformConfig::default());
+    let m = ModuleDir::new(&tmp.path().join("modules"), "web-1");
+    m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
+    let plans = Plans::default();
+    let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
+    let approval = tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("create");
+    assert_eq!(approval.summary[0], "create terraform_data.vm");
+    // The resource removed from the module: an ordinary plan deletes it.
+    m.write(&[("main.tf.json".into(), "{}".into())]).expect("write");
+    for destructive in [false, true] {
+        let (id, changes) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
+        assert!(changes);
+        let err = tf.apply(&m, &plans, &id, &rule(destructive), ORIGIN, LIMIT, &|_| {}).await.expect_err("refused");
+        assert_eq!(err.kind, crate::contract::ErrorKind::Denied, "{err:?}");
+        assert!(err.message.contains("module `web-1` is refused, nothing was applied"), "{}", err.message);
+        assert!(still_in_state(&tf, &m).await, "nothing was destroyed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_destroy_plan_applies_only_with_the_destructive_grant() {
+    require_terraform();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let spy = tmp.path().join("spy");
+    std::fs::create_dir_all(&spy).expect("spy");
+    let tf = provider(tmp.path(), TerraformConfig::default());
+    let m = ModuleDir::new(&tmp.path().join("modules"), "web-1");
+    m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
+    let plans = Plans::default();
+    let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
+    tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("create");
+    let (id, _) = tf.plan(&m, &plans, true, LIMIT, &|_| {}).await.expect("destroy plan");
+    let err = tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect_err("refused");
+    assert!(err.message.contains("plugins.t.grants.terraform.destructive is not true"), "{}", err.message);
+    assert!(still_in_state(&tf, &m).await, "nothing was destroyed");
+    let approval = tf.apply(&m, &plans, &id, &rule(true), ORIGIN, LIMIT, &|_| {}).await.expect("destroyed");
+    assert_eq!(approval.summary[0], "delete terraform_data.vm");
+    assert!(!still_in_state(&tf, &m).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_refuses_a_plan_of_any_other_resource_and_creates_nothing() {
+    require_terraform();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tf = provider(tmp.path(), TerraformConfig::default());
+    let m = ModuleDir::new(&tmp.path().join("modules"), "web-1");
+    let other = serde_json::json!({ "resource": { "terraform_data": { "evil": { "input": "x" } } } });
+    m.write(&[("main.tf.json".into(), other.to_string())]).expect("write");
+    let plans = Plans::default();
+    let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
+    let err = tf.apply(&m, &plans, &id, &rule(true), ORIGIN, LIMIT, &|_| {}).await.expect_err("refused");
+    assert!(
+        err.message.contains("terraform_data.evil") && err.message.contains("nothing was applied"),
+        "{}",
+        err.message
+    );
+    assert!(
+        !m.has_state().expect("state")
+            || tf.show_state(&m, LIMIT).await.expect("show").is_none_or(|s| !s.contains("evil"))
+    );
 }
