@@ -5,7 +5,8 @@
 //! `ESC[2J` clears the screen, an OSC sequence sets the window title, a `\r`
 //! or `\n` starts a forged `error:` line. Every place that prints such text
 //! for a person passes it through [`printable`] (or [`printable_paragraph`] for
-//! cradle's own multi-line messages). JSON output does not: serde already
+//! cradle's own multi-line messages); every log line does, field by field,
+//! through [`log_fields`], the formatter the CLI's subscriber is built with. JSON output does not: serde already
 //! escapes control characters there, and the text must stay exact.
 //!
 //! Escaped: every Unicode control character (C0, DEL, C1) and the
@@ -66,6 +67,24 @@ pub fn printable_paragraph(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The field formatter of cradle's log lines (`tracing_subscriber`'s
+/// `fmt_fields`): every field value, the message included, is shown through
+/// [`printable`]. Log lines carry text from outside — a webhook's VM name, a
+/// request path, a plugin's or guest's message, an error quoting its input — and
+/// this is the one place that keeps any of it from writing control sequences to
+/// the operator's terminal or forging a second log line, whichever call site
+/// logged it and whether it was recorded with `%` (Display, unescaped by the
+/// default formatter) or `?`.
+pub fn log_fields() -> impl for<'writer> tracing_subscriber::fmt::FormatFields<'writer> + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let shown = format!("{value:?}");
+        let shown = printable(&shown);
+        if field.name() == "message" { write!(writer, "{shown}") } else { write!(writer, "{}={shown}", field.name()) }
+    })
+    .delimited(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +100,39 @@ mod tests {
         let shown = printable(hostile);
         assert!(!shown.chars().any(|c| c.is_control()), "{shown:?}");
         assert_eq!(shown, "boom\\u{1b}[2J\\u{1b}]0;pwned\\u{7}\\rerror: forged\\nerror: again\\u{9b}");
+    }
+
+    #[test]
+    fn log_lines_show_every_field_and_the_message_escaped() {
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("buffer").extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .fmt_fields(log_fields())
+            .finish();
+        let name = "vm\x1b]0;pwned\x07\x1b[2J\rerror: forged";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(vm = %name, seq = 3, quoted = ?name, "webhook for {name} accepted");
+        });
+        let out = String::from_utf8(buffer.0.lock().expect("buffer").clone()).expect("utf-8");
+        assert_eq!(out.matches('\n').count(), 1, "one line: {out:?}");
+        assert!(!out.trim_end().chars().any(needs_escape), "{out:?}");
+        assert!(out.contains("webhook for vm\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\rerror: forged accepted"), "{out:?}");
+        assert!(out.contains(" vm=vm\\u{1b}]0;pwned") && out.contains(" seq=3 "), "{out:?}");
     }
 
     #[test]

@@ -431,3 +431,24 @@ fn kill_9_of_cradle_serve_mid_pipeline_and_a_restart_complete_the_event_exactly_
     assert!(child.wait().expect("wait").success(), "{}", log.lock().expect("log"));
     assert_eq!(journals(dir.path()).matches("made probe-vm").count(), 1, "the step ran exactly once");
 }
+
+#[test]
+fn a_webhook_vm_name_with_escape_sequences_reaches_the_serve_log_escaped() {
+    let dir = project();
+    let (mut child, addr, log) = spawn_serve(dir.path());
+    // ESC [2J clears the screen, OSC 0 sets the window title, CSI (C1) and a
+    // CR-forged line: as JSON escapes in the body, real control characters in the name.
+    let name = "evil\\u001b]0;pwned\\u0007\\u001b[2J\\u009b31m\\rerror: forged-vm";
+    assert_eq!(deliver(addr, &body_for(5, name)).0, 202);
+    wait_events(dir.path(), |e| e.len() == 1 && e.iter().all(|e| !e.state.unfinished()));
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(child.wait().expect("wait").success());
+    let log = log.lock().expect("log").clone();
+    assert!(log.contains("webhook accepted") && log.contains("pipeline started"), "{log}");
+    assert!(
+        log.contains("vm=evil\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{9b}31m\\rerror: forged-vm"),
+        "shown escaped: {log}"
+    );
+    let raw: Vec<char> = log.chars().filter(|c| c.is_control() && *c != '\n').collect();
+    assert!(raw.is_empty(), "raw control characters {raw:?} in the log:\n{log}");
+}

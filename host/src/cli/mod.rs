@@ -210,6 +210,7 @@ fn init_tracing(cli: &Cli) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(progress::log_writer)
+        .fmt_fields(crate::text::log_fields())
         .with_target(false)
         .with_ansi(ansi)
         .try_init();
