@@ -88,6 +88,13 @@ pub struct ClusterAccess {
     /// and guests (`[ssh] client`, `auto` decided by `caps::ssh::choice`),
     /// else OpenSSH's `ssh`.
     pub ssh_builtin: bool,
+    /// Whether this process runs the nodes' sshd (a built-in simulated
+    /// cluster, new ports each start, keys kept in its state directory): their
+    /// pins replace the earlier starts' instead of piling up, and a port
+    /// another cluster once pinned is taken over
+    /// (`caps::ssh::KnownHosts::pin_own_server`). A real cluster's node pins
+    /// never replace anything.
+    pub own_nodes: bool,
 }
 
 /// `[ssh] client` for a login with `identity`; an `auto` that falls back to
@@ -275,6 +282,7 @@ pub fn connect(
                 identity,
                 guest_keys: config.ssh.authorized_keys.clone(),
                 terraform,
+                own_nodes: false,
             })
         }
         ClusterKind::Sim => {
@@ -308,7 +316,15 @@ pub fn connect(
             guest_keys.push(public.trim().to_string());
             let terraform = sim_credentials(name, &sim, state)?;
             let ssh_builtin = ssh_builtin(name, config, Some(&key));
-            Ok(ClusterAccess { proxmox, nodes, identity: Some(key), guest_keys, terraform, ssh_builtin })
+            Ok(ClusterAccess {
+                proxmox,
+                nodes,
+                identity: Some(key),
+                guest_keys,
+                terraform,
+                ssh_builtin,
+                own_nodes: true,
+            })
         }
     }
 }

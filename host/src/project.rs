@@ -441,10 +441,14 @@ impl Project {
             },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;
-        for (node, access) in &access.nodes {
-            if let Some(key) = &access.host_key {
-                ssh.trust_host_key(&access.host, access.port, key)
-                    .map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
+        for (node, node_ssh) in &access.nodes {
+            if let Some(key) = &node_ssh.host_key {
+                let pinned = if access.own_nodes {
+                    ssh.pin_own_server_key(&node_ssh.host, node_ssh.port, key)
+                } else {
+                    ssh.trust_host_key(&node_ssh.host, node_ssh.port, key)
+                };
+                pinned.map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
             }
         }
         let dns = match &environment.dns {

@@ -245,3 +245,47 @@ fn every_command_runs_inside_an_init_project_without_config() {
     let removed = json(&["remove", "-i", "inventory", "--limit", "test-0", "--yes"]);
     assert_eq!(hosts_results(&removed), ["removed"], "{removed}");
 }
+
+/// The node lines of a known_hosts file (`[ip]:port key`): everything but the
+/// guests on 127.35.0.0/16.
+fn node_pins(known_hosts: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(known_hosts).expect("known_hosts");
+    text.lines().filter(|l| !l.starts_with("127.35.") && !l.starts_with("[127.35.")).map(str::to_string).collect()
+}
+
+#[test]
+fn runs_on_the_built_in_cluster_keep_known_hosts_at_a_constant_size_and_take_over_a_port_pinned_with_another_key() {
+    let project = tempfile::tempdir().expect("tmp");
+    let config = bare().write(project.path());
+    let inventory = write_inventory(project.path(), 2);
+    let state = project.path().join("state");
+    let known_hosts = state.join("known_hosts");
+    let args = ["--config", s(&config), "--state-dir", s(&state), "--output", "json", "provision", "-i", s(&inventory)];
+    let first = cradle(project.path(), &args);
+    assert_eq!(hosts_results(&first.json()), ["created"], "{first:#?}");
+    let size = std::fs::read_to_string(&known_hosts).expect("known_hosts").lines().count();
+    let nodes = node_pins(&known_hosts);
+    assert_eq!(nodes.len(), 2, "one pin per node: {nodes:?}");
+    // Every ephemeral port of both node addresses pinned with another key, as
+    // other clusters' runs would leave them: the next start's ports are among them.
+    let other_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4/";
+    let ips: Vec<&str> =
+        nodes.iter().map(|l| l.trim_start_matches('[').split(']').next().expect("[ip]:port")).collect();
+    let mut foreign = String::new();
+    for ip in &ips {
+        for port in 32768..61000 {
+            foreign.push_str(&format!("[{ip}]:{port} {other_key}\n"));
+        }
+    }
+    for run in 0..3 {
+        let before = std::fs::read_to_string(&known_hosts).expect("known_hosts");
+        if run == 1 {
+            std::fs::write(&known_hosts, format!("{before}{foreign}")).expect("seed");
+        }
+        let again = cradle(project.path(), &args);
+        assert_eq!(hosts_results(&again.json()), ["skipped"], "run {run}: {again:#?}");
+        let text = std::fs::read_to_string(&known_hosts).expect("known_hosts");
+        let ours = text.lines().filter(|l| !l.ends_with(other_key)).count();
+        assert_eq!(ours, size, "run {run}: our pins replaced, not appended");
+    }
+}

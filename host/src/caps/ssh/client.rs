@@ -71,6 +71,16 @@ impl SshClient {
         Ok(changed)
     }
 
+    /// Pins the key of a server this process runs (see [`KnownHosts::pin_own_server`]);
+    /// blocking file I/O. A change closes this client's masters for the host.
+    pub fn pin_own_server_key(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
+        let changed = self.known_hosts.pin_own_server(host, port, public_key)?;
+        if changed {
+            self.close_masters_for(host, port);
+        }
+        Ok(changed)
+    }
+
     /// Removes the keys pinned for `host`/`port` (see [`KnownHosts::forget`]); blocking file I/O.
     /// A change closes this client's masters for the host.
     pub fn forget_host_key(&self, host: &str, port: u16) -> Result<bool, CapError> {

@@ -9,6 +9,9 @@
 //! - [`KnownHosts::trust`]: pinning the key already pinned is a no-op; a host
 //!   that has a different key is a `conflict` naming the host, both SHA256
 //!   fingerprints and how to forget the old key. Nothing is replaced.
+//! - [`KnownHosts::pin_own_server`]: only for a server this process runs (a
+//!   built-in simulated cluster's nodes): replaces a different key at the port
+//!   and drops this key's pins at other ports nothing listens on any more.
 //! - [`KnownHosts::forget`]: removes the host from every plain entry.
 //! - Changes are atomic (temp file, fsync, rename) and serialized, in this
 //!   process by a mutex and across processes by an advisory lock on
@@ -273,6 +276,69 @@ impl KnownHosts {
         })
     }
 
+    /// Pins `public_key` for `host`/`port` for a server this process itself
+    /// runs and has just bound there (a built-in simulated cluster's node,
+    /// whose key lives in its state directory and whose port is new each
+    /// start). Unlike [`KnownHosts::trust`] it replaces instead of refusing:
+    /// a different key pinned for this very port is stale by construction (the
+    /// port is ours now), and a pin of this same key at another port of `host`
+    /// is an earlier start's, dropped once nothing listens there any more (a
+    /// concurrent start of the same cluster keeps its own). So the file keeps
+    /// one line per node however many runs there were, and a port another
+    /// cluster once used never fails a run. `Ok(false)` when nothing changed.
+    pub fn pin_own_server(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
+        check_host(host)?;
+        let key = PublicKey::parse(public_key)?;
+        let entry = host_entry(host, port);
+        let host_lower = host.to_ascii_lowercase();
+        // `[host]:port` of another port, or the bare host (port 22).
+        let other_port = |field: &str| -> Option<u16> {
+            if field == host_lower {
+                return (port != 22).then_some(22);
+            }
+            let p = field.strip_prefix('[')?.strip_prefix(host_lower.as_str())?.strip_prefix("]:")?.parse().ok()?;
+            (p != port).then_some(p)
+        };
+        // Only an address can be probed; a name's old pins are kept.
+        let listening = |p: u16| {
+            let Ok(ip) = host.parse::<std::net::IpAddr>() else { return true };
+            std::net::TcpStream::connect_timeout(&(ip, p).into(), std::time::Duration::from_millis(300)).is_ok()
+        };
+        self.locked(
+            || {},
+            |text| {
+                let mut out = String::with_capacity(text.len() + 128);
+                let mut changed = false;
+                let mut present = false;
+                for line in text.lines() {
+                    let drop = match plain_entry(line) {
+                        Some((hosts, k)) if !hosts.contains(',') => {
+                            let field = hosts.to_ascii_lowercase();
+                            if field == entry {
+                                present |= k.same_key(&key);
+                                !k.same_key(&key)
+                            } else {
+                                k.same_key(&key) && other_port(&field).is_some_and(|p| !listening(p))
+                            }
+                        }
+                        _ => false,
+                    };
+                    if drop {
+                        changed = true;
+                    } else {
+                        out.push_str(line);
+                        out.push('\n');
+                    }
+                }
+                if !present {
+                    out.push_str(&format!("{entry} {} {}\n", key.kind, key.base64));
+                    changed = true;
+                }
+                Ok(changed.then_some(out))
+            },
+        )
+    }
+
     /// Removes every plain entry's pin for `host`/`port`. `Ok(false)` when none existed.
     pub fn forget(&self, host: &str, port: u16) -> Result<bool, CapError> {
         check_host(host)?;
@@ -445,6 +511,7 @@ mod tests {
     }
 
     const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f";
+    const KEY_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAICAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4/";
 
     #[test]
     fn the_parsed_file_is_reused_until_anyone_changes_it() {
@@ -476,6 +543,40 @@ mod tests {
         assert!(kh.pin_material("g1", 22).unwrap().is_empty());
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         assert!(kh.pinned("g2", 2222).is_err(), "a file others can read is refused, cached or not");
+    }
+
+    #[test]
+    fn an_own_servers_key_pinned_at_new_ports_keeps_one_line_and_replaces_a_stale_key_at_its_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known_hosts");
+        let kh = KnownHosts::new(path.clone());
+        assert!(kh.trust("other", 22, KEY_B).unwrap());
+        let lines = || fs::read_to_string(&path).unwrap().lines().count();
+        // Five starts of the same node, each on a new port, the last still listening.
+        let mut last = None;
+        for _ in 0..5 {
+            drop(last.take()); // the earlier start has stopped
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            assert!(kh.pin_own_server("127.0.0.1", port, KEY_A).unwrap());
+            assert_eq!(lines(), 2, "one line for the node, the operator's other pin kept");
+            last = Some((listener, port));
+        }
+        let (live, live_port) = last.unwrap();
+        assert!(!kh.pin_own_server("127.0.0.1", live_port, KEY_A).unwrap(), "already pinned");
+        // A port an earlier cluster pinned with another key is ours now: replaced.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let reused = listener.local_addr().unwrap().port();
+        assert!(kh.forget("127.0.0.1", live_port).unwrap());
+        assert!(kh.trust("127.0.0.1", live_port, KEY_A).unwrap());
+        assert!(kh.trust("127.0.0.1", reused, KEY_B).unwrap());
+        assert!(kh.trust("127.0.0.1", reused, KEY_A).is_err(), "trust refuses, as it must for any other host");
+        assert!(kh.pin_own_server("127.0.0.1", reused, KEY_A).unwrap());
+        assert_eq!(kh.pinned("127.0.0.1", reused).unwrap(), [PublicKey::parse(KEY_A).unwrap()]);
+        // A concurrent start of the same cluster still listens at its port: kept.
+        assert_eq!(kh.pinned("127.0.0.1", live_port).unwrap().len(), 1);
+        assert_eq!(kh.pinned("other", 22).unwrap().len(), 1);
+        drop((live, listener));
     }
 
     #[test]
