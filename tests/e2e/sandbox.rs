@@ -31,6 +31,8 @@ hosts = ["guests"]
 [plugins.hostile.grants.dns]
 zones = []
 [plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.terraform]
+module_root = "terraform"
 [plugins.hostile.grants.http]
 endpoints = []
 [plugins.sample]

@@ -43,6 +43,8 @@ hosts = ["guests", "root@127.0.10.5:9"]
 [plugins.hostile.grants.dns]
 zones = []
 [plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.terraform]
+module_root = "terraform"
 [plugins.hostile.grants.http]
 endpoints = @ENDPOINTS@
 @ENDPOINT_TABLE@

@@ -46,6 +46,8 @@ upload_dirs = ["/var/lib/vz/snippets"]
 [plugins.hostile.grants.dns]
 zones = []
 [plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.terraform]
+module_root = "terraform"
 [plugins.hostile.grants.http]
 endpoints = []
 "#;

@@ -6,3 +6,4 @@ mod lock_ssh;
 mod network;
 mod proxmox;
 mod reliability;
+mod terraform;

@@ -41,6 +41,8 @@ hosts = ["guests"]
 [plugins.hostile.grants.dns]
 zones = []
 [plugins.hostile.grants.checkpoint]
+[plugins.hostile.grants.terraform]
+module_root = "terraform"
 [plugins.hostile.grants.http]
 endpoints = []
 [plugins.admin]
@@ -58,6 +60,8 @@ hosts = []
 [plugins.admin.grants.dns]
 zones = []
 [plugins.admin.grants.checkpoint]
+[plugins.admin.grants.terraform]
+module_root = "terraform"
 [plugins.admin.grants.http]
 endpoints = []
 "#;

@@ -22,6 +22,7 @@ mod bindings {
                 import cradle:host/dns@0.1.0;
                 import cradle:host/checkpoint@0.1.0;
                 import cradle:host/http@0.1.0;
+                import cradle:host/terraform@0.1.0;
                 export cradle:host/lifecycle@0.1.0;
             }
         ",
@@ -36,7 +37,7 @@ cradle_guest::manifest! {
     name: "hostile",
     version: env!("CARGO_PKG_VERSION"),
     description: "Misbehaves on purpose for the sandbox tests",
-    needs: ["log", "proxmox", "lock", "ssh", "dns", "checkpoint", "http"],
+    needs: ["log", "proxmox", "lock", "ssh", "dns", "checkpoint", "http", "terraform"],
 }
 
 use bindings::cradle::host::types::{Error, Snippets, VmSpec, VmState};

@@ -1,4 +1,4 @@
-//! Attacks by group (`pve`, `lock`, `ssh`, `budget`, `http`); one module per
+//! Attacks by group (`pve`, `lock`, `ssh`, `budget`, `http`, `tf`); one module per
 //! capability area, so each can grow alone. An unknown `GROUP:ATTACK` is an
 //! `invalid` error; [`achieved`] reports what got through in the returned
 //! state's `name`.
@@ -10,6 +10,7 @@ mod http;
 mod lock;
 mod pve;
 mod ssh;
+mod tf;
 
 /// Run attack `attack` of `group`; an unknown one is an `invalid` error.
 pub fn run(group: &str, attack: &str, vm: &VmSpec) -> Result<Option<VmState>, Error> {
@@ -19,6 +20,7 @@ pub fn run(group: &str, attack: &str, vm: &VmSpec) -> Result<Option<VmState>, Er
         "ssh" => ssh::run(attack, vm),
         "budget" => budget::run(attack, vm),
         "http" => http::run(attack, vm),
+        "tf" => tf::run(attack, vm),
         _ => None,
     };
     found.unwrap_or_else(|| Err(Error::Invalid(format!("hostile plugin: no attack `{group}:{attack}`"))))
