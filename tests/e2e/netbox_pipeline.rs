@@ -101,6 +101,9 @@ impl Lab {
             node_ssh_port: 0,
             dhcp: Some(unifi.dhcp("default")),
             faults: faults.map(|f| FaultSpec::parse(f).expect("faults")).unwrap_or_default(),
+            // cradle's token holds exactly the documented role (docs/CONFIG.md), as
+            // everywhere in the e2e suite: the pipeline's HA step needs what it lists.
+            access: cradle::caps::proxmox::role::sim_access(&[]),
             ..SimConfig::default()
         };
         let cluster = rt.block_on(Cluster::start(config)).expect("simulated cluster");

@@ -21,6 +21,8 @@ async fn start(time_scale: f64, tweak: impl FnOnce(&mut SimConfig)) -> RunningCl
     cfg.time_scale = time_scale;
     cfg.node_ssh_port = 0;
     cfg.guest_ssh_port = 0;
+    // The documented least-privilege role (docs/CONFIG.md), as in the rest of the suite.
+    cfg.access = cradle::caps::proxmox::role::sim_access(&[]);
     tweak(&mut cfg);
     Cluster::start(cfg).await.expect("simulated cluster starts")
 }
