@@ -374,6 +374,30 @@ fn kill_9_while_the_target_has_only_the_temporary_clone_config_then_rerun_and_re
     assert_eq!(running, Vec::<Value>::new(), "no task is left running");
 }
 
+/// A clone with no name yet at the inventory's VMID that no creation record of
+/// this control node started is someone else's: `provision --check` says
+/// `blocked` (never `finalize` or `resume`), naming the VMID and the clone.
+/// (Time scale 100: the clone runs 400 s, its first 200 s on the temporary
+/// config.)
+#[test]
+fn an_unnamed_clone_at_the_vmid_without_a_creation_record_is_blocked_not_taken_as_the_vm() {
+    let p = Project::new(14, 1, "100");
+    let vm = name(0);
+    let killed = p.provision(&vm, Some(&format!("call:clone-vm@{vm}")));
+    assert_eq!(killed.status.signal(), Some(9), "cradle died of SIGKILL: {}", show(&killed));
+    let temp: Vec<Value> = p.vms().into_iter().filter(|v| v["config"]["lock"] == "clone").collect();
+    assert!(temp.len() == 1 && temp[0]["config"]["name"].is_null(), "the temporary config: {temp:?}");
+    // Not this control node's creation (its record is gone: another one's clone).
+    std::fs::remove_file(p.state().join("checkpoints/creating").join(format!("{vm}.json"))).expect("the record");
+    let inv = p.dir.path().join("inventory").display().to_string();
+    let check = p.cradle(&["--output", "json", "provision", "-i", &inv, "--limit", &vm, "--check"], None);
+    let doc: Value = serde_json::from_slice(&check.stdout).unwrap_or_else(|_| panic!("json: {}", show(&check)));
+    let host = &doc["hosts"][0];
+    assert_eq!(host["result"], "blocked", "{}", show(&check));
+    let why = host["detail"].as_str().unwrap_or_default();
+    assert!(why.contains("vmid 300 is being cloned") && why.contains("no creation"), "{why}");
+}
+
 /// Whether a run journal of `vm` shows the reboot's `power` call accepted:
 /// a `proxmox.power` capability call after the `reboot` step started.
 fn reboot_requested(p: &Project, vm: &str) -> bool {

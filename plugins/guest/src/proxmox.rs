@@ -78,10 +78,11 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
             wait_task(&template.node, &task.upid, TASK_TIMEOUT_MS)?;
         }
     }
-    let now = list_vms()?;
-    match now.iter().find(|r| r.vmid == vm.vmid) {
-        Some(r) if r.name.as_deref() == Some(vm.name.as_str()) || unnamed_clone(r) => {
-            if r.lock.as_deref() == Some("clone") {
+    // Name and VMID as `discover` judges them (a clone without its name yet
+    // included): the same rules as a rerun's.
+    match discover_in(&list_vms()?, vm) {
+        Ok(Some(found)) => {
+            if found.lock.as_deref() == Some("clone") {
                 return Err(Error::Transient(format!(
                     "{what}: the clone exists but is still locked; rerun provision to continue with it"
                 )));
@@ -89,12 +90,9 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
             log::vm(Level::Info, vm, &format!("{what}: the clone had happened; continuing with it"));
             Ok(())
         }
-        Some(r) => Err(Error::Conflict(format!(
-            "{what}: vmid {} is now taken by {}; not cloning again",
-            vm.vmid,
-            r.name.as_deref().unwrap_or("an unnamed VM")
-        ))),
-        None => {
+        Err(Error::Conflict(why)) => Err(Error::Conflict(format!("{what}: {why}; not cloning again"))),
+        Err(e) => Err(e),
+        Ok(None) => {
             log::vm(
                 Level::Warn,
                 vm,
@@ -111,24 +109,27 @@ fn settle(vm: &VmSpec, template: &VmResource, req: &CloneRequest, what: &str, fi
     }
 }
 
-/// Whether `r` is a clone whose worker has not written its name yet: Proxmox
-/// VE's clone task first writes the target's config as a temporary file with
-/// only `lock: clone` (qemu-server `PVE/API2/Qemu.pm` `clone_vm`), and writes
-/// the name only after the first drive is cloned; until then
-/// `cluster/resources` lists it with no name or as `VM <vmid>` (the name
-/// `pvestatd` gives a config without one).
-pub fn unnamed_clone(r: &VmResource) -> bool {
+/// Whether `cluster/resources` lists `r` without a name of its own: none, or
+/// `VM <vmid>`. Proxmox VE takes that name from `pvestatd`'s last status round
+/// (pve-manager `PVE/API2Tools.pm` `extract_vm_stats`), which names a config
+/// without `name` `VM <vmid>` (qemu-server `vmstatus`) and lags a config change
+/// by seconds. A clone's config is such a config until its first drive is
+/// copied (qemu-server `PVE/API2/Qemu.pm` `clone_vm` writes a temporary file
+/// with only `lock: clone` first), and its real name can read `VM <vmid>` for
+/// a few seconds after the clone ended. So for these the config is read.
+fn listed_without_name(r: &VmResource) -> bool {
     let default = format!("VM {}", r.vmid);
-    !r.template && r.lock.as_deref() == Some("clone") && r.name.as_deref().is_none_or(|n| n.is_empty() || n == default)
+    !r.template && r.name.as_deref().is_none_or(|n| n.is_empty() || n == default)
 }
 
 /// The VM named `vm.name` with `vm.vmid`, if it exists. Name and VMID must
 /// agree: either one alone found on another VM is a conflict (invariant 6).
-/// The one exception is a clone still in its first moments at `vm.vmid`
-/// ([`unnamed_clone`]): it is returned as this VM with `lock: clone`, to be
-/// waited for, never cloned again or taken for another VM. Whether it is this
-/// run's clone the workflow decides (the VMID's creation record;
-/// `workflows/lib/decide.rhai`).
+/// A VM listed without a name of its own at `vm.vmid` ([`listed_without_name`])
+/// is judged by its config: its `name` there, or, with no name and
+/// `lock: clone`, a clone still copying its first drive, returned as this VM
+/// with `lock: clone` to be waited for, never cloned again or taken for
+/// another VM. Whether it is this run's clone the workflow decides (the VMID's
+/// creation record; `workflows/lib/decide.rhai`).
 pub fn discover(vm: &VmSpec) -> Result<Option<VmState>> {
     discover_in(&list_vms()?, vm)
 }
@@ -153,15 +154,30 @@ pub fn discover_in(vms: &[VmResource], vm: &VmSpec) -> Result<Option<VmState>> {
             "a VM named {} exists with vmid {} on {}, but the inventory gives vmid {}; fix the inventory or the VM",
             vm.name, named.vmid, named.node, vm.vmid
         ))),
-        (None, Some(cloning)) if unnamed_clone(cloning) => Ok(Some(VmState {
-            name: vm.name.clone(),
-            vmid: cloning.vmid,
-            node: cloning.node.clone(),
-            status: cloning.status.clone(),
-            lock: cloning.lock.clone(),
-            // The template's drives, once the clone has copied them.
-            has_cloudinit_drive: true,
-        })),
+        (None, Some(unnamed)) if listed_without_name(unnamed) => {
+            let config = get_config(&unnamed.node, unnamed.vmid)?;
+            let get = |key: &str| config.iter().find(|e| e.key == key).map(|e| e.value.as_str());
+            let state = |lock: Option<&str>, has_cloudinit_drive| VmState {
+                name: vm.name.clone(),
+                vmid: unnamed.vmid,
+                node: unnamed.node.clone(),
+                status: unnamed.status.clone(),
+                lock: lock.map(str::to_string),
+                has_cloudinit_drive,
+            };
+            match (get("name"), get("lock")) {
+                (Some(name), lock) if name == vm.name => Ok(Some(state(lock, has_cloudinit_drive(&config)))),
+                // The template's drives, once the clone has copied them.
+                (None, Some("clone")) => Ok(Some(state(Some("clone"), true))),
+                (name, _) => Err(Error::Conflict(format!(
+                    "vmid {} is taken by {} on {}, not by {}; choose another VMID in the inventory",
+                    vm.vmid,
+                    name.unwrap_or("an unnamed VM"),
+                    unnamed.node,
+                    vm.name
+                ))),
+            }
+        }
         (None, Some(other)) => Err(Error::Conflict(format!(
             "vmid {} is taken by {} on {}, not by {}; choose another VMID in the inventory",
             vm.vmid,
