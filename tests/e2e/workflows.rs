@@ -136,7 +136,7 @@ fn a_nested_acquire_is_reused_and_held_until_the_outer_release() {
 #[test]
 fn checkpoints_of_the_runs_vms_round_trip_and_others_are_denied() {
     let env = env();
-    let vm = ScopedVm { name: "test-0".into(), vmid: 150, ssh: None, owned: false };
+    let vm = ScopedVm { name: "test-0".into(), vmid: 150, ssh: None, owned: false, allow_replacement: false };
     let report = env.call("checkpoints", vec!["test-0".into()], vec![vm.clone()]);
     let out = report.result.expect("checkpoints").into_array().expect("array");
     assert_eq!(out[0].as_int().expect("vmid"), 150);

@@ -72,6 +72,11 @@ pub struct ScopedVm {
     /// This run's workflow holds the VM's lock: the run owns the VM, so a
     /// plugin may pin (or forget) the host key of this guest.
     pub owned: bool,
+    /// The inventory's `vms_terraform_allow_replacement` for the VM: with the
+    /// plugin's `terraform.destructive`, the terraform capability's `apply`
+    /// may apply a plan that replaces it. Always the run's (the inventory),
+    /// never a call's arguments.
+    pub allow_replacement: bool,
 }
 
 /// A refused call: the capability and the scope that refused it.
@@ -205,6 +210,7 @@ endpoints = ["netbox"]
                 vmid: 150,
                 ssh: Some(login("cradle", "127.0.10.5", 22)),
                 owned: true,
+                allow_replacement: false,
             }],
             nodes: vec![login("root", "127.0.1.1", 22)],
             operator: false,

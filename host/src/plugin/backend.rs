@@ -44,10 +44,12 @@ impl Backend for PluginBackend {
         let name = &self.plugin.name;
         let data = run.data::<RunData>().ok_or_else(|| anyhow!("backend `{name}` was called outside a cradle run"))?;
         let vm = args.first().and_then(vm_binding).map(|mut vm| {
-            // SSH logins come from the run's scope (the inventory), never from
-            // the call's arguments; the run owns the VM when its workflow holds
-            // the VM's lock.
-            vm.ssh = data.scope.vms.iter().find(|v| v.name == vm.name).and_then(|v| v.ssh.clone());
+            // SSH logins and the replacement flag come from the run's scope
+            // (the inventory), never from the call's arguments; the run owns
+            // the VM when its workflow holds the VM's lock.
+            let in_run = data.scope.vms.iter().find(|v| v.name == vm.name);
+            vm.ssh = in_run.and_then(|v| v.ssh.clone());
+            vm.allow_replacement = in_run.is_some_and(|v| v.allow_replacement);
             vm.owned = data.run.workflow_holds(&crate::caps::lock::lock_key(&data.services.cluster_id, &vm.name));
             vm
         });
@@ -67,11 +69,12 @@ impl Backend for PluginBackend {
 }
 
 /// The VM a call is about: a record argument with `name` and `vmid` fields
-/// (a `vm-spec`). Its SSH login and ownership are filled in from the run.
+/// (a `vm-spec`). Its SSH login, ownership and replacement flag are filled in
+/// from the run.
 pub fn vm_binding(arg: &Val) -> Option<ScopedVm> {
     let Val::Record(fields) = arg else { return None };
     let field = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v);
     let Some(Val::String(name)) = field("name") else { return None };
     let Some(Val::U32(vmid)) = field("vmid") else { return None };
-    Some(ScopedVm { name: name.clone(), vmid: *vmid, ssh: None, owned: false })
+    Some(ScopedVm { name: name.clone(), vmid: *vmid, ssh: None, owned: false, allow_replacement: false })
 }

@@ -79,6 +79,7 @@ pub fn scoped(plan: &VmPlan) -> ScopedVm {
             user: plan.ssh.user.clone().unwrap_or_else(|| DEFAULT_USER.into()),
         }),
         owned: false,
+        allow_replacement: plan.terraform_allow_replacement,
     }
 }
 

@@ -97,6 +97,7 @@ fn guest(name: &str) -> ScopedVm {
         vmid: 150,
         ssh: Some(SshLogin { host: "127.0.10.5".into(), port: 22, user: "cradle".into() }),
         owned: false,
+        allow_replacement: false,
     }
 }
 

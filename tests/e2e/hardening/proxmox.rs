@@ -254,7 +254,7 @@ fn creation_records_of_a_vm_outside_the_run_are_denied_and_every_access_is_journ
             script: "hardening".into(),
             func: "creation_of".into(),
             args: vec![name.into()],
-            vms: vec![ScopedVm { name: "test-0".into(), vmid: 150, ssh: None, owned: false }],
+            vms: vec![ScopedVm { name: "test-0".into(), vmid: 150, ssh: None, owned: false, allow_replacement: false }],
             ..Default::default()
         })
     };

@@ -370,3 +370,40 @@ fn removing_the_resource_or_replacing_the_vm_without_the_destructive_grant_destr
     let state = std::fs::read_to_string(lab.module_dir().join("terraform.tfstate")).expect("state");
     assert!(state.contains("\"clone\": \"debian-12-cloud\""), "the state still holds the original VM");
 }
+
+/// The run's VM binding for the probe's VM spec, with the inventory's
+/// `vms_terraform_allow_replacement` = `allows`.
+fn run_vm(allows: bool) -> Vec<ScopedVm> {
+    vec![ScopedVm { name: "tf:apply".into(), vmid: VMID, ssh: None, owned: false, allow_replacement: allows }]
+}
+
+#[test]
+fn a_replacement_applies_only_when_the_destructive_grant_and_the_vms_inventory_flag_both_allow_it() {
+    let lab = Lab::new();
+    let created = lab.attack_as("replacer", "apply", &vm_module().to_string(), run_vm(false));
+    created.result.as_ref().expect("a module inside the grant applies");
+    assert_eq!(lab.guests(), [VMID]);
+    let mut replaced = vm_module();
+    replaced["resource"]["proxmox_vm_qemu"]["vm"]["clone"] = json!("debian-13-cloud");
+
+    // The grant is destructive, but the inventory does not allow replacing this VM.
+    let r = lab.attack_as("replacer", "apply", &replaced.to_string(), run_vm(false));
+    let err = refusal(&r);
+    for part in [
+        "the saved plan of module `tf-attack` is refused, nothing was applied",
+        "plugins.replacer.grants.terraform.destructive is true (it is true)",
+        "the inventory's vms_terraform_allow_replacement for tf:apply is false",
+    ] {
+        assert!(err.contains(part), "the refusal names `{part}`: {err}");
+    }
+    let state = || std::fs::read_to_string(lab.module_dir().join("terraform.tfstate")).expect("state");
+    assert!(state().contains("\"clone\": \"debian-12-cloud\""), "the VM was not replaced");
+    assert_eq!(lab.guests(), [VMID], "the VM still exists");
+
+    // The inventory allows it: the host approves the replacement.
+    let r = lab.attack_as("replacer", "apply", &replaced.to_string(), run_vm(true));
+    let got = r.result.as_ref().map(ToString::to_string).expect("the replacement applies");
+    assert!(got.contains("replace proxmox_vm_qemu.vm"), "{got}");
+    assert!(state().contains("\"clone\": \"debian-13-cloud\""), "rebuilt from the new template");
+    assert_eq!(lab.guests(), [VMID], "the same VMID, rebuilt");
+}

@@ -53,7 +53,7 @@ fn every_proxmox_wit_function_sends_requests_that_conform_to_the_pve_schema() {
     .expect("grants");
     let services = Services { proxmox: Some(Arc::new(client)), ..Services::for_tests(dir.path(), &rt) };
     // VM 321 is the run's (its snippets are `wit-0-*`).
-    let vm = ScopedVm { name: "wit-0".into(), vmid: 321, ssh: None, owned: true };
+    let vm = ScopedVm { name: "wit-0".into(), vmid: 321, ssh: None, owned: true, allow_replacement: false };
     let scope = RunScope { vms: vec![vm], operator: true, ..RunScope::default() };
     let mut c = CapCtx::for_tests(grants, scope, services, "wit-conformance");
     let n = || "pve1".to_string();

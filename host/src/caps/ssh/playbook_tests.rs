@@ -44,7 +44,13 @@ impl World {
             toml::from_str("[ssh]\nhosts = [\"guests\"]\nplaybooks = [\"playbooks\"]\n").expect("grants");
         let login = SshLogin { host: "127.0.0.1".into(), port, user: self.sshd.user.clone() };
         let scope = RunScope {
-            vms: vec![ScopedVm { name: "web-1".into(), vmid: 150, ssh: Some(login), owned: true }],
+            vms: vec![ScopedVm {
+                name: "web-1".into(),
+                vmid: 150,
+                ssh: Some(login),
+                owned: true,
+                allow_replacement: false,
+            }],
             operator: true,
             ..RunScope::default()
         };

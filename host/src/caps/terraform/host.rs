@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::ApplyRule;
-use super::module_check::{self, TemplateRef};
+use super::module_check::{self, ModuleVm, TemplateRef};
 use super::module_dir::ModuleDir;
 use super::scope::TerraformCall;
 use super::{Flavour, Terraform};
@@ -77,7 +77,7 @@ impl CapCtx {
     /// The module's files (`files`) pass the content check, and the VM they
     /// create is inside the caller's proxmox grant: the same policy check a
     /// `clone-vm` of that VMID, node, storage and template goes through.
-    fn check_module(&self, module: &str, files: &[(String, String)], vms: &Vms) -> Result<(), CapError> {
+    fn check_module(&self, module: &str, files: &[(String, String)], vms: &Vms) -> Result<ModuleVm, CapError> {
         let tf = self.terraform()?;
         let denied = |message: String| CapError::new(ErrorKind::Denied, message);
         let vm = module_check::check(tf.flavour(), files).map_err(|r| denied(r.to_string()))?;
@@ -106,12 +106,12 @@ impl CapCtx {
                 ))
             })?;
         }
-        Ok(())
+        Ok(vm)
     }
 
     /// The module as it is on disk (which must hold one) passes [`CapCtx::check_module`] before a
     /// terraform command reads it (`vms`: [`CapCtx::cluster_vms`]).
-    fn check_module_on_disk(&self, module: &str, vms: &Vms) -> Result<(), CapError> {
+    fn check_module_on_disk(&self, module: &str, vms: &Vms) -> Result<ModuleVm, CapError> {
         let files = self.module_dir(module)?.config_files()?;
         self.check_module(module, &files, vms)
     }
@@ -125,6 +125,17 @@ impl CapCtx {
     /// The plugin's `terraform.destructive` grant.
     fn terraform_destructive(&self) -> bool {
         self.grants.terraform.as_ref().is_some_and(|g| g.destructive)
+    }
+
+    /// `apply`'s rule for a module creating VM `vmid`: the grant's
+    /// `destructive`, and the inventory's replacement flag of the run's VM of
+    /// that VMID (the call's binding, from the run's scope: never from the plugin).
+    fn apply_rule(&self, flavour: Flavour, vmid: u32) -> ApplyRule {
+        let rule = ApplyRule::for_flavour(flavour, self.terraform_destructive());
+        match self.scope.vms.iter().find(|v| v.vmid == vmid) {
+            Some(vm) => rule.for_vm(&vm.name, vm.allow_replacement),
+            None => rule,
+        }
     }
 
     /// terraform's line `line` of `function` on `module`, into the journal at
@@ -209,10 +220,10 @@ impl terraform::Host for CapCtx {
     fn apply(&mut self, module: String, plan_id: String) -> Result<String, WitError> {
         let vms = self.vms_for_check();
         self.guard("apply", call(&module), || {
-            self.check_module_on_disk(&module, &vms)?;
+            let vm = self.check_module_on_disk(&module, &vms)?;
             let (tf, m, limit) = self.module_call(&module)?;
             let sink = |l: &str| self.terraform_line("apply", &module, l);
-            let rule = ApplyRule::for_flavour(tf.flavour(), self.terraform_destructive());
+            let rule = self.apply_rule(tf.flavour(), vm.vmid);
             let plans = &self.run.terraform_plans;
             // The plugin gets what the host approved (the changes), never terraform's raw lines.
             let applied = self

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use approval::ApplyRule;
 pub use config::{Flavour, TerraformConfig, TerraformConfigError};
-use cradle_terraform_logic::approve::{self, Approval, Mode};
+use cradle_terraform_logic::approve::{self, Approval, Mode, Rejection};
 use module_dir::ModuleDir;
 use plans::Plans;
 pub use runner::{Credentials, TlsTrust};
@@ -209,10 +209,12 @@ impl Terraform {
         let shown = self.run(m, &["show", "-json", "-no-color", &file], Stream::Json, limit, &|_| {}).await?;
         succeeded(m, "show", &shown, false)?;
         let approval = approve::check(&shown.stdout, &expected).map_err(|r| {
-            CapError::new(
-                ErrorKind::Denied,
-                format!("terraform: the saved plan of module `{module}` is refused, nothing was applied: {r}"),
-            )
+            let mut message =
+                format!("terraform: the saved plan of module `{module}` is refused, nothing was applied: {r}");
+            if matches!(r, Rejection::ReplacementNotAllowed { .. }) {
+                message.push_str(&format!(" ({})", rule.replacement_requirement(origin)));
+            }
+            CapError::new(ErrorKind::Denied, message)
         })?;
         let out = self.run(m, &["apply", "-input=false", "-no-color", &file], Stream::Lines, limit, sink).await?;
         succeeded(m, "apply", &out, true)?;
