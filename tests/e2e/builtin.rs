@@ -6,7 +6,7 @@
 //!
 //! Needs `target/debug/cradle` (and, for the file-override test, the sample
 //! plugin `scripts/test` builds). Simulated guests bind port 22 on
-//! 127.35.<n>.0/24, a prefix no other test uses.
+//! 127.35.<n>.0/24, a prefix no other test uses; each test here its own `n` (1, 2 for the init project, 3), since they run at the same time.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -257,7 +257,7 @@ fn node_pins(known_hosts: &Path) -> Vec<String> {
 fn runs_on_the_built_in_cluster_keep_known_hosts_at_a_constant_size_and_take_over_a_port_pinned_with_another_key() {
     let project = tempfile::tempdir().expect("tmp");
     let config = bare().write(project.path());
-    let inventory = write_inventory(project.path(), 2);
+    let inventory = write_inventory(project.path(), 3);
     let state = project.path().join("state");
     let known_hosts = state.join("known_hosts");
     let args = ["--config", s(&config), "--state-dir", s(&state), "--output", "json", "provision", "-i", s(&inventory)];

@@ -252,7 +252,9 @@ playbooks = ["playbooks"]
                             let _ = writeln!(out, "privileges_without = {without:?}");
                         }
                     }
-                    Privileges::Root => {}
+                    Privileges::Root => {
+                        let _ = writeln!(out, "privileges = \"root\"");
+                    }
                 }
                 for line in &sim.extra {
                     let _ = writeln!(out, "{line}");

@@ -237,9 +237,11 @@ pub struct SimSettings {
 #[serde(rename_all = "kebab-case")]
 pub enum SimPrivileges {
     /// root@pam's token: every check passes.
-    #[default]
     Root,
-    /// The documented least-privilege role (`crate::caps::proxmox::role`).
+    /// The documented least-privilege role (`crate::caps::proxmox::role`): the
+    /// default, so a workflow that needs more than the role documents fails on the
+    /// built-in cluster as it would on a real PVE with that token.
+    #[default]
     Cradle,
 }
 
@@ -365,7 +367,7 @@ impl Default for SimSettings {
             node_tmp_bytes: None,
             pve_version: None,
             appliance: None,
-            privileges: SimPrivileges::Root,
+            privileges: SimPrivileges::Cradle,
             privileges_without: Vec::new(),
         }
     }
