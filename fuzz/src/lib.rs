@@ -1,0 +1,50 @@
+//! The parsers cargo-fuzz exercises, compiled from the host's own source files.
+//!
+//! Contract: every module here is a `#[path]` include of a self-contained host
+//! file (no `crate::` imports of wasmtime-dependent modules), so the fuzz
+//! targets run exactly the code `cradle` runs, without building the `cradle`
+//! crate (and wasmtime) a second time. Where a host file names a type of the
+//! host's WIT bindings, [`contract`] provides a plain stand-in with the same
+//! fields: the parser is the host's, only its input type is rebuilt here.
+
+#![allow(dead_code, reason = "the host files carry items only the host uses")]
+#![allow(unused_imports, reason = "the host files carry imports only the host's cfgs use")]
+
+/// Ansible INI/YAML inventories, `--limit` patterns, templates, resolution.
+#[path = "../../host/src/inventory/mod.rs"]
+pub mod inventory;
+
+/// The assertions the inventory targets share.
+pub mod inventory_checks;
+
+/// The terraform capability's module-content check.
+pub mod terraform;
+
+/// `cloud-init status --format=json`.
+#[path = "../../host/src/cloudinit/status.rs"]
+pub mod cloudinit_status;
+
+/// `cradle serve`: the NetBox webhook body and its `X-Hook-Signature`.
+pub mod serve;
+
+/// PVE config property strings as the proxmox capability scopes them.
+#[path = "../../host/src/caps/proxmox/config_scope.rs"]
+pub mod config_scope;
+
+/// Stand-ins for the host's WIT binding types the included files name.
+pub mod contract {
+    pub mod bindings {
+        pub mod cradle {
+            pub mod host {
+                pub mod types {
+                    /// `cradle:host/types.entry`: one config key and its value.
+                    #[derive(Debug, Clone, PartialEq, Eq)]
+                    pub struct Entry {
+                        pub key: String,
+                        pub value: String,
+                    }
+                }
+            }
+        }
+    }
+}
