@@ -123,3 +123,8 @@ mp0: /mnt/data,mp=/data
 -delete:scsi1
 """)
 put("pve_config_scope", "container.conf", "hostname: ct1\nostemplate: local:vztmpl/debian-12.tar.zst\nrootfs: local-lvm:8\nmp0: local-lvm:4,mp=/srv\nnet0: name=eth0,bridge=vmbr0,ip=dhcp\n-mp1\n")
+
+# known_hosts lines written by OpenSSH's ssh-keygen (real keys of each type; plain,
+# [host]:port, wildcard, negated, @cert-authority/@revoked, and `ssh-keygen -H` hashed).
+for f in sorted(glob.glob("fuzz/seeds/known_hosts/*")):
+    put("known_hosts", os.path.basename(f), open(f).read())

@@ -31,20 +31,13 @@ pub mod serve;
 #[path = "../../host/src/caps/proxmox/config_scope.rs"]
 pub mod config_scope;
 
-/// Stand-ins for the host's WIT binding types the included files name.
-pub mod contract {
-    pub mod bindings {
-        pub mod cradle {
-            pub mod host {
-                pub mod types {
-                    /// `cradle:host/types.entry`: one config key and its value.
-                    #[derive(Debug, Clone, PartialEq, Eq)]
-                    pub struct Entry {
-                        pub key: String,
-                        pub value: String,
-                    }
-                }
-            }
-        }
-    }
-}
+/// The host's capability error, with stand-ins for the WIT binding types the
+/// included files name.
+pub mod contract;
+
+/// cradle's known_hosts (`caps/ssh/known_hosts.rs`) and what it takes from its
+/// parent module.
+pub mod ssh;
+
+/// What the included files take from `host/src/state`.
+pub mod state;
