@@ -128,3 +128,7 @@ put("pve_config_scope", "container.conf", "hostname: ct1\nostemplate: local:vztm
 # [host]:port, wildcard, negated, @cert-authority/@revoked, and `ssh-keygen -H` hashed).
 for f in sorted(glob.glob("fuzz/seeds/known_hosts/*")):
     put("known_hosts", os.path.basename(f), open(f).read())
+
+# The guest kit reads the same `qm config` lines.
+for f in sorted(glob.glob(f"{C}/pve_config_scope/*.conf")):
+    put("guest_config", os.path.basename(f), open(f).read())

@@ -41,3 +41,27 @@ pub mod ssh;
 
 /// What the included files take from `host/src/state`.
 pub mod state;
+
+/// The guest kit's config values and property strings (plugins/guest/src/config.rs),
+/// as the direct and terraform backends compare and write them.
+#[path = "../../plugins/guest/src/config.rs"]
+pub mod guest_config;
+
+/// Stand-ins for the guest kit's WIT types (`crate::types` there) with the fields
+/// `guest_config` reads.
+pub mod types {
+    pub use crate::contract::bindings::cradle::host::types::Entry;
+
+    /// `cradle:host/types.nic` (the fields the config code reads).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Nic {
+        pub bridge: String,
+        pub vlan: Option<u16>,
+    }
+
+    /// `cradle:host/types.vm-spec` (the fields the config code reads).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct VmSpec {
+        pub startup_order: Option<u32>,
+    }
+}
