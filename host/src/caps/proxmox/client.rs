@@ -18,6 +18,7 @@
 //! [`Secret`]; `Debug` of the settings and the client redact it, server messages
 //! are scrubbed of it, and redirects are refused so it is never sent elsewhere.
 
+mod answers;
 pub mod cluster;
 mod decode;
 mod flights;
@@ -38,9 +39,10 @@ use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 
+pub use self::answers::{Upid, parse_upid};
+pub use self::decode::UpidError;
 pub use self::request::encode_form;
 pub(crate) use self::request::{Call, flag, segment};
-pub use self::tasks::{Upid, parse_upid};
 use super::errors::ProxmoxError;
 use super::tls::{TlsFailures, TlsVerify, client_config};
 use crate::secrets::Secret;

@@ -6,94 +6,11 @@
 //! the WIT record has no `affinity` field, which `resource-affinity` rules require.
 
 use reqwest::Method;
-use serde_json::Value;
 
-use super::decode::{self, DecodeError};
+use super::answers::{ha_resources, ha_rules, storage_in_index, vm_resources, vmid_value};
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{HaResource, HaRule, StorageDefinition, VmResource};
-
-fn vm_resources(data: &Value) -> Result<Vec<VmResource>, DecodeError> {
-    // Mirrors `type=vm` as PVE answers it (qemu and lxc share one VMID space).
-    decode::objects(data, "the resource list")?
-        .into_iter()
-        .map(|o| {
-            Ok(VmResource {
-                vmid: decode::vmid(o, "vmid")?,
-                name: decode::opt_string(o, "name"),
-                node: decode::string(o, "node")?,
-                status: decode::string(o, "status")?,
-                template: decode::flag(o, "template")?,
-                lock: decode::opt_string(o, "lock"),
-                hastate: decode::opt_string(o, "hastate"),
-                tags: decode::opt_string(o, "tags"),
-            })
-        })
-        .collect()
-}
-
-fn vmid_value(data: &Value) -> Result<u32, DecodeError> {
-    let text = decode::render(data).ok_or(DecodeError::NextidNull)?;
-    text.trim().parse().map_err(|_| DecodeError::NextidNotVmid { text })
-}
-
-fn storage_definition(storage: &str, data: &Value) -> Result<StorageDefinition, DecodeError> {
-    let o = decode::object(data, "the storage definition")?;
-    let content = decode::opt_string(o, "content").unwrap_or_default();
-    Ok(StorageDefinition {
-        storage: decode::opt_string(o, "storage").unwrap_or_else(|| storage.to_string()),
-        kind: decode::string(o, "type")?,
-        content: content.split(',').map(str::trim).filter(|c| !c.is_empty()).map(str::to_string).collect(),
-        path: decode::opt_string(o, "path"),
-        shared: decode::flag(o, "shared")?,
-    })
-}
-
-/// The entry of `storage` in the storage index (`GET /storage`), if listed.
-fn storage_in_index(storage: &str, data: &Value) -> Result<Option<StorageDefinition>, DecodeError> {
-    let listed = decode::objects(data, "the storage list")?
-        .into_iter()
-        .find(|o| decode::opt_string(o, "storage").as_deref() == Some(storage));
-    listed.map(|o| storage_definition(storage, &Value::Object(o.clone()))).transpose()
-}
-
-fn ha_resources(data: &Value) -> Result<Vec<HaResource>, DecodeError> {
-    decode::objects(data, "the HA resource list")?
-        .into_iter()
-        .map(|o| {
-            Ok(HaResource {
-                sid: decode::string(o, "sid")?,
-                // `started` is PVE's default and the config omits defaults.
-                state: decode::opt_string(o, "state").unwrap_or_else(|| "started".to_string()),
-                comment: decode::opt_string(o, "comment"),
-            })
-        })
-        .collect()
-}
-
-/// A list field that may come as `"a,b"` or `["a","b"]`.
-fn comma_list(o: &decode::Object, key: &str) -> Option<String> {
-    match o.get(key) {
-        Some(Value::Array(items)) => Some(items.iter().filter_map(decode::render).collect::<Vec<_>>().join(",")),
-        _ => decode::opt_string(o, key),
-    }
-}
-
-fn ha_rules(data: &Value) -> Result<Vec<HaRule>, DecodeError> {
-    decode::objects(data, "the HA rule list")?
-        .into_iter()
-        .map(|o| {
-            Ok(HaRule {
-                rule: decode::string(o, "rule")?,
-                kind: decode::string(o, "type")?,
-                resources: comma_list(o, "resources").ok_or_else(|| decode::missing("resources"))?,
-                nodes: comma_list(o, "nodes"),
-                strict: decode::flag(o, "strict")?,
-                digest: decode::opt_string(o, "digest"),
-            })
-        })
-        .collect()
-}
 
 impl ProxmoxClient {
     /// `GET /cluster/resources?type=vm`. Callers of this client that list at
@@ -212,6 +129,7 @@ impl ProxmoxClient {
 
 #[cfg(test)]
 mod tests {
+    use super::super::answers::storage_definition;
     use super::*;
     use serde_json::json;
 

@@ -5,16 +5,17 @@
 //! nothing else; a missing required field or a wrong type is a [`DecodeError`]
 //! that names the field (the client wraps its text in `ProxmoxError::Decode`,
 //! naming the request).
+//!
+//! Self-contained (std, serde_json, thiserror): `fuzz/` compiles this file and
+//! `answers.rs` on their own.
 
 use serde_json::{Map, Value};
 
-use crate::caps::proxmox::errors::ProxmoxError;
-
-pub(crate) type Object = Map<String, Value>;
+pub type Object = Map<String, Value>;
 
 /// How an answer differs from the documented shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum DecodeError {
+pub enum DecodeError {
     /// A value that must be an object.
     #[error("{what} is not an object but {found}")]
     NotAnObject { what: String, found: &'static str },
@@ -44,41 +45,51 @@ pub(crate) enum DecodeError {
     NotAUpid { value: Value },
     /// A UPID that does not parse.
     #[error(transparent)]
-    Upid(#[from] ProxmoxError),
+    Upid(#[from] UpidError),
     /// A task status that is neither `running` nor `stopped`.
     #[error("task status {status:?} is neither running nor stopped")]
     TaskStatus { status: String },
 }
 
+/// A string that is not a UPID (the client turns it into `ProxmoxError::Upid`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid UPID {upid:?}: {reason}; expected UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:")]
+pub struct UpidError {
+    /// The text given.
+    pub upid: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
 /// `value` as an object.
-pub(crate) fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Object, DecodeError> {
+pub fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Object, DecodeError> {
     value.as_object().ok_or_else(|| DecodeError::NotAnObject { what: what.to_string(), found: type_name(value) })
 }
 
 /// `value` as an array of objects.
-pub(crate) fn objects<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a Object>, DecodeError> {
+pub fn objects<'a>(value: &'a Value, what: &str) -> Result<Vec<&'a Object>, DecodeError> {
     let list =
         value.as_array().ok_or_else(|| DecodeError::NotAList { what: what.to_string(), found: type_name(value) })?;
     list.iter().enumerate().map(|(i, v)| object(v, &format!("{what}[{i}]"))).collect()
 }
 
 /// A string or number field rendered as text; `None` when absent or null.
-pub(crate) fn opt_string(o: &Object, key: &str) -> Option<String> {
+pub fn opt_string(o: &Object, key: &str) -> Option<String> {
     o.get(key).and_then(render)
 }
 
 /// A required string or number field.
-pub(crate) fn string(o: &Object, key: &str) -> Result<String, DecodeError> {
+pub fn string(o: &Object, key: &str) -> Result<String, DecodeError> {
     opt_string(o, key).ok_or_else(|| missing(key))
 }
 
 /// The error for a missing `key`.
-pub(crate) fn missing(key: &str) -> DecodeError {
+pub fn missing(key: &str) -> DecodeError {
     DecodeError::Missing { key: key.to_string() }
 }
 
 /// An unsigned integer given as a number or a decimal string; `None` when absent.
-pub(crate) fn opt_u64(o: &Object, key: &str) -> Result<Option<u64>, DecodeError> {
+pub fn opt_u64(o: &Object, key: &str) -> Result<Option<u64>, DecodeError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => {
@@ -88,18 +99,18 @@ pub(crate) fn opt_u64(o: &Object, key: &str) -> Result<Option<u64>, DecodeError>
 }
 
 /// A required unsigned integer.
-pub(crate) fn u64_field(o: &Object, key: &str) -> Result<u64, DecodeError> {
+pub fn u64_field(o: &Object, key: &str) -> Result<u64, DecodeError> {
     opt_u64(o, key)?.ok_or_else(|| missing(key))
 }
 
 /// A required VMID.
-pub(crate) fn vmid(o: &Object, key: &str) -> Result<u32, DecodeError> {
+pub fn vmid(o: &Object, key: &str) -> Result<u32, DecodeError> {
     let n = u64_field(o, key)?;
     u32::try_from(n).map_err(|_| DecodeError::NotVmid { key: key.to_string(), value: n })
 }
 
 /// A boolean flag (`1`, `"1"`, `true`); absent or null is false.
-pub(crate) fn flag(o: &Object, key: &str) -> Result<bool, DecodeError> {
+pub fn flag(o: &Object, key: &str) -> Result<bool, DecodeError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -114,7 +125,7 @@ pub(crate) fn flag(o: &Object, key: &str) -> Result<bool, DecodeError> {
 /// A scalar rendered the way PVE writes it into a config file: strings verbatim,
 /// integers without a fraction, booleans as `1`/`0`. Objects and arrays (which
 /// config values never are) are rendered as JSON so nothing is silently dropped.
-pub(crate) fn render(value: &Value) -> Option<String> {
+pub fn render(value: &Value) -> Option<String> {
     match value {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),

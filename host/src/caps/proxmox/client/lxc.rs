@@ -9,10 +9,9 @@
 //! anything is sent (containers have none).
 
 use reqwest::Method;
-use serde_json::Value;
 
-use super::decode::{self, DecodeError};
-use super::vms::{config_entries, config_put, create_post, upid_from, vm_runtime};
+use super::answers::{config_entries, log_lines, upid_from, vm_runtime};
+use super::vms::{config_put, create_post};
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{PowerAction, VmRuntime};
@@ -23,15 +22,6 @@ const CREATE_REFUSED: &[&str] = &["restore", "unique", "force"];
 
 /// At most this many task log lines are read.
 const TASK_LOG_LIMIT: usize = 5000;
-
-fn log_lines(data: &Value) -> Result<Vec<String>, DecodeError> {
-    let mut lines: Vec<(u64, String)> = decode::objects(data, "the task log")?
-        .into_iter()
-        .map(|o| Ok((decode::opt_u64(o, "n")?.unwrap_or(0), decode::opt_string(o, "t").unwrap_or_default())))
-        .collect::<Result<_, DecodeError>>()?;
-    lines.sort_by_key(|(n, _)| *n);
-    Ok(lines.into_iter().map(|(_, t)| t).collect())
-}
 
 impl ProxmoxClient {
     fn ct_path(&self, node: &str, vmid: u32, tail: &str) -> Result<String, ProxmoxError> {
@@ -102,7 +92,7 @@ impl ProxmoxClient {
 
     /// `GET /nodes/{node}/tasks/{upid}/log?start=0&limit=5000`: the lines in order.
     pub async fn task_log(&self, node: &str, upid: &str) -> Result<Vec<String>, ProxmoxError> {
-        let parsed = super::tasks::parse_upid(upid)?;
+        let parsed = super::answers::parse_upid(upid)?;
         if parsed.node != node {
             return Err(ProxmoxError::InvalidArgument(format!(
                 "task {upid} ran on node {}, not on {node}; ask that node",

@@ -7,56 +7,11 @@
 //! so the caller can say which node lacks it.
 
 use reqwest::Method;
-use serde_json::Value;
 
-use super::decode::{self, DecodeError};
+use super::answers::{storage_status, version, volumes};
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{StorageUsage, Volume};
-
-fn comma_list(o: &decode::Object, key: &str) -> Vec<String> {
-    decode::opt_string(o, key)
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-fn storage_status(storage: &str, data: &Value) -> Result<StorageUsage, DecodeError> {
-    let o = decode::object(data, "the storage status")?;
-    Ok(StorageUsage {
-        storage: decode::opt_string(o, "storage").unwrap_or_else(|| storage.to_string()),
-        kind: decode::string(o, "type")?,
-        content: comma_list(o, "content"),
-        active: o.contains_key("active").then(|| decode::flag(o, "active")).transpose()?.unwrap_or(true),
-        total: decode::opt_u64(o, "total")?.unwrap_or(0),
-        used: decode::opt_u64(o, "used")?.unwrap_or(0),
-        avail: decode::opt_u64(o, "avail")?.unwrap_or(0),
-    })
-}
-
-fn volumes(data: &Value) -> Result<Vec<Volume>, DecodeError> {
-    let mut out = decode::objects(data, "the storage content")?
-        .into_iter()
-        .map(|o| {
-            Ok(Volume {
-                volid: decode::string(o, "volid")?,
-                content: decode::string(o, "content")?,
-                format: decode::opt_string(o, "format").unwrap_or_default(),
-                size: decode::opt_u64(o, "size")?.unwrap_or(0),
-            })
-        })
-        .collect::<Result<Vec<_>, DecodeError>>()?;
-    out.sort_by(|a, b| a.volid.cmp(&b.volid));
-    Ok(out)
-}
-
-fn version(data: &Value) -> Result<String, DecodeError> {
-    let o = decode::object(data, "the version")?;
-    decode::string(o, "version")
-}
 
 impl ProxmoxClient {
     fn node_storage_path(&self, node: &str, storage: &str, tail: &str) -> Result<String, ProxmoxError> {
@@ -105,7 +60,7 @@ impl ProxmoxClient {
         let upload = super::request::Upload { path, fields, file, filename: filename.to_string(), timeout };
         let call = Call::new(Method::POST, upload.path.clone(), Idempotency::NotIdempotent);
         let data = self.send_upload(upload).await?;
-        super::vms::upid_from(&data).map_err(|e| self.decode_error(&call, &e.to_string()))
+        super::answers::upid_from(&data).map_err(|e| self.decode_error(&call, &e.to_string()))
     }
 
     /// `GET /version`: the `version` field (`9.0.3`).

@@ -14,10 +14,10 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::Value;
 use tokio::time::Instant;
 
-use super::decode::{self, DecodeError};
+use super::answers::{parse_upid, task_list, task_status_from};
+use super::decode::UpidError;
 use super::{Call, Idempotency, ProxmoxClient, segment};
 use crate::caps::proxmox::errors::{self, ProxmoxError};
 use crate::contract::bindings::cradle::host::proxmox::{TaskStatus, TaskSummary};
@@ -61,98 +61,9 @@ fn next_pause(kind: &str, scale: f64, polls: u32, rtt: Duration) -> Duration {
         .clamp(floor, MAX_POLL.max(floor))
 }
 
-/// A parsed task id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upid {
-    /// The node the task runs on.
-    pub node: String,
-    /// The worker's process id.
-    pub pid: u32,
-    /// The worker's process start time (clock ticks).
-    pub pstart: u64,
-    /// The task's start time, seconds since the epoch.
-    pub starttime: u64,
-    /// The worker type (`qmclone`, `qmstart`, ...).
-    pub kind: String,
-    /// The worker id (for `qmclone` the SOURCE VMID); may be empty.
-    pub id: String,
-    /// Who started it (`root@pam!cradle` for a token).
-    pub user: String,
-}
-
-/// Parses a UPID string.
-pub fn parse_upid(text: &str) -> Result<Upid, ProxmoxError> {
-    let fail = |reason: &str| ProxmoxError::Upid { upid: text.to_string(), reason: reason.to_string() };
-    let parts: Vec<&str> = text.split(':').collect();
-    let [prefix, node, pid, pstart, starttime, kind, id, user, tail] = parts[..] else {
-        return Err(fail(&format!(
-            "it has {} ':'-separated fields, a UPID has 8 and a trailing ':'",
-            parts.len().saturating_sub(1)
-        )));
-    };
-    if prefix != "UPID" {
-        return Err(fail("it does not start with UPID:"));
-    }
-    if !tail.is_empty() {
-        return Err(fail("it does not end with ':'"));
-    }
-    let node_ok = !node.is_empty()
-        && node.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && !node.starts_with('-')
-        && !node.ends_with('-');
-    if !node_ok {
-        return Err(fail("the node is not a host name"));
-    }
-    let hex = |field: &str, value: &str, lens: &[usize]| -> Result<u64, ProxmoxError> {
-        if !lens.contains(&value.len()) || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(fail(&format!(
-                "the {field} {value:?} is not {} hex digits",
-                lens.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(" or ")
-            )));
-        }
-        u64::from_str_radix(value, 16).map_err(|_| fail(&format!("the {field} is not hex")))
-    };
-    let pid = u32::try_from(hex("pid", pid, &[8])?).map_err(|_| fail("the pid does not fit 32 bits"))?;
-    let pstart = hex("pstart", pstart, &[8, 9])?;
-    let starttime = hex("starttime", starttime, &[8])?;
-    let plain = |s: &str| !s.chars().any(char::is_whitespace);
-    if kind.is_empty() || !plain(kind) {
-        return Err(fail("the worker type is empty or has whitespace"));
-    }
-    if !plain(id) {
-        return Err(fail("the worker id has whitespace"));
-    }
-    if user.is_empty() || !plain(user) {
-        return Err(fail("the user is empty or has whitespace"));
-    }
-    Ok(Upid {
-        node: node.to_string(),
-        pid,
-        pstart,
-        starttime,
-        kind: kind.to_string(),
-        id: id.to_string(),
-        user: user.to_string(),
-    })
-}
-
-/// `ok` per PVE: `OK` or `WARNINGS: <n>`; anything else is the error text.
-pub fn exit_ok(exitstatus: &str) -> bool {
-    exitstatus == "OK"
-        || exitstatus.strip_prefix("WARNINGS: ").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn task_status_from(upid: &str, data: &Value) -> Result<TaskStatus, DecodeError> {
-    let o = decode::object(data, "the task status")?;
-    let status = decode::string(o, "status")?;
-    let exitstatus = decode::opt_string(o, "exitstatus");
-    match status.as_str() {
-        "running" => Ok(TaskStatus { upid: upid.to_string(), status, exitstatus: None, ok: false }),
-        "stopped" => {
-            let ok = exitstatus.as_deref().is_some_and(exit_ok);
-            Ok(TaskStatus { upid: upid.to_string(), status, exitstatus, ok })
-        }
-        other => Err(DecodeError::TaskStatus { status: other.to_string() }),
+impl From<UpidError> for ProxmoxError {
+    fn from(e: UpidError) -> Self {
+        ProxmoxError::Upid { upid: e.upid, reason: e.reason }
     }
 }
 
@@ -224,7 +135,7 @@ impl ProxmoxClient {
             .opt_param("vmid", vmid.map(|v| v.to_string()))
             .opt_param("typefilter", kind)
             .param("source", "all");
-        self.fetch(call, |data| decode::objects(data, "the task list")?.into_iter().map(task_summary).collect()).await
+        self.fetch(call, task_list).await
     }
 }
 
@@ -246,39 +157,10 @@ fn log_causes(log: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A task list's `status` as the WIT's `task-summary` holds it: none while the
-/// task runs, else its final status.
-///
-/// PVE lists an active task with `status: "RUNNING"` (pve-manager 14a22df3,
-/// PVE/API2/Tasks.pm:233) and an archived one with the status its log ended
-/// with (pve-common f665029e, src/PVE/RESTEnvironment.pm:350-359 writes every
-/// archived task's status, `unexpected status` when its log has none). A
-/// missing status is not something PVE writes (only a damaged index line,
-/// Tasks.pm:209's optional field, would give one), so it is kept as none: the
-/// caller then asks the task's own status (`wait-task`), which is
-/// authoritative (Tasks.pm:532 checks the worker process) and answers at once
-/// for a task that has ended. So does a `RUNNING` that is stale (the active
-/// list is only refreshed when a worker starts or the list is rewritten).
-fn summary_status(status: Option<String>) -> Option<String> {
-    status.filter(|s| s != "RUNNING")
-}
-
-fn task_summary(o: &decode::Object) -> Result<TaskSummary, DecodeError> {
-    let upid = decode::string(o, "upid")?;
-    // `type`, `id` and `starttime` are in every entry PVE lists; the UPID carries
-    // the same facts, so it fills them should a server omit them.
-    let parsed = parse_upid(&upid)?;
-    Ok(TaskSummary {
-        kind: decode::opt_string(o, "type").unwrap_or(parsed.kind),
-        id: decode::opt_string(o, "id").unwrap_or(parsed.id),
-        starttime: decode::opt_u64(o, "starttime")?.unwrap_or(parsed.starttime),
-        status: summary_status(decode::opt_string(o, "status")),
-        upid,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::answers::{Upid, exit_ok, task_summary};
+    use super::super::decode;
     use super::*;
     use serde_json::json;
 
@@ -343,7 +225,7 @@ mod tests {
             ("", "fields"),
         ] {
             let e = parse_upid(bad).expect_err(bad);
-            assert_eq!(e.kind(), crate::contract::ErrorKind::Invalid);
+            assert_eq!(ProxmoxError::from(e.clone()).kind(), crate::contract::ErrorKind::Invalid);
             assert!(e.to_string().contains(why), "{bad}: {e}");
         }
     }

@@ -9,10 +9,8 @@
 use std::collections::BTreeSet;
 
 use reqwest::Method;
-use serde_json::Value;
 
-use super::decode::{self, DecodeError};
-use super::tasks::parse_upid;
+use super::answers::{config_entries, pending_entries, upid_from, vm_runtime};
 use super::{Call, Idempotency, ProxmoxClient, flag, segment};
 use crate::caps::proxmox::errors::ProxmoxError;
 use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, PendingEntry, PowerAction, VmRuntime};
@@ -21,14 +19,6 @@ use crate::contract::bindings::cradle::host::types::Entry;
 /// Config keys `set_config` refuses: they are request parameters, not config, and
 /// `skiplock` would bypass the VM lock that keeps concurrent changes apart.
 const RESERVED_KEYS: &[&str] = &["delete", "digest", "revert", "skiplock", "force", "background_delay", "node", "vmid"];
-
-/// The UPID a task-starting call returns.
-pub(crate) fn upid_from(data: &Value) -> Result<String, DecodeError> {
-    let upid = data.as_str().ok_or_else(|| DecodeError::NotAUpid { value: data.clone() })?;
-    parse_upid(upid)?;
-    Ok(upid.to_string())
-}
-
 /// The action's path segment.
 pub fn power_path(action: PowerAction) -> &'static str {
     match action {
@@ -106,47 +96,6 @@ pub(crate) fn config_put(
         call = call.param("delete", delete.join(","));
     }
     Ok(call.opt_param("digest", digest))
-}
-
-pub(crate) fn config_entries(data: &Value) -> Result<Vec<Entry>, DecodeError> {
-    let o = decode::object(data, "the VM config")?;
-    // serde_json's map is ordered by key (no preserve_order feature); sort anyway
-    // so the contract does not hang on a feature flag.
-    let mut entries: Vec<Entry> =
-        o.iter().filter_map(|(k, v)| decode::render(v).map(|value| Entry { key: k.clone(), value })).collect();
-    entries.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(entries)
-}
-
-fn pending_entries(data: &Value) -> Result<Vec<PendingEntry>, DecodeError> {
-    let mut out = Vec::new();
-    for o in decode::objects(data, "the pending list")? {
-        // `delete` is 1 (delete) or 2 (forced delete); both mean the key goes away.
-        let delete = decode::opt_u64(o, "delete")?.is_some_and(|d| d > 0);
-        out.push(PendingEntry {
-            key: decode::string(o, "key")?,
-            value: decode::opt_string(o, "value"),
-            pending: decode::opt_string(o, "pending"),
-            delete,
-        });
-    }
-    out.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(out)
-}
-
-pub(crate) fn vm_runtime(data: &Value) -> Result<VmRuntime, DecodeError> {
-    let o = decode::object(data, "the VM status")?;
-    let ha_managed = match o.get("ha") {
-        Some(ha) => decode::flag(decode::object(ha, "field \"ha\"")?, "managed")?,
-        None => false,
-    };
-    Ok(VmRuntime {
-        status: decode::string(o, "status")?,
-        qmpstatus: decode::opt_string(o, "qmpstatus"),
-        lock: decode::opt_string(o, "lock"),
-        uptime: decode::opt_u64(o, "uptime")?.unwrap_or(0),
-        ha_managed,
-    })
 }
 
 impl ProxmoxClient {
@@ -259,7 +208,7 @@ impl ProxmoxClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn config_entries_are_sorted_strings_with_numbers_rendered_plainly() {
