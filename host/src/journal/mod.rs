@@ -17,6 +17,7 @@
 //!   error naming `file:line`.
 
 mod event;
+mod parse;
 mod reader;
 mod render;
 pub mod timeline;
