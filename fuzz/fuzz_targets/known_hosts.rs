@@ -4,10 +4,18 @@
 //!
 //! Invariants: a key that parses re-parses from its own `kind base64` to the
 //! same key, with a `SHA256:` fingerprint.
+//!
+//! The store reads a file, so each execution rewrites one scratch file in a
+//! directory of this process (`$TMPDIR/cradle-fuzz-known-hosts-<pid>/`). It is
+//! removed when the process exits normally (libFuzzer's `exit()` after
+//! `-runs`/`-max_total_time`); a process that crashed or was killed leaves its
+//! directory, which the next run removes (its pid no longer runs).
 #![no_main]
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use cradle_fuzz::ssh::known_hosts::{KnownHosts, PublicKey};
 use libfuzzer_sys::fuzz_target;
@@ -23,9 +31,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(key.fingerprint().starts_with("SHA256:"));
         }
     }
-    let dir = std::env::temp_dir().join(format!("cradle-fuzz-known-hosts-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let path = dir.join("known_hosts");
+    let path = scratch().join("known_hosts");
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -41,3 +47,42 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = store.trust("10.9.9.9", 2200, NEW_KEY);
 });
+
+const SCRATCH_PREFIX: &str = "cradle-fuzz-known-hosts-";
+
+/// This process's scratch directory: created on first use, after removing the
+/// ones of processes that are gone; removed at exit.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        remove_stale(&tmp);
+        let dir = tmp.join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        // SAFETY: `remove_scratch` is a plain `extern "C" fn` without arguments
+        // that never unwinds (it ignores every error); registering it has no
+        // other precondition.
+        #[allow(unsafe_code, reason = "libc's atexit is the only exit hook libFuzzer's exit() runs")]
+        let registered = unsafe { libc::atexit(remove_scratch) };
+        assert_eq!(registered, 0, "atexit");
+        dir
+    })
+}
+
+extern "C" fn remove_scratch() {
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", std::process::id())));
+}
+
+/// Removes the scratch directories of processes that no longer run (a crash
+/// or a kill skips `atexit`).
+fn remove_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

@@ -129,6 +129,17 @@ put("pve_config_scope", "container.conf", "hostname: ct1\nostemplate: local:vztm
 for f in sorted(glob.glob("fuzz/seeds/known_hosts/*")):
     put("known_hosts", os.path.basename(f), open(f).read())
 
+# PVE API answer bodies: captured from `cradle sim serve` (a clone of the
+# template, its config/pending/status, tasks, storage, HA) and the Perl
+# spellings the client's own tests use.
+for f in sorted(glob.glob("fuzz/seeds/pve_decode/*")):
+    put("pve_decode", os.path.basename(f), open(f).read())
+
+# Journals of real runs of `scripts/demo` (direct and terraform backends, a
+# --check run, a refused one), checked to hold no secret.
+for f in sorted(glob.glob("fuzz/seeds/journal_reader/*")):
+    put("journal_reader", os.path.basename(f), open(f, "rb").read())
+
 # The guest kit reads the same `qm config` lines.
 for f in sorted(glob.glob(f"{C}/pve_config_scope/*.conf")):
     put("guest_config", os.path.basename(f), open(f).read())

@@ -31,6 +31,18 @@ pub mod serve;
 #[path = "../../host/src/caps/proxmox/config_scope.rs"]
 pub mod config_scope;
 
+/// The PVE response decoders of the proxmox client (`client/answers.rs`) and
+/// their lenient readers (`client/decode.rs`), siblings as in the host.
+pub mod pve;
+
+/// A run journal's lines and summary, as `cradle runs` reads them.
+pub mod journal;
+
+/// The host's secret registry and redaction (`host/src/secrets`), which the
+/// journal's events use when they are written.
+#[path = "../../host/src/secrets/mod.rs"]
+pub mod secrets;
+
 /// The host's capability error, with stand-ins for the WIT binding types the
 /// included files name.
 pub mod contract;
