@@ -14,18 +14,18 @@ use crate::caps::policy::RunScope;
 use crate::contract::bindings::cradle::host::proxmox::{CloneRequest, HaRule, Host};
 use crate::contract::bindings::cradle::host::types::Entry;
 
-fn count(cluster: &cradle_sim::RunningCluster, key: &str) -> u64 {
-    cluster.request_counts().get(key).copied().unwrap_or(0)
-}
-
-#[test]
-fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let dir = tempfile::tempdir().unwrap();
+/// A two-node simulator at time scale 0 (no SSH ports) and a client pinned to it:
+/// the set-up of the tests that drive the real adapter (here and in
+/// `wit_conformance_tests`). `tweak` adjusts the simulator's configuration.
+pub(super) fn sim_with_client(
+    rt: &tokio::runtime::Runtime,
+    tweak: impl FnOnce(&mut SimConfig),
+) -> (cradle_sim::RunningCluster, ProxmoxClient) {
     let mut cfg = SimConfig::with_nodes(2);
     cfg.time_scale = 0.0;
     cfg.node_ssh_port = 0;
     cfg.guest_ssh_port = 0;
+    tweak(&mut cfg);
     let cluster = rt.block_on(Cluster::start(cfg)).expect("simulator");
     let client = ProxmoxClient::new(ClientSettings {
         endpoint: format!("https://{}", cluster.api_addr()),
@@ -36,6 +36,18 @@ fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
         task_time_scale: 0.0,
     })
     .expect("client");
+    (cluster, client)
+}
+
+fn count(cluster: &cradle_sim::RunningCluster, key: &str) -> u64 {
+    cluster.request_counts().get(key).copied().unwrap_or(0)
+}
+
+#[test]
+fn repeated_reads_cost_one_request_until_the_run_changes_the_cluster() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, client) = sim_with_client(&rt, |_| {});
     let grants: Grants = toml::from_str(
         "[proxmox]\nnodes = [\"pve1\", \"pve2\"]\nvmids = \"100-999\"\nstorages = [\"local\", \"local-lvm\"]\n\
          templates = [\"debian-12-cloud\"]\n",

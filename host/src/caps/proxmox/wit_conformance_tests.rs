@@ -8,10 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cradle_sim::conformance::{Schema, record};
-use cradle_sim::{Cluster, SimConfig};
 
-use super::client::{ClientSettings, ProxmoxClient, RetryPolicy};
-use super::tls::TlsVerify;
 use crate::caps::Grants;
 use crate::caps::context::{CapCtx, Services};
 use crate::caps::policy::{RunScope, ScopedVm};
@@ -29,23 +26,9 @@ fn every_proxmox_wit_function_sends_requests_that_conform_to_the_pve_schema() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("recordings");
-    let mut cfg = SimConfig::with_nodes(2);
-    cfg.time_scale = 0.0;
-    cfg.node_ssh_port = 0;
-    cfg.guest_ssh_port = 0;
-    cfg.record_dir = Some(rec.clone());
-    let cluster = rt.block_on(Cluster::start(cfg)).expect("simulator");
+    let (cluster, client) = super::held_tests::sim_with_client(&rt, |cfg| cfg.record_dir = Some(rec.clone()));
     std::fs::write(cluster.node_path("pve1", &format!("/var/lib/vz/template/cache/{CT_TEMPLATE}")), b"tar")
         .expect("plant the container template");
-    let client = ProxmoxClient::new(ClientSettings {
-        endpoint: format!("https://{}", cluster.api_addr()),
-        token: cluster.token(),
-        verify: TlsVerify::Fingerprint(cluster.fingerprint_sha256()),
-        timeout: std::time::Duration::from_secs(30),
-        retry: RetryPolicy::default(),
-        task_time_scale: 0.0,
-    })
-    .expect("client");
     let grants: Grants = toml::from_str(
         "[proxmox]\nnodes = [\"pve1\", \"pve2\"]\nvmids = \"100-999\"\nstorages = [\"local\", \"local-lvm\"]\n\
          templates = [\"debian-12-cloud\"]\ndestructive = true\n",
