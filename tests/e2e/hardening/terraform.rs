@@ -331,6 +331,21 @@ fn a_module_creating_a_vm_outside_the_proxmox_grant_is_refused_by_the_grant() {
 }
 
 #[test]
+fn a_module_booting_the_vm_with_another_vms_snippets_is_refused_by_the_grant() {
+    let lab = Lab::new();
+    let mut module = vm_module();
+    // On a granted storage, but another VM's user-data: its users and keys.
+    module["resource"]["proxmox_vm_qemu"]["vm"]["cicustom"] = json!("user=local-lvm:snippets/prod-db-user.yaml");
+    let r = lab.apply(&module);
+    let err = refusal(&r);
+    for part in ["gives VM", "the snippets `user=local-lvm:snippets/prod-db-user.yaml`", "outside the proxmox grant"] {
+        assert!(err.contains(part), "the refusal names `{part}`: {err}");
+    }
+    assert_refused_at_write(&r);
+    assert!(lab.guests().is_empty(), "nothing was created: {:?}", lab.guests());
+}
+
+#[test]
 fn removing_the_resource_or_replacing_the_vm_without_the_destructive_grant_destroys_nothing() {
     let lab = Lab::new();
     // Legitimately: the VM inside the grant is created through terraform.

@@ -26,6 +26,7 @@ use crate::caps::policy;
 use crate::caps::proxmox::scope::ProxmoxCall;
 use crate::contract::bindings::cradle::host::proxmox::{Host as _, VmResource};
 use crate::contract::bindings::cradle::host::terraform::{self, ModuleFile, SavedPlan, TerraformInfo};
+use crate::contract::bindings::cradle::host::types::Entry;
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 use crate::contract::{CapError, ErrorKind};
 use crate::journal::LogLevel;
@@ -103,6 +104,25 @@ impl CapCtx {
                 denied(format!(
                     "terraform: module `{module}` creates VM {} on {}, outside the proxmox grant ({d}); nothing was written or run",
                     vm.vmid, vm.node
+                ))
+            })?;
+        }
+        // The snippets the VM boots with: their storages granted and each one this
+        // VM's own, the check the direct backend's `set-config` of `cicustom` gets.
+        if let Some(cicustom) = &vm.cicustom {
+            let entries = [Entry { key: "cicustom".into(), value: cicustom.clone() }];
+            let touched = crate::caps::proxmox::config_scope::describe(&entries, &[], None);
+            let call = Call::Proxmox(ProxmoxCall {
+                node: Some(&vm.node),
+                vmid: Some(vm.vmid),
+                config: Some(&touched),
+                ..Default::default()
+            });
+            policy::check(&self.grants, &self.origin, &self.scope, &call).map_err(|d| {
+                denied(format!(
+                    "terraform: module `{module}` gives VM {} the snippets `{cicustom}`, outside the proxmox grant ({d}); \
+                     nothing was written or run",
+                    vm.vmid
                 ))
             })?;
         }

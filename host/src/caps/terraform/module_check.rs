@@ -90,6 +90,11 @@ pub struct ModuleVm {
     pub storages: Vec<String>,
     /// The template it clones.
     pub template: TemplateRef,
+    /// Its cloud-init snippets as a `cicustom` value (`user=local:snippets/…,network=…`):
+    /// telmate's `cicustom` as written, bpg's `initialization` `*_data_file_id`s in the
+    /// same form, so the proxmox policy checks their storages and that they are this
+    /// VM's own snippets, as for the direct backend's `set-config`. None without any.
+    pub cicustom: Option<String>,
 }
 
 /// A module the host refuses: which file, where in it, and why.
@@ -355,6 +360,10 @@ fn telmate_vm(at: &At<'_>, path: &str, body: &Map<String, Value>) -> Result<Modu
         node: string(at, &format!("{path}.target_node"), body.get("target_node"), "the node")?,
         storages,
         template: TemplateRef::Name(string(at, &format!("{path}.clone"), body.get("clone"), "the template to clone")?),
+        cicustom: match body.get("cicustom") {
+            None => None,
+            some => Some(string(at, &format!("{path}.cicustom"), some, "cicustom")?),
+        },
     })
 }
 
@@ -374,5 +383,30 @@ fn bpg_vm(at: &At<'_>, path: &str, body: &Map<String, Value>) -> Result<ModuleVm
         node: string(at, &format!("{path}.node_name"), body.get("node_name"), "the node")?,
         storages,
         template: TemplateRef::Vmid(vmid(at, &format!("{clone_path}[0]"), clone, "vm_id")?),
+        cicustom: bpg_snippets(at, &format!("{path}.initialization"), body.get("initialization"))?,
     })
+}
+
+/// bpg's snippet references (`user_data_file_id`, …) of every `initialization` block,
+/// as one `cicustom` value (`user=VOLID,network=VOLID,…`).
+fn bpg_snippets(at: &At<'_>, path: &str, list: Option<&Value>) -> Result<Option<String>, Refusal> {
+    const PARTS: [(&str, &str); 4] = [
+        ("user_data_file_id", "user"),
+        ("network_data_file_id", "network"),
+        ("meta_data_file_id", "meta"),
+        ("vendor_data_file_id", "vendor"),
+    ];
+    let Some(list) = list else { return Ok(None) };
+    let items = list.as_array().ok_or_else(|| at.refuse(path, "must be a list"))?;
+    let mut parts = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        let item = object(at, &here, item)?;
+        for (key, part) in PARTS {
+            if let Some(v) = item.get(key) {
+                parts.push(format!("{part}={}", string(at, &format!("{here}.{key}"), Some(v), "a snippet volume")?));
+            }
+        }
+    }
+    Ok((!parts.is_empty()).then(|| parts.join(",")))
 }

@@ -65,11 +65,25 @@ fn the_rendered_module_of_each_flavour_passes_with_its_vm() {
             node: "pve1".into(),
             storages: vec!["local-lvm".into(), "local-lvm".into(), "data".into()],
             template: TemplateRef::Name("debian-12".into()),
+            cicustom: Some("user=local:snippets/web-1-user.yaml,network=local:snippets/web-1-network.yaml".into()),
         }
     );
     let bpg = check(Flavour::Bpg, &files(&rendered(Flavour::Bpg))).expect("bpg");
     assert_eq!((bpg.vmid, bpg.template), (150, TemplateRef::Vmid(9000)));
     assert_eq!(bpg.storages, ["local-lvm", "data", "local-lvm"]);
+    assert_eq!(bpg.cicustom, telmate.cicustom, "bpg's snippet file ids read as the same cicustom value");
+}
+
+#[test]
+fn the_snippets_a_module_names_are_read_for_the_proxmox_grant_check() {
+    let mut m = rendered(Flavour::Bpg);
+    m["resource"]["proxmox_virtual_environment_vm"]["vm"]["initialization"][0]["user_data_file_id"] =
+        json!("local:snippets/prod-db-user.yaml");
+    let bpg = check(Flavour::Bpg, &files(&m)).expect("a well-formed module");
+    assert!(bpg.cicustom.is_some_and(|c| c.contains("user=local:snippets/prod-db-user.yaml")));
+    let mut m = rendered(Flavour::Telmate);
+    vm(&mut m)["cicustom"] = json!(7);
+    assert!(refused(&m).contains("$.resource.proxmox_vm_qemu.vm.cicustom"));
 }
 
 #[test]
