@@ -330,19 +330,24 @@ async fn still_in_state(tf: &Terraform, m: &ModuleDir) -> bool {
     tf.show_state(m, LIMIT).await.expect("state").is_some_and(|s| s.contains("terraform_data.vm"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn apply_refuses_a_plan_that_deletes_the_resource_whatever_the_plugin_checked() {
-    require_terraform();
-    let tmp = tempfile::tempdir().expect("tmp");
-    let spy = tmp.path().join("spy");
-    std::fs::create_dir_all(&spy).expect("spy");
-    let tf = provider(tmp.path(), TerraformConfig::default());
-    let m = ModuleDir::new(&tmp.path().join("modules"), "web-1");
+/// Module `web-1` under `dir` with its `terraform_data.vm` created through a plan
+/// and the host's approved apply (asserted), for the tests of what may follow.
+async fn created(dir: &Path) -> (Terraform, ModuleDir, Plans) {
+    let tf = provider(dir, TerraformConfig::default());
+    let m = ModuleDir::new(&dir.join("modules"), "web-1");
     m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
     let plans = Plans::default();
     let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
     let approval = tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("create");
     assert_eq!(approval.summary[0], "create terraform_data.vm");
+    (tf, m, plans)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_refuses_a_plan_that_deletes_the_resource_whatever_the_plugin_checked() {
+    require_terraform();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (tf, m, plans) = created(tmp.path()).await;
     // The resource removed from the module: an ordinary plan deletes it.
     m.write(&[("main.tf.json".into(), "{}".into())]).expect("write");
     for destructive in [false, true] {
@@ -359,14 +364,7 @@ async fn apply_refuses_a_plan_that_deletes_the_resource_whatever_the_plugin_chec
 async fn a_destroy_plan_applies_only_with_the_destructive_grant() {
     require_terraform();
     let tmp = tempfile::tempdir().expect("tmp");
-    let spy = tmp.path().join("spy");
-    std::fs::create_dir_all(&spy).expect("spy");
-    let tf = provider(tmp.path(), TerraformConfig::default());
-    let m = ModuleDir::new(&tmp.path().join("modules"), "web-1");
-    m.write(&[("main.tf.json".into(), module("v1", false))]).expect("write");
-    let plans = Plans::default();
-    let (id, _) = tf.plan(&m, &plans, false, LIMIT, &|_| {}).await.expect("plan");
-    tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect("create");
+    let (tf, m, plans) = created(tmp.path()).await;
     let (id, _) = tf.plan(&m, &plans, true, LIMIT, &|_| {}).await.expect("destroy plan");
     let err = tf.apply(&m, &plans, &id, &rule(false), ORIGIN, LIMIT, &|_| {}).await.expect_err("refused");
     assert!(err.message.contains("plugins.t.grants.terraform.destructive is not true"), "{}", err.message);
