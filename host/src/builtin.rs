@@ -8,12 +8,13 @@
 //!   when it has no workflow directory; a project directory replaces them as a
 //!   whole (see [`crate::workflow::WorkflowSource`]).
 //! - [`PLUGINS`] holds each built-in component with its default grants and
-//!   limits written as a `[plugins.NAME]` table body ([`BuiltinPlugin::config`]),
+//!   limits written as a `[plugins.NAME]` table body ([`BuiltinDefaults::config`],
+//!   in `catalogue.rs`, which the config loader reads without the components),
 //!   parsed by the same code as `cradle.toml` — so a built-in is granted
 //!   exactly what that text says, checked by the same policy code, and
 //!   `cradle init` writes the same text out for the operator to edit.
 //! - Default grants are never destructive, except on the built-in simulated
-//!   cluster ([`BuiltinPlugin::destructive_on_sim`]): an environment on a real
+//!   cluster ([`BuiltinDefaults::destructive_on_sim`]): an environment on a real
 //!   cluster (`kind = "proxmox"`) gets destructive calls only when cradle.toml
 //!   says `[plugins.NAME.grants.proxmox] destructive = true`.
 //! - Built-in components go through the same manifest check, component cache
@@ -25,62 +26,33 @@
 /// Every built-in workflow file: (path relative to the workflow directory, source).
 pub static WORKFLOWS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_workflows.rs"));
 
-/// A backend plugin compiled into the binary.
+pub mod catalogue;
+
+pub use catalogue::BuiltinDefaults;
+
+/// A backend plugin compiled into the binary: its catalogue entry (name,
+/// summary, default table; `p.name` reads through it) and its component.
 #[derive(Debug)]
 pub struct BuiltinPlugin {
-    /// Its name in cradle.toml (`backend = "direct"`).
-    pub name: &'static str,
-    /// What it is for (shown by `cradle init` and the docs).
-    pub summary: &'static str,
+    /// What the catalogue says of it.
+    pub about: &'static BuiltinDefaults,
     /// The component.
     pub wasm: &'static [u8],
-    /// Its default `[plugins.NAME]` body: grants and limits, no `path`.
-    /// Never destructive: on a real cluster the operator opts in.
-    pub config: &'static str,
-    /// Whether the default grants include `proxmox.destructive = true` when
-    /// every environment naming the plugin runs on the built-in simulated
-    /// cluster (`kind = "sim"`), where nothing real can be destroyed.
-    pub destructive_on_sim: bool,
 }
 
-/// The built-in plugins.
-pub static PLUGINS: &[BuiltinPlugin] = &[
-    BuiltinPlugin {
-        name: "direct",
-        summary: "clones, configures, reconciles and removes VMs through the Proxmox API",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/direct.wasm")),
-        config: r#"[grants.proxmox]
-nodes = ["*"]
-vmids = "100-999999"
-storages = ["local-lvm", "local"]
-templates = ["debian-12-cloud"]
-"#,
-        destructive_on_sim: true,
-    },
-    BuiltinPlugin {
-        name: "sample",
-        summary: "plans only (no capability but log); a starting point for new backends",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/sample.wasm")),
-        config: r#"memory_limit_mib = 32   # default 64
-timeout_ms = 5000       # longest run of plugin code without a host call; default 10000
-"#,
-        destructive_on_sim: false,
-    },
-    BuiltinPlugin {
-        name: "terraform",
-        summary: "creates and destroys VMs through Terraform saved plans it approves (docs/TERRAFORM.md)",
-        wasm: include_bytes!(concat!(env!("OUT_DIR"), "/terraform.wasm")),
-        config: r#"[grants.proxmox]
-nodes = ["*"]
-vmids = "100-999999"
-storages = ["local-lvm", "local"]
-templates = ["debian-12-cloud"]
+impl std::ops::Deref for BuiltinPlugin {
+    type Target = BuiltinDefaults;
 
-[grants.terraform]
-module_root = "terraform"   # relative to cradle.toml: one module (and state) per host
-"#,
-        destructive_on_sim: true,
-    },
+    fn deref(&self) -> &BuiltinDefaults {
+        self.about
+    }
+}
+
+/// The built-in plugins, in [`catalogue::CATALOGUE`] order.
+pub static PLUGINS: &[BuiltinPlugin] = &[
+    BuiltinPlugin { about: &catalogue::DIRECT, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/direct.wasm")) },
+    BuiltinPlugin { about: &catalogue::SAMPLE, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/sample.wasm")) },
+    BuiltinPlugin { about: &catalogue::TERRAFORM, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/terraform.wasm")) },
 ];
 
 /// The built-in plugin `name`.
@@ -90,7 +62,7 @@ pub fn plugin(name: &str) -> Option<&'static BuiltinPlugin> {
 
 /// The built-in plugins' names, for messages.
 pub fn plugin_names() -> String {
-    PLUGINS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    catalogue::names()
 }
 
 /// The built-in workflow file at `rel` (`provision.rhai`, `lib/guest.rhai`).
@@ -122,6 +94,14 @@ mod tests {
         let embedded: Vec<String> = WORKFLOWS.iter().map(|(p, _)| p.to_string()).collect();
         assert_eq!(embedded, on_disk);
         assert!(workflow("provision.rhai").is_some() && workflow("lib/guest.rhai").is_some());
+    }
+
+    #[test]
+    fn the_catalogue_the_config_loader_reads_lists_exactly_the_embedded_plugins() {
+        let embedded: Vec<&str> = PLUGINS.iter().map(|p| p.name).collect();
+        let catalogue: Vec<&str> = catalogue::CATALOGUE.iter().map(|p| p.name).collect();
+        assert_eq!(embedded, catalogue);
+        assert_eq!(plugin_names(), "direct, sample, terraform");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::caps::proxmox::errors::ProxmoxError;
 use crate::caps::proxmox::tls::TlsVerify;
 use crate::caps::ssh::NodeSshError;
 use crate::caps::terraform::{Credentials, TlsTrust};
-use crate::config::{ClusterConfig, ClusterKind, Config, SshClientChoice};
+use crate::config::{ClusterConfig, ClusterKind, Config, SimPrivileges, SimQemu, SimSettings, SshClientChoice};
 use crate::secrets::{Secret, SecretError};
 use crate::state::{StateDir, StateError};
 
@@ -383,4 +383,47 @@ pub fn write_client_config(cluster: &RunningCluster, name: &str, path: &std::pat
     let _ = writeln!(out, "\n[ssh]\nidentity = {}", quoted(&abs(key).display().to_string()));
     let _ = writeln!(out, "authorized_keys = [{}]", quoted(public.trim()));
     crate::state::write_private_file_atomic(path, out.as_bytes()).map_err(|e| e.to_string())
+}
+
+// The simulator's configuration from `[clusters.NAME.sim]`: the settings
+// themselves are `crate::config`'s, which knows nothing of the simulator (so
+// the fuzz crate compiles the loader without it).
+
+impl SimSettings {
+    /// Apply the node disk sizes, the version, the appliances' network and the
+    /// API token's privileges to `config`.
+    pub fn apply_node_settings(&self, config: &mut cradle_sim::SimConfig) {
+        if let Some(a) = &self.appliance {
+            config.appliance = cradle_sim::ApplianceSpec { addresses: a.addresses.clone(), http_port: a.http_port };
+        }
+        if let Some(b) = self.node_root_bytes {
+            config.node_disk.root_bytes = b;
+        }
+        if let Some(b) = self.node_tmp_bytes {
+            config.node_disk.tmp_bytes = b;
+        }
+        if let Some(v) = &self.pve_version {
+            config.pve_version = v.clone();
+        }
+        if self.privileges == SimPrivileges::Cradle {
+            let without: Vec<&str> = self.privileges_without.iter().map(String::as_str).collect();
+            config.access = crate::caps::proxmox::role::sim_access(&without);
+        }
+    }
+}
+
+impl SimQemu {
+    /// The simulator's settings; the image path is already absolute (see
+    /// `Config::parse`).
+    pub fn settings(&self) -> Result<cradle_sim::QemuSettings, cradle_sim::SimError> {
+        let image = match &self.image {
+            Some(p) => p.clone(),
+            None => crate::config::default_guest_image(),
+        };
+        let mut q = cradle_sim::QemuSettings::new(image);
+        q.accel = cradle_sim::Accel::parse(&self.accel)?;
+        q.vmids = (!self.vmids.is_empty()).then(|| self.vmids.iter().copied().collect());
+        q.shutdown_timeout = std::time::Duration::from_secs(self.shutdown_timeout_s);
+        Ok(q)
+    }
 }

@@ -152,29 +152,6 @@ pub struct SimAppliance {
     pub http_port: Option<u16>,
 }
 
-impl SimSettings {
-    /// Apply the node disk sizes, the version, the appliances' network and the
-    /// API token's privileges to `config`.
-    pub fn apply_node_settings(&self, config: &mut cradle_sim::SimConfig) {
-        if let Some(a) = &self.appliance {
-            config.appliance = cradle_sim::ApplianceSpec { addresses: a.addresses.clone(), http_port: a.http_port };
-        }
-        if let Some(b) = self.node_root_bytes {
-            config.node_disk.root_bytes = b;
-        }
-        if let Some(b) = self.node_tmp_bytes {
-            config.node_disk.tmp_bytes = b;
-        }
-        if let Some(v) = &self.pve_version {
-            config.pve_version = v.clone();
-        }
-        if self.privileges == SimPrivileges::Cradle {
-            let without: Vec<&str> = self.privileges_without.iter().map(String::as_str).collect();
-            config.access = crate::caps::proxmox::role::sim_access(&without);
-        }
-    }
-}
-
 /// `[clusters.NAME.sim.qemu]`: guest mode `qemu` (docs/SIMULATOR.md): a started VM
 /// boots the Debian 12 image `scripts/guest-image` builds, with real cloud-init and
 /// OpenSSH, reached at `127.B.C.D:guest_ssh_port` for a guest address `A.B.C.D`.
@@ -203,22 +180,6 @@ fn default_qemu_accel() -> String {
 }
 fn default_qemu_shutdown_timeout() -> u64 {
     180
-}
-
-impl SimQemu {
-    /// The simulator's settings; the image path is already absolute (see
-    /// `Config::parse`).
-    pub fn settings(&self) -> Result<cradle_sim::QemuSettings, cradle_sim::SimError> {
-        let image = match &self.image {
-            Some(p) => p.clone(),
-            None => default_guest_image(),
-        };
-        let mut q = cradle_sim::QemuSettings::new(image);
-        q.accel = cradle_sim::Accel::parse(&self.accel)?;
-        q.vmids = (!self.vmids.is_empty()).then(|| self.vmids.iter().copied().collect());
-        q.shutdown_timeout = std::time::Duration::from_secs(self.shutdown_timeout_s);
-        Ok(q)
-    }
 }
 
 /// Where `scripts/guest-image` puts the image by default.

@@ -137,7 +137,7 @@ impl Config {
             if self.plugins.contains_key(&env.backend) {
                 continue;
             }
-            let Some(builtin) = crate::builtin::plugin(&env.backend) else { continue };
+            let Some(builtin) = crate::builtin::catalogue::defaults(&env.backend) else { continue };
             let all_sim = self
                 .environments
                 .values()
@@ -167,7 +167,7 @@ impl Config {
                     env: name.clone(),
                     backend: env.backend.clone(),
                     known: join_keys(&self.plugins),
-                    builtin: crate::builtin::plugin_names(),
+                    builtin: crate::builtin::catalogue::names(),
                 });
             }
             if let Some(dns) = &env.dns
@@ -178,7 +178,11 @@ impl Config {
             if let Some(dhcp) = &env.dhcp
                 && !self.dhcp.contains_key(dhcp)
             {
-                return Err(ConfigProblem::Dhcp { env: name.clone(), dhcp: dhcp.clone(), known: join_keys(&self.dhcp) });
+                return Err(ConfigProblem::Dhcp {
+                    env: name.clone(),
+                    dhcp: dhcp.clone(),
+                    known: join_keys(&self.dhcp),
+                });
             }
         }
         self.terraform.validate().map_err(ConfigProblem::Terraform)?;
@@ -191,7 +195,11 @@ impl Config {
         for (name, dhcp) in &self.dhcp {
             let problem = dhcp.validate().err().or_else(|| {
                 (!self.endpoints.contains_key(&dhcp.endpoint)).then(|| {
-                    format!("endpoint = \"{}\" is not defined in [endpoints] (known: {})", dhcp.endpoint, join_keys(&self.endpoints))
+                    format!(
+                        "endpoint = \"{}\" is not defined in [endpoints] (known: {})",
+                        dhcp.endpoint,
+                        join_keys(&self.endpoints)
+                    )
                 })
             });
             if let Some(problem) = problem {
@@ -202,8 +210,11 @@ impl Config {
             cluster.validate().map_err(|problem| ConfigProblem::ClusterValue { name: name.clone(), problem })?;
         }
         for (name, plugin) in &self.plugins {
-            if plugin.path.is_none() && crate::builtin::plugin(name).is_none() {
-                return Err(ConfigProblem::PluginPath { name: name.clone(), builtin: crate::builtin::plugin_names() });
+            if plugin.path.is_none() && crate::builtin::catalogue::defaults(name).is_none() {
+                return Err(ConfigProblem::PluginPath {
+                    name: name.clone(),
+                    builtin: crate::builtin::catalogue::names(),
+                });
             }
             plugin.grants.validate().map_err(|problem| ConfigProblem::PluginGrants { name: name.clone(), problem })?;
             plugin.limits.validate().map_err(|problem| ConfigProblem::PluginLimits { name: name.clone(), problem })?;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::builtin::BuiltinPlugin;
+use crate::builtin::catalogue::BuiltinDefaults;
 use crate::caps::Grants;
 use crate::plugin::limits::LimitsConfig;
 
@@ -48,8 +48,8 @@ impl PluginConfig {
     }
 
     /// The built-in plugin `p` with its default grants and limits, parsed from
-    /// [`BuiltinPlugin::config`] like any `[plugins.NAME]` table.
-    pub fn builtin(p: &BuiltinPlugin) -> PluginConfig {
+    /// [`BuiltinDefaults::config`] like any `[plugins.NAME]` table.
+    pub fn builtin(p: &BuiltinDefaults) -> PluginConfig {
         let mut config = match toml::from_str::<PluginConfig>(p.config) {
             Ok(config) => PluginConfig { implicit: true, ..config },
             Err(e) => {
@@ -64,8 +64,8 @@ impl PluginConfig {
 
     /// [`PluginConfig::builtin`] for environments that all run on the built-in
     /// simulated cluster: destructive calls are granted where the built-in
-    /// says so ([`BuiltinPlugin::destructive_on_sim`]).
-    pub fn builtin_on_sim(p: &BuiltinPlugin) -> PluginConfig {
+    /// says so ([`BuiltinDefaults::destructive_on_sim`]).
+    pub fn builtin_on_sim(p: &BuiltinDefaults) -> PluginConfig {
         let mut config = PluginConfig::builtin(p);
         if p.destructive_on_sim {
             if let Some(pve) = config.grants.proxmox.as_mut() {

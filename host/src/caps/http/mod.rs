@@ -36,13 +36,15 @@ use std::time::Duration;
 use crate::contract::bindings::cradle::host::http::{Method, Request, Response};
 use crate::contract::bindings::cradle::host::types::Entry;
 use crate::contract::{CapError, ErrorKind};
-use crate::secrets::{Secret, SecretError, SecretRef};
-use serde::Deserialize;
+use crate::secrets::{Secret, SecretError};
 
+mod config;
 mod host;
 pub(crate) mod rhai;
 pub mod scope;
 mod unifi;
+
+pub use config::{EndpointAuth, EndpointConfig};
 
 /// Largest response body handed to a plugin.
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -68,44 +70,6 @@ pub const FORBIDDEN_HEADERS: &[&str] = &[
     "content-length",
     "expect",
 ];
-
-/// `[endpoints.NAME]`: a named HTTP endpoint; the host attaches its credentials.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointConfig {
-    /// The base URL; requests append their path to it.
-    pub url: String,
-    /// The credential, by reference.
-    #[serde(default)]
-    pub token: Option<SecretRef>,
-    /// How the credential is sent.
-    #[serde(default)]
-    pub auth: EndpointAuth,
-    /// A PEM file of the CA (or the self-signed certificate) the endpoint's
-    /// TLS certificate is checked against, besides the system's roots (a UniFi
-    /// console's own certificate, say). Relative to cradle.toml.
-    #[serde(default)]
-    pub ca_file: Option<std::path::PathBuf>,
-    /// The user `auth = "unifi-login"` logs in as.
-    #[serde(default)]
-    pub username: Option<String>,
-}
-
-/// How an endpoint's credential is attached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EndpointAuth {
-    /// `Authorization: Bearer <token>`.
-    #[default]
-    Bearer,
-    /// `Authorization: Token <token>` (NetBox).
-    Token,
-    /// `X-API-KEY: <token>` (UniFi).
-    ApiKey,
-    /// UniFi Network's session login with `username` and the `token` secret
-    /// as the password; the host keeps the session cookie and CSRF token.
-    UnifiLogin,
-}
 
 /// The configured endpoints and one shared HTTP client.
 #[derive(Debug, Clone, Default)]

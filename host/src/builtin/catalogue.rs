@@ -1,0 +1,77 @@
+//! The built-in backend plugins' catalogue: each one's name, summary and
+//! default `[plugins.NAME]` table, without the components themselves (those
+//! are `super::PLUGINS`, embedded at build time).
+//!
+//! Contract: plain data, no wasm and no I/O, so the `cradle.toml` loader
+//! (`crate::config`), which adds the built-ins environments name and refuses
+//! names that are neither configured nor built in, depends on nothing but this
+//! file (the fuzz crate compiles it as it is). [`CATALOGUE`] and
+//! `super::PLUGINS` list the same plugins in the same order (unit-tested).
+
+/// What cradle knows of one built-in backend plugin besides its component.
+#[derive(Debug)]
+pub struct BuiltinDefaults {
+    /// Its name in cradle.toml (`backend = "direct"`).
+    pub name: &'static str,
+    /// What it is for (shown by `cradle init` and the docs).
+    pub summary: &'static str,
+    /// Its default `[plugins.NAME]` body: grants and limits, no `path`.
+    /// Never destructive: on a real cluster the operator opts in.
+    pub config: &'static str,
+    /// Whether the default grants include `proxmox.destructive = true` when
+    /// every environment naming the plugin runs on the built-in simulated
+    /// cluster (`kind = "sim"`), where nothing real can be destroyed.
+    pub destructive_on_sim: bool,
+}
+
+/// The built-in `direct` plugin.
+pub static DIRECT: BuiltinDefaults = BuiltinDefaults {
+    name: "direct",
+    summary: "clones, configures, reconciles and removes VMs through the Proxmox API",
+    config: r#"[grants.proxmox]
+nodes = ["*"]
+vmids = "100-999999"
+storages = ["local-lvm", "local"]
+templates = ["debian-12-cloud"]
+"#,
+    destructive_on_sim: true,
+};
+
+/// The built-in `sample` plugin.
+pub static SAMPLE: BuiltinDefaults = BuiltinDefaults {
+    name: "sample",
+    summary: "plans only (no capability but log); a starting point for new backends",
+    config: r#"memory_limit_mib = 32   # default 64
+timeout_ms = 5000       # longest run of plugin code without a host call; default 10000
+"#,
+    destructive_on_sim: false,
+};
+
+/// The built-in `terraform` plugin.
+pub static TERRAFORM: BuiltinDefaults = BuiltinDefaults {
+    name: "terraform",
+    summary: "creates and destroys VMs through Terraform saved plans it approves (docs/TERRAFORM.md)",
+    config: r#"[grants.proxmox]
+nodes = ["*"]
+vmids = "100-999999"
+storages = ["local-lvm", "local"]
+templates = ["debian-12-cloud"]
+
+[grants.terraform]
+module_root = "terraform"   # relative to cradle.toml: one module (and state) per host
+"#,
+    destructive_on_sim: true,
+};
+
+/// Every built-in plugin, in `super::PLUGINS` order.
+pub static CATALOGUE: &[&BuiltinDefaults] = &[&DIRECT, &SAMPLE, &TERRAFORM];
+
+/// The built-in plugin `name`'s catalogue entry.
+pub fn defaults(name: &str) -> Option<&'static BuiltinDefaults> {
+    CATALOGUE.iter().copied().find(|p| p.name == name)
+}
+
+/// The built-in plugins' names, for messages.
+pub fn names() -> String {
+    CATALOGUE.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
