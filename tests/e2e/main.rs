@@ -9,6 +9,7 @@ mod cli;
 mod completions;
 mod coordination;
 mod crash;
+mod crash_sequence;
 mod crash_terraform;
 mod grants;
 mod hardening;
