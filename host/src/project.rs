@@ -462,14 +462,28 @@ impl Project {
             }
             None => None,
         };
+        let http = Endpoints::new(&self.config.endpoints);
+        let dhcp = match &environment.dhcp {
+            Some(name) => {
+                let cfg = self.config.dhcp.get(name).ok_or_else(|| {
+                    ProjectError::Environment(format!(
+                        "environment `{env}` names dhcp = \"{name}\", which is not in [dhcp]"
+                    ))
+                })?;
+                let provider = crate::caps::dhcp::Unifi::new(name, cfg, http.clone());
+                Some(Arc::new(provider.map_err(|e| ProjectError::Environment(e.message))?))
+            }
+            None => None,
+        };
         let terraform = Some(Arc::new(self.terraform(&environment.cluster, access.terraform)));
         Ok(Services {
             locks,
             checkpoints: CheckpointStore::new(self.state.checkpoints()?).shared(self.shared_records()?),
             proxmox: Some(Arc::new(access.proxmox)),
-            http: Endpoints::new(&self.config.endpoints),
+            http,
             ssh: Some(Arc::new(ssh)),
             dns,
+            dhcp,
             ansible: Some(Arc::new(crate::caps::ssh::playbook::Ansible {
                 command: self.config.ansible.resolved(&self.config.base_dir),
                 log_dir: self.state.root().join("ansible"),

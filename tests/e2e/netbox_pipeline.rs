@@ -177,6 +177,7 @@ state_dir = "state"
 [environments.lab]
 cluster = "pve"
 backend = "{backend}"
+dhcp = "unifi"
 
 [workflow.grants.lock]
 prefixes = ["*"]
@@ -189,7 +190,14 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 [workflow.grants.http]
-endpoints = ["netbox", "unifi", "technitium", "semaphore"]
+endpoints = ["netbox", "technitium", "semaphore"]
+[workflow.grants.dhcp]
+networks = ["127.78.0.0/16"]
+
+[dhcp.unifi]
+kind = "unifi"
+endpoint = "unifi"
+site = "default"
 
 [endpoints.netbox]
 url = "{netbox_url}"

@@ -89,6 +89,8 @@ pub struct Services {
     pub ssh: Option<Arc<super::ssh::SshClient>>,
     /// The environment's DNS provider (`dns = "NAME"` → `[dns.NAME]`), when it has one.
     pub dns: Option<Arc<super::dns::Rfc2136>>,
+    /// The environment's DHCP provider (`dhcp = "NAME"` → `[dhcp.NAME]`), when it has one.
+    pub dhcp: Option<Arc<super::dhcp::Unifi>>,
     /// How to run Ansible playbooks (`[ansible]`), for `ssh::playbook`.
     pub ansible: Option<Arc<super::ssh::playbook::Ansible>>,
     /// The environment's terraform (`[terraform]`, talking to its cluster).
@@ -154,6 +156,7 @@ impl Services {
             http: super::http::Endpoints::default(),
             ssh: None,
             dns: None,
+            dhcp: None,
             ansible: None,
             terraform: None,
             rt: rt.handle().clone(),

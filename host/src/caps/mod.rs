@@ -34,6 +34,7 @@ pub mod checkpoint;
 pub mod context;
 pub mod coordination;
 pub mod creation;
+pub mod dhcp;
 pub mod dns;
 pub mod http;
 pub mod image;

@@ -47,6 +47,8 @@ capabilities! {
         Ssh = ssh(SshGrant, SshCall<'a>), rhai ssh;
         /// DNS records.
         Dns = dns(DnsGrant, DnsCall<'a>), rhai dns;
+        /// DHCP reservations (a fixed address for a MAC) in granted subnets.
+        Dhcp = dhcp(DhcpGrant, DhcpCall<'a>), rhai dhcp;
         /// Workflow locks.
         Lock = lock(LockGrant, LockCall<'a>), rhai lock;
         /// Finalization checkpoints of the run's VMs (and the creation records'

@@ -58,6 +58,12 @@ pub enum ConfigProblem {
     /// An environment's DNS provider is not defined.
     #[error("environments.{env}.dns = \"{dns}\" is not defined in [dns] (known: {known})")]
     Dns { env: String, dns: String, known: String },
+    /// An environment's DHCP provider is not defined.
+    #[error("environments.{env}.dhcp = \"{dhcp}\" is not defined in [dhcp] (known: {known})")]
+    Dhcp { env: String, dhcp: String, known: String },
+    /// A `[dhcp.NAME]` value.
+    #[error("dhcp.{name}: {problem}")]
+    DhcpProvider { name: String, problem: String },
     /// A `[dns.NAME]` value.
     #[error("dns.{name}: {problem}")]
     DnsProvider { name: String, problem: DnsConfigError },

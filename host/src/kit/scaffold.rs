@@ -36,6 +36,7 @@ const KIT_SOURCES: &[(&str, &str)] = &[
 const WIT_FILES: &[(&str, &str)] = &[
     ("backend.wit", include_str!("../../../wit/backend.wit")),
     ("checkpoint.wit", include_str!("../../../wit/checkpoint.wit")),
+    ("dhcp.wit", include_str!("../../../wit/dhcp.wit")),
     ("dns.wit", include_str!("../../../wit/dns.wit")),
     ("http.wit", include_str!("../../../wit/http.wit")),
     ("lock.wit", include_str!("../../../wit/lock.wit")),

@@ -62,6 +62,10 @@ pub use bindings::cradle::host::ssh;
 /// `dns`: upsert and delete records by RFC 2136 in the granted zones.
 pub use bindings::cradle::host::dns;
 
+/// `dhcp`: reserve, release and look up fixed addresses for MACs in the
+/// granted subnets (the host's UniFi provider holds the credentials).
+pub use bindings::cradle::host::dhcp;
+
 /// `lock`: named locks, released by the run that took them.
 pub use bindings::cradle::host::lock;
 
