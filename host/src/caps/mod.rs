@@ -45,6 +45,8 @@ pub mod proxmox;
 pub mod registry;
 pub mod run;
 pub mod script;
+pub mod script_glue;
+pub mod script_run;
 pub mod ssh;
 pub mod terraform;
 

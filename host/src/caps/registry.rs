@@ -62,7 +62,7 @@ capabilities! {
     scripts {
         cloudinit = creation::rhai::module;
         disk_image = image::rhai::module;
-        cradle = script::cradle_module;
+        cradle = script::cradle::module;
         guestnet = script::guestnet::module;
     }
 }

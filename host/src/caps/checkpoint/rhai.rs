@@ -7,7 +7,8 @@ use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
 use super::Finalization;
-use crate::caps::script::{Res, caps, int_arg, throw};
+use crate::caps::script_glue::{Res, int_arg, throw};
+use crate::caps::script_run::caps;
 use crate::contract::CapError;
 
 fn field<'a>(map: &'a Map, key: &str) -> Res<&'a Dynamic> {

@@ -45,7 +45,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub mod guest;
 pub(crate) mod rhai;
+pub(crate) mod script_args;
 pub mod service;
 pub mod snippets;
 

@@ -24,111 +24,26 @@
 //! - `cloudinit::wait_done(target, timeout_ms, attempts, interval_ms)` →
 //!   `#{status: "done", attempts}`, or throws unless cloud-init ends `done`.
 //!
-//! A failure throws `#{kind, message}` ([`throw`]). The parsers here are the
-//! only reading of the `vm` map for snippets, so their messages are the ones
-//! scripts see (``web-1: missing `ssh` target``, ``web-1: `spec.vmid` must
-//! be a VMID ...``, `web-1: nics[0].address ...`); `cradle::check_inputs`
+//! A failure throws `#{kind, message}` ([`throw`]). The `vm` map is read by
+//! the typed parsers of [`super::script_args`] (the only reading of it for
+//! snippets, so their messages are the ones scripts see); `cradle::check_inputs`
 //! (`caps/script/inputs.rs`) and `guestnet::verify` read the same values
 //! through them, so the preflight accepts exactly what the upload renders.
 //! Everything past the parse (the checks, adapter calls, records and their
 //! journal entries) is the service's, described there.
 
-use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
 use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
+use super::script_args::{guest_settings, interfaces, snippet_storage, str_of, vmid_of};
 use super::service;
-use super::snippets::{self, DEFAULT_SNIPPET_STORAGE, GuestSettings, VmCreation, WaitBounds};
-use crate::caps::script::{Res, caps, throw, to_map};
-use crate::caps::ssh::rhai::target;
-use crate::cloudinit::{Cidr, Interface};
-use crate::contract::CapError;
-
-fn invalid(msg: String) -> Box<rhai::EvalAltResult> {
-    throw(CapError::invalid(msg))
-}
-
-pub(crate) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
-    map.get(key)
-        .ok_or_else(|| invalid(format!("{what}: missing `{key}`")))?
-        .clone()
-        .into_string()
-        .map_err(|t| invalid(format!("{what}: `{key}` must be a string, got {t}")))
-}
-
-pub(crate) fn opt_str(map: &Map, key: &str) -> Option<String> {
-    map.get(key).and_then(|v| v.clone().into_string().ok())
-}
-
-fn strings(map: &Map, key: &str) -> Vec<String> {
-    map.get(key)
-        .and_then(|v| v.clone().into_array().ok())
-        .map(|a| a.into_iter().filter_map(|v| v.into_string().ok()).collect())
-        .unwrap_or_default()
-}
-
-/// `vm.snippet_storage`, or [`DEFAULT_SNIPPET_STORAGE`].
-pub(crate) fn snippet_storage(vm: &Map) -> String {
-    opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into())
-}
-
-fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
-    vm.get("spec")
-        .and_then(|s| s.clone().try_cast::<Map>())
-        .and_then(|s| s.get("vmid").and_then(|v| v.as_int().ok()))
-        .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| {
-            invalid(format!("{name}: `spec.vmid` must be a VMID (the inventory's vms_vmid or base + index)"))
-        })
-}
-
-/// The user-data settings of `vm` (its `ssh.user` is the management user).
-pub(crate) fn guest_settings(vm: &Map, name: &str) -> Res<GuestSettings> {
-    let login = vm
-        .get("ssh")
-        .and_then(|s| s.clone().try_cast::<Map>())
-        .ok_or_else(|| invalid(format!("{name}: missing `ssh` target")))?;
-    Ok(GuestSettings {
-        login_user: str_of(&login, "user", &format!("{name}: ssh"))?,
-        authorized_keys: strings(vm, "authorized_keys"),
-        hostname: opt_str(vm, "hostname").unwrap_or_else(|| name.to_string()),
-        fqdn: opt_str(vm, "fqdn"),
-        packages: strings(vm, "packages"),
-        timezone: opt_str(vm, "timezone"),
-    })
-}
-
-/// The network-data interfaces of `vm.nics` (none: no interface).
-pub(crate) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
-    let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
-    let mut out = Vec::new();
-    for (i, nic) in nics.into_iter().enumerate() {
-        let nic = nic.try_cast::<Map>().ok_or_else(|| invalid(format!("{name}: nics[{i}] must be a map")))?;
-        let what = format!("{name}: nics[{i}]");
-        let address = match opt_str(&nic, "address") {
-            None => None,
-            Some(a) => Some(a.parse::<Cidr>().map_err(|e| invalid(format!("{what}.address `{a}`: {e}")))?),
-        };
-        let ip = |s: String, field: &str| {
-            s.parse::<IpAddr>().map_err(|_| invalid(format!("{what}.{field} `{s}` is not an IP address")))
-        };
-        let gateway = opt_str(&nic, "gateway").map(|g| ip(g, "gateway")).transpose()?;
-        let nameservers =
-            strings(&nic, "nameservers").into_iter().map(|n| ip(n, "nameservers")).collect::<Res<Vec<_>>>()?;
-        out.push(Interface {
-            name: opt_str(&nic, "guest_interface").unwrap_or_else(|| crate::cloudinit::DEFAULT_INTERFACE.to_string()),
-            address,
-            gateway,
-            nameservers,
-            search: strings(&nic, "search"),
-            ..Interface::default()
-        });
-    }
-    Ok(out)
-}
+use super::snippets::{self, VmCreation, WaitBounds};
+use crate::caps::script_glue::{Res, invalid, throw, to_map};
+use crate::caps::script_run::caps;
+use crate::caps::ssh::script_args::target;
 
 /// `vm` as the creation service's input for `node`.
 fn vm_creation(vm: &Map, name: String, node: &str) -> Res<VmCreation> {
@@ -181,7 +96,7 @@ fn wait_done(ctx: &NativeCallContext, t: &Map, timeout_ms: i64, attempts: i64, i
             WaitBounds { timeout_ms, attempts, interval: Duration::from_millis(i) }
         }
         _ => {
-            return Err(invalid("cloudinit::wait_done: timeout, attempts (≥ 1) and interval must be positive".into()));
+            return Err(invalid("cloudinit::wait_done: timeout, attempts (≥ 1) and interval must be positive"));
         }
     };
     to_map(&snippets::wait_done(&mut caps(ctx)?, &target, bounds).map_err(throw)?)

@@ -64,6 +64,7 @@ mod config;
 mod errors;
 mod host;
 pub(crate) mod rhai;
+pub(crate) mod script_args;
 pub mod scope;
 mod wire;
 

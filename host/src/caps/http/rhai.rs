@@ -26,7 +26,8 @@
 
 use rhai::{Blob, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use crate::caps::script::{Res, caps, throw, wit_throw};
+use crate::caps::script_glue::{Res, throw};
+use crate::caps::script_run::{caps, wit_throw};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::http::{Host, Method, Request, Response};
 use crate::contract::bindings::cradle::host::types::Entry;

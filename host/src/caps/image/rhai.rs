@@ -30,8 +30,9 @@ use rhai::{Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallCo
 
 use super::media::{IsoSource, answer_file, answer_iso, check_iso, stage_iso};
 use super::{ImageSource, StageOptions, Transfer, check_file, check_image, stage};
-use crate::caps::creation::rhai::str_of;
-use crate::caps::script::{Res, caps, throw, to_map};
+use crate::caps::creation::script_args::str_of;
+use crate::caps::script_glue::{Res, throw, to_map};
+use crate::caps::script_run::{caps, wit_throw, with_run};
 use crate::contract::CapError;
 use crate::contract::bindings::cradle::host::proxmox::Host as _;
 
@@ -96,7 +97,7 @@ fn check_volume(ctx: &NativeCallContext, node: &str, volid: &str, what: &str) ->
     let content = if rest.starts_with("template/iso/") { "iso" } else { content };
     let listed = caps(ctx)?
         .storage_content(node.to_string(), storage.to_string(), Some(content.to_string()))
-        .map_err(crate::caps::script::wit_throw)?;
+        .map_err(wit_throw)?;
     if !listed.iter().any(|v| v.volid == volid) {
         return Err(throw(CapError::new(
             crate::contract::ErrorKind::NotFound,
@@ -171,7 +172,7 @@ pub fn module() -> Module {
             let (name, _) = vm_of(&vm)?;
             let what = format!("{name}: answer file");
             let (path, _, vars) = answer_spec(&spec, &what)?;
-            let project = crate::caps::script::with_run(&ctx, |d| d.services.project_dir.clone())?;
+            let project = with_run(&ctx, |d| d.services.project_dir.clone())?;
             answer_file(&project, &path, &vars, &what).map(|_| ()).map_err(throw)
         },
     );

@@ -7,7 +7,8 @@
 use rhai::serde::to_dynamic;
 use rhai::{Dynamic, FuncRegistration, ImmutableString, Module, NativeCallContext};
 
-use crate::caps::script::{Res, caps, throw};
+use crate::caps::script_glue::{Res, throw};
+use crate::caps::script_run::caps;
 
 /// The `lock` module.
 pub fn module() -> Module {

@@ -4,7 +4,8 @@
 
 use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use crate::caps::script::{Res, caps};
+use crate::caps::script_glue::Res;
+use crate::caps::script_run::caps;
 use crate::journal::LogLevel;
 
 /// The `log` module.

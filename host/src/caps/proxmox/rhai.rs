@@ -14,7 +14,8 @@ use rhai::serde::to_dynamic;
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 use serde::Serialize;
 
-use crate::caps::script::{Res, caps, int_arg, to_map, wit_throw};
+use crate::caps::script_glue::{Res, int_arg, to_map};
+use crate::caps::script_run::{caps, wit_throw};
 use crate::contract::bindings::cradle::host::proxmox::{HaRule, Host, PowerAction, TaskSummary, VmRuntime};
 use crate::contract::bindings::cradle::host::types::Entry;
 

@@ -35,10 +35,11 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Map, NativeCallContext};
 
-use super::{Res, throw, with_run};
-use crate::caps::creation::rhai::{opt_str, snippet_storage, str_of};
+use crate::caps::creation::script_args::{opt_str, snippet_storage, str_of};
 use crate::caps::policy::{self, RunScope};
 use crate::caps::proxmox::scope::ProxmoxCall;
+use crate::caps::script_glue::{Res, throw};
+use crate::caps::script_run::with_run;
 use crate::caps::{Call, Capability, Grants};
 use crate::contract::CapError;
 

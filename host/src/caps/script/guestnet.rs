@@ -14,8 +14,10 @@
 use rhai::{FuncRegistration, Map, Module, NativeCallContext};
 use serde::Serialize;
 
-use super::{Res, caps, throw, to_map, wit_throw};
-use crate::caps::ssh::rhai::target;
+use crate::caps::creation::script_args::interfaces;
+use crate::caps::script_glue::{Res, throw, to_map};
+use crate::caps::script_run::{caps, wit_throw};
+use crate::caps::ssh::script_args::target;
 use crate::cloudinit::verify::{
     COMMANDS, Observed, ResolverSource, check, expects_ipv6_route, expects_nameservers, parse_links, parse_resolv_conf,
     parse_resolvectl_dns, parse_routes, uses_resolved_stub,
@@ -90,7 +92,7 @@ fn verify(ctx: &NativeCallContext, vm: &Map, timeout_ms: i64) -> Res<Map> {
     let t = target(&login, "guestnet::verify")?;
     let timeout = u64::try_from(timeout_ms)
         .map_err(|_| throw(CapError::invalid(format!("guestnet::verify: timeout {timeout_ms} ms is negative"))))?;
-    let nics = crate::caps::creation::rhai::interfaces(vm, &name)?;
+    let nics = interfaces(vm, &name)?;
     let bad = |e: crate::cloudinit::verify::NetVerifyError| throw(CapError::failed(e.to_string()));
 
     let mut commands = vec![COMMANDS.addresses, COMMANDS.routes4];

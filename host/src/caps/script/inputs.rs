@@ -10,11 +10,12 @@
 //! a DNS record behind.
 //!
 //! What is checked, and by whom:
-//! - SSH target: `caps::ssh::check_target` (the host must not look like an
+//! - SSH target: read by `caps::ssh::script_args::target`, then
+//!   `caps::ssh::check_target` (the host must not look like an
 //!   option: `-oProxyCommand=...`; the user name; the port);
 //! - user-data and meta-data: rendered in memory (`cloudinit::render_all`)
 //!   from what `cloudinit::upload_snippets` renders: the same parsers
-//!   (`caps::creation::rhai`: `guest_settings`, `interfaces`,
+//!   (`caps::creation::script_args`: `guest_settings`, `interfaces`,
 //!   `snippet_storage`), the same builder
 //!   (`caps::creation::snippets::GuestSettings::user_data`, with the run's
 //!   guest keys), without a host key. This covers the VM name used in the
@@ -24,29 +25,20 @@
 //!   then all together (names used twice): addresses, gateway inside the
 //!   subnet, nameservers, search domains, interface names;
 //! - the snippet storage ID (`vms_snippet_storage`) as `cicustom` takes it;
-//! - `vms_dns_record`: each record's shape, as `dns::upsert` reads it.
+//! - `vms_dns_record`: each record's shape, as `dns::upsert` reads it
+//!   (`caps::dns::script_args::record`).
 
-use rhai::{Map, NativeCallContext};
+use rhai::Map;
 
-use super::{Res, throw, with_run};
-use crate::caps::creation::rhai::{guest_settings, interfaces, snippet_storage, str_of};
+use crate::caps::creation::script_args::{guest_settings, interfaces, snippet_storage, str_of};
+use crate::caps::dns::script_args::record;
+use crate::caps::script_glue::{Res, throw, thrown_message as message};
+use crate::caps::ssh::script_args::target;
 use crate::cloudinit::{CloudInitError, NetworkData, cicustom, render_all, render_network_data, snippet_names};
 use crate::contract::CapError;
 
 fn bad(name: &str, variable: &str, problem: impl std::fmt::Display) -> Box<rhai::EvalAltResult> {
     throw(CapError::invalid(format!("host {name}: inventory value {variable} is not usable: {problem}")))
-}
-
-/// The message of a script error (`#{kind, message}` or any other value).
-fn message(e: &rhai::EvalAltResult) -> String {
-    match e {
-        rhai::EvalAltResult::ErrorRuntime(v, _) => v
-            .clone()
-            .try_cast::<Map>()
-            .and_then(|m| m.get("message").map(ToString::to_string))
-            .unwrap_or_else(|| v.to_string()),
-        other => other.to_string(),
-    }
 }
 
 /// The inventory variable a user-data field comes from (field names of
@@ -66,20 +58,20 @@ fn user_variable(e: &CloudInitError) -> &'static str {
     }
 }
 
-pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
+/// `vm`'s inventory values as the later steps will read them; `guest_keys`
+/// are the run's (`services.guest_keys`).
+pub(super) fn check_inputs(vm: &Map, guest_keys: &[String]) -> Res<()> {
     let name = str_of(vm, "name", "cradle::check_inputs")?;
     snippet_names(&name).map_err(|e| bad(&name, "vms_name", e))?;
 
     let login = vm.get("ssh").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default();
-    let wit = crate::caps::ssh::rhai::target(&login, "ssh")
-        .map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
+    let wit = target(&login, "ssh").map_err(|e| bad(&name, "ansible_host/ansible_user", message(&e)))?;
     let target = crate::caps::ssh::Target { host: wit.host, port: wit.port, user: wit.user };
     crate::caps::ssh::check_host(&target.host).map_err(|e| bad(&name, "ansible_host", e.message))?;
     crate::caps::ssh::check_target(&target).map_err(|e| bad(&name, "ansible_user/ansible_port", e.message))?;
 
     let guest = guest_settings(vm, &name)?;
-    let guest_keys = with_run(ctx, |d| d.services.guest_keys.clone())?;
-    let user = guest.user_data(&name, &guest_keys, None);
+    let user = guest.user_data(&name, guest_keys, None);
     let nics = interfaces(vm, &name).map_err(|e| bad(&name, "vms_config.nicN", message(&e)))?;
     for (i, nic) in nics.iter().enumerate() {
         let one = NetworkData { vm_name: name.clone(), interfaces: vec![nic.clone()] };
@@ -103,7 +95,7 @@ pub(super) fn check_inputs(ctx: &NativeCallContext, vm: &Map) -> Res<()> {
         let map = r
             .try_cast::<Map>()
             .ok_or_else(|| bad(&name, &format!("vms_dns_record[{i}]"), "must be a map {zone, name, kind, value}"))?;
-        crate::caps::dns::rhai::record(&map).map_err(|e| bad(&name, &format!("vms_dns_record[{i}]"), message(&e)))?;
+        record(&map).map_err(|e| bad(&name, &format!("vms_dns_record[{i}]"), message(&e)))?;
     }
     Ok(())
 }

@@ -62,6 +62,7 @@ pub mod playbook;
 mod node;
 pub(crate) mod rhai;
 pub mod scope;
+pub(crate) mod script_args;
 mod stream;
 mod upload;
 

@@ -1,5 +1,6 @@
 //! `ssh::*` for workflow scripts: run commands on guests and nodes, wait for a
-//! guest to answer, pin and forget host keys. A target is `#{host, port, user}`.
+//! guest to answer, pin and forget host keys. A target is `#{host, port, user}`,
+//! read by [`super::script_args::target`].
 //! Calls go through the `ssh` adapter: checked against `[workflow.grants.ssh]`
 //! (`"guests"` are the run's VMs, `"nodes"` the cluster's) and journaled.
 //! `exec` returns the WIT `exec-output` record (`#{exit_code, stdout, stderr}`,
@@ -10,32 +11,11 @@
 
 use rhai::{FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
 
-use crate::caps::script::{Res, caps, throw, to_map, wit_throw};
+use super::script_args::target;
+use crate::caps::script_glue::{Res, throw, to_map};
+use crate::caps::script_run::{caps, wit_throw};
 use crate::contract::CapError;
-use crate::contract::bindings::cradle::host::ssh::{Host, Target};
-
-/// A `#{host, port, user}` map as an SSH target.
-pub fn target(map: &Map, function: &str) -> Res<Target> {
-    let get =
-        |k: &str| map.get(k).ok_or_else(|| throw(CapError::invalid(format!("{function}: target is missing `{k}`"))));
-    let host = get("host")?
-        .clone()
-        .into_string()
-        .map_err(|t| throw(CapError::invalid(format!("{function}: host must be a string, got {t}"))))?;
-    let user = get("user")?
-        .clone()
-        .into_string()
-        .map_err(|t| throw(CapError::invalid(format!("{function}: user must be a string, got {t}"))))?;
-    let port = match map.get("port") {
-        None => 22,
-        Some(p) => p
-            .as_int()
-            .ok()
-            .and_then(|p| u16::try_from(p).ok())
-            .ok_or_else(|| throw(CapError::invalid(format!("{function}: port must be 1..65535"))))?,
-    };
-    Ok(Target { host, port, user })
-}
+use crate::contract::bindings::cradle::host::ssh::Host;
 
 fn millis(v: i64, function: &str) -> Res<u64> {
     u64::try_from(v).map_err(|_| throw(CapError::invalid(format!("{function}: timeout {v} ms is negative"))))
@@ -96,9 +76,8 @@ pub fn module() -> Module {
         |ctx: NativeCallContext, t: Map, path: ImmutableString, vars: Map, timeout_ms: i64| -> Res<Map> {
             let target = target(&t, "ssh::playbook")?;
             let vars = crate::workflow::values::to_json(&rhai::Dynamic::from_map(vars));
-            let recap = caps(&ctx)?
-                .playbook(&target, &path, &vars, millis(timeout_ms, "ssh::playbook")?)
-                .map_err(crate::caps::script::throw)?;
+            let recap =
+                caps(&ctx)?.playbook(&target, &path, &vars, millis(timeout_ms, "ssh::playbook")?).map_err(throw)?;
             to_map(&recap)
         },
     );
@@ -107,7 +86,7 @@ pub fn module() -> Module {
         &mut m,
         |ctx: NativeCallContext, t: Map, path: ImmutableString| -> Res<()> {
             let target = target(&t, "ssh::check_playbook")?;
-            caps(&ctx)?.check_playbook(&target, &path).map_err(crate::caps::script::throw)
+            caps(&ctx)?.check_playbook(&target, &path).map_err(throw)
         },
     );
     FuncRegistration::new("forget_host_key").set_into_module(&mut m, |ctx: NativeCallContext, t: Map| -> Res<()> {
