@@ -40,6 +40,7 @@ pub mod http;
 pub mod image;
 pub mod lock;
 pub mod log;
+pub mod netbox;
 pub mod policy;
 pub mod proxmox;
 pub mod registry;

@@ -194,6 +194,9 @@ prefixes = ["https://pve:8006|"]
 [checkpoint]
 [http]
 endpoints = ["netbox"]
+[netbox]
+endpoint = "netbox"
+statuses = ["active", "failed"]
 "#,
         )
         .expect("grants")

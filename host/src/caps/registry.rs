@@ -58,6 +58,10 @@ capabilities! {
         Terraform = terraform(TerraformGrant, TerraformCall<'a>);
         /// Outbound HTTP to named endpoints.
         Http = http(HttpGrant, HttpCall<'a>), rhai http;
+        /// NetBox, typed: VMs, interfaces, MACs, statuses, journal entries.
+        /// Its script module is `netbox_api`: workflows import `lib/netbox`
+        /// as `netbox`, which would shadow it.
+        Netbox = netbox(NetboxGrant, NetboxCall<'a>), rhai netbox_api;
     }
     scripts {
         cloudinit = creation::rhai::module;
