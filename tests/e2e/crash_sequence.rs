@@ -107,3 +107,33 @@ fn an_image_vm_type_killed_at_the_sequences_boundaries_converges_on_rerun() {
         .write(dir.path());
     kill_at_each_boundary_then_rerun(dir.path(), &sim, "ha-1");
 }
+
+/// The sequence's own steps are written in lib/sequence.rhai alone: every
+/// provisioning workflow reaches them through `seq::run`, so the lock and
+/// the decision cannot drift apart between workflows again. (The removal
+/// functions, a sequence of their own, are left out: `fn remove`.)
+#[test]
+fn the_provision_sequences_lock_and_decide_steps_live_in_lib_sequence_rhai_alone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workflows");
+    let mut found = Vec::new();
+    for rel in
+        ["provision.rhai", "netbox.rhai", "lib/image.rhai", "lib/lxc.rhai", "lib/windows.rhai", "lib/sequence.rhai"]
+    {
+        let text = std::fs::read_to_string(root.join(rel)).expect("workflow file");
+        // The text up to the removal function, which has its own lock step.
+        let provisioning = text.split("\nfn remove(").next().unwrap_or_default();
+        for step in ["\"lock\"", "\"decide\"", "\"validate\""] {
+            if provisioning.contains(step) {
+                found.push(format!("{rel}: {step}"));
+            }
+        }
+        if rel != "lib/sequence.rhai" {
+            assert!(text.contains("seq::run("), "{rel} runs the one sequence");
+        }
+    }
+    assert_eq!(
+        found,
+        ["lib/sequence.rhai: \"lock\"", "lib/sequence.rhai: \"decide\"", "lib/sequence.rhai: \"validate\""],
+        "the sequence's steps are in one file"
+    );
+}
