@@ -17,7 +17,8 @@ use crate::reload::{self, Live, ReloadEvent};
 use crate::serve::page::board::Board;
 use crate::serve::pipeline::WorkflowPipeline;
 use crate::serve::scan::{Journals, RunLabels};
-use crate::serve::status::{Access, View};
+use crate::serve::status::Access;
+use crate::serve::view::View;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {

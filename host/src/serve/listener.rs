@@ -25,25 +25,22 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{ALLOW, CONTENT_LENGTH, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::answer::{Answer, BODY_TIMEOUT, full};
 use super::event::{Delivery, parse};
 use super::metrics::{self, Deliveries, Delivery as Counted, Queue};
 use super::signature::{HEADER, WebhookKey};
-use super::status::{Verdict, View};
+use super::status::Verdict;
 use super::store::{Admission, EventStore};
-
-/// How long a client may take to send its body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+use super::view::View;
 
 /// Everything a request needs; shared by every connection.
 pub struct Listener {
@@ -90,17 +87,6 @@ impl RateLimit {
             false
         }
     }
-}
-
-/// An answer: a whole body, or the status page's event stream.
-pub type Answer = Response<BoxBody<Bytes, std::convert::Infallible>>;
-
-/// An answer of `status` with the whole `body` of type `kind`.
-pub fn full(status: StatusCode, kind: &'static str, body: impl Into<Bytes>) -> Answer {
-    let mut r = Response::new(Full::new(body.into()).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-    r
 }
 
 fn answer(status: StatusCode, doc: Value) -> Answer {

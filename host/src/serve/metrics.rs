@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::histogram::Histogram;
 use super::scan::Totals;
 
 /// The content type of the text format.
@@ -63,38 +64,6 @@ fn float(v: f64) -> String {
     }
 }
 
-/// Observations in fixed buckets (upper bounds, ascending).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    /// Per bucket, not cumulative; one more than `bounds` (the `+Inf` one).
-    counts: Vec<u64>,
-    sum: f64,
-}
-
-impl Histogram {
-    /// An empty histogram over `bounds`.
-    pub fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram { bounds, counts: vec![0; bounds.len() + 1], sum: 0.0 }
-    }
-
-    /// Record `v`.
-    pub fn observe(&mut self, v: f64) {
-        let i = self.bounds.iter().position(|b| v <= *b).unwrap_or(self.bounds.len());
-        self.counts[i] += 1;
-        self.sum += v;
-    }
-
-    /// Observations recorded.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-}
-
-/// Step durations, seconds: from a lock to a VM build.
-pub const STEP_BUCKETS: &[f64] =
-    &[0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0];
-
 /// The text of one scrape.
 #[derive(Debug, Default)]
 pub struct Exposition {
@@ -134,14 +103,14 @@ impl Exposition {
     pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
         let mut cumulative = 0u64;
         let bucket = format!("{name}_bucket");
-        for (i, n) in h.counts.iter().enumerate() {
+        for (i, n) in h.counts().iter().enumerate() {
             cumulative += n;
-            let le = h.bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| float(*b));
+            let le = h.bounds().get(i).map_or_else(|| "+Inf".to_string(), |b| float(*b));
             let mut with_le: Vec<(&str, &str)> = labels.to_vec();
             with_le.push(("le", &le));
             self.sample(&bucket, &with_le, cumulative as f64);
         }
-        self.sample(&format!("{name}_sum"), labels, h.sum);
+        self.sample(&format!("{name}_sum"), labels, h.sum());
         self.sample(&format!("{name}_count"), labels, cumulative as f64);
     }
 

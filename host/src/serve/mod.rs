@@ -7,10 +7,13 @@
 //! - `store`: the durable event log (accepted before `202`, resumed after a
 //!   restart, one event in flight per VM);
 //! - `listener`: the HTTP side, with its bounds (rate, body size, time);
+//!   `answer`: the answers it and the page build;
 //! - `dispatch`: runs pipelines with bounded concurrency;
-//! - `status`: who may read the operator's view (`[serve.status]`);
+//! - `view`: the operator's view (`[serve.status]`) and the task keeping it
+//!   current; `status`: who may read it;
 //!   `metrics`: `GET /metrics` in the Prometheus text format, from the run
-//!   journals (`scan`, read incrementally) and the listener's counters;
+//!   journals (`scan`, read incrementally, into `histogram`s) and the
+//!   listener's counters;
 //!   `page`: the status page under `/status`, live by server-sent events;
 //! - `pipeline`: an event's pipeline is three workflow functions (`host`,
 //!   `staged`, `failed`), and `host`: the VM `host(event)` describes,
@@ -31,8 +34,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+pub mod answer;
 pub mod dispatch;
 pub mod event;
+pub mod histogram;
 pub mod host;
 pub mod listener;
 pub mod metrics;
@@ -42,6 +47,7 @@ pub mod scan;
 pub mod signature;
 pub mod status;
 pub mod store;
+pub mod view;
 
 pub use crate::config::{ServeConfig, SourceConfig, SourceKind};
 pub use dispatch::{Outcome, Pipeline};
@@ -112,7 +118,7 @@ pub async fn serve(
     keys: BTreeMap<String, WebhookKey>,
     store_dir: &Path,
     pipeline: Arc<dyn Pipeline>,
-    status: Option<status::View>,
+    status: Option<view::View>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
     let (store, resume) = EventStore::open(store_dir, config.max_queued)?;
@@ -128,7 +134,7 @@ pub async fn serve(
         tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
     let deliveries = metrics::Deliveries::new(keys.keys());
     let status = status.map(Arc::new);
-    let watcher = status.as_ref().map(|view| tokio::spawn(page::live::watch(view.clone(), stop_rx.clone())));
+    let watcher = status.as_ref().map(|view| tokio::spawn(view::watch(view.clone(), stop_rx.clone())));
     let shared = Arc::new(listener::Listener {
         keys,
         store: store.clone(),

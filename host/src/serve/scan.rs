@@ -28,7 +28,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::metrics::{Histogram, STEP_BUCKETS};
+use super::histogram::{Histogram, STEP_BUCKETS};
 use crate::journal::{CallOutcome, Event, RunStatus};
 use crate::state::process::{Liveness, process_liveness};
 

@@ -30,9 +30,6 @@ use hyper::header::{AUTHORIZATION, COOKIE, HOST, HeaderName};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::page::Live;
-use super::page::board::Board;
-use super::scan::Journals;
 use crate::config::ServeConfig;
 
 /// How long a browser session lasts.
@@ -41,33 +38,6 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 pub const MAX_SESSIONS: usize = 1024;
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "cradle_status";
-
-/// The operator's view as the listener serves it: who may read, the
-/// journals `/metrics` counts, and the runs the status page shows.
-pub struct View {
-    /// Who may read.
-    pub access: Access,
-    /// The run journals, read incrementally; one scrape at a time.
-    pub journals: Mutex<Journals>,
-    /// The status page's runs.
-    pub board: Mutex<Board>,
-    /// The status page's live updates.
-    pub live: Live,
-}
-
-impl std::fmt::Debug for View {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("View").field("access", &self.access).finish_non_exhaustive()
-    }
-}
-
-impl View {
-    /// The view of `access` over `journals` (for `/metrics`) and `board`
-    /// (for the page).
-    pub fn new(access: Access, journals: Journals, board: Board) -> View {
-        View { access, journals: Mutex::new(journals), board: Mutex::new(board), live: Live::new() }
-    }
-}
 
 /// The access rule of the operator's view, ready for requests.
 pub struct Access {

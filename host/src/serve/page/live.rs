@@ -1,6 +1,7 @@
 //! Live updates for the status page: the journal directory is watched
-//! (inotify through `notify`), changed runs are read into the [`Board`], and
-//! each change goes to every open page as one server-sent event.
+//! (inotify through `notify`, by `serve::view::watch`), changed runs are read
+//! into the [`Board`](super::board::Board), and each change goes to every open
+//! page as one server-sent event ([`Live::publish`]).
 //!
 //! Contract:
 //! - a change to a journal reaches the open pages after at most [`COALESCE`]
@@ -19,7 +20,6 @@
 //!   opened with a session ends when the session does.
 
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,12 +28,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame};
-use notify::Watcher as _;
 use tokio::sync::{broadcast, mpsc};
 
 use super::board::Change;
 use super::render::page_json;
-use crate::serve::status::View;
 
 /// Open pages at once.
 pub const MAX_STREAMS: usize = 64;
@@ -143,74 +141,5 @@ impl Body for EventStream {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
-    }
-}
-
-/// Keep `view`'s board current and its pages told, until `stop` turns true.
-pub async fn watch(view: Arc<View>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let dir = view.board.lock().unwrap_or_else(|e| e.into_inner()).dir().to_path_buf();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event {
-            let _ = tx.send(event.paths);
-        }
-    })
-    .and_then(|mut w| w.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| w));
-    // Kept for the life of the task: dropping it stops the watching.
-    let watcher = match watcher {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e,
-                "cannot watch the run journals; the status page updates every {}s instead", RECHECK.as_secs());
-            None
-        }
-    };
-    refresh(&view, None).await;
-    let mut tick = tokio::time::interval(RECHECK);
-    // A refresh that took longer than the period is not followed by a burst.
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    // Without a watcher (or once it is gone) the tick alone keeps the board.
-    let mut watching = watcher.is_some();
-    loop {
-        let paths = tokio::select! {
-            _ = stop.changed() => return,
-            // The whole directory: running runs, and anything the watcher missed.
-            _ = tick.tick() => None,
-            got = rx.recv(), if watching => {
-                let Some(mut paths) = got else {
-                    watching = false;
-                    continue;
-                };
-                tokio::time::sleep(COALESCE).await;
-                while let Ok(more) = rx.try_recv() {
-                    paths.extend(more);
-                }
-                paths.sort();
-                paths.dedup();
-                Some(paths)
-            }
-        };
-        refresh(&view, paths).await;
-    }
-}
-
-/// Read the journals at `paths`, or (`None`) the whole directory with the
-/// running runs.
-async fn refresh(view: &Arc<View>, paths: Option<Vec<PathBuf>>) {
-    let v = view.clone();
-    // Reading journals is file work: off the async threads.
-    let done = tokio::task::spawn_blocking(move || {
-        let mut board = v.board.lock().unwrap_or_else(|e| e.into_inner());
-        let changes = match &paths {
-            Some(paths) => board.refresh_paths(paths.iter().map(PathBuf::as_path)),
-            None => board.refresh(true),
-        };
-        drop(board);
-        v.live.publish(changes);
-    })
-    .await;
-    if let Err(e) = done {
-        tracing::warn!(error = %e, "reading the run journals for the status page failed");
     }
 }

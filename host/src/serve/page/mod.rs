@@ -31,8 +31,9 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::listener::{Answer, BODY_TIMEOUT, full};
-use super::status::{COOKIE_NAME, SESSION_TTL, Verdict, View};
+use super::answer::{Answer, BODY_TIMEOUT, full};
+use super::status::{COOKIE_NAME, SESSION_TTL, Verdict};
+use super::view::View;
 
 pub mod board;
 pub mod live;
