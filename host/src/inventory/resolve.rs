@@ -9,6 +9,7 @@
 //! one VMID or name (`Duplicate`). Nothing is defaulted silently except the
 //! documented defaults.
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -226,8 +227,51 @@ pub fn resolve_selected(
     opts: &ResolveOptions,
 ) -> Result<Vec<VmPlan>, InventoryError> {
     let plans = hosts.iter().map(|h| resolve(inv, h.as_str(), opts)).collect::<Result<Vec<_>, _>>()?;
-    vmid::check_unique(inv, &plans)?;
+    check_unique(inv, &plans)?;
     Ok(plans)
+}
+
+/// Refuse two plans (or a plan and any other host of the inventory that has a VMID)
+/// sharing a VMID or a canonical name (names compare case-insensitively, as DNS does).
+fn check_unique(inv: &Inventory, plans: &[VmPlan]) -> Result<(), InventoryError> {
+    let mut ids: HashMap<u32, &HostName> = HashMap::new();
+    let mut names: HashMap<String, &HostName> = HashMap::new();
+    for p in plans {
+        if let Some(id) = p.vmid
+            && let Some(first) = ids.insert(id, &p.host)
+        {
+            return Err(dup(format!("VMID {id}"), first, &p.host));
+        }
+        if let Some(first) = names.insert(p.name.to_ascii_lowercase(), &p.host) {
+            return Err(dup(format!("the VM name `{}`", p.name), first, &p.host));
+        }
+    }
+    // Hosts outside the selection: only their identity is computed; a host that
+    // does not resolve is not part of this run and is not judged here.
+    let planned: HashSet<&str> = plans.iter().map(|p| p.host.as_str()).collect();
+    for (h, host) in inv.hosts.iter().enumerate() {
+        if planned.contains(host.name.as_str()) {
+            continue;
+        }
+        let vars = inv.merged(h);
+        let mut r = Renderer::new(&vars);
+        let ctx = Ctx { inv, h };
+        let Ok((Some(id), _)) = vmid::vmid(&ctx, &mut r) else { continue };
+        let other = HostName(host.name.clone());
+        if let Some(first) = ids.get(&id) {
+            return Err(dup(format!("VMID {id}"), first, &other));
+        }
+        if let Ok(name) = vmid::canonical_name(&ctx, &mut r)
+            && let Some(first) = names.get(&name.to_ascii_lowercase())
+        {
+            return Err(dup(format!("the VM name `{name}`"), first, &other));
+        }
+    }
+    Ok(())
+}
+
+fn dup(what: String, first: &HostName, second: &HostName) -> InventoryError {
+    InventoryError::Duplicate { what, first: first.to_string(), second: second.to_string() }
 }
 
 fn os_template(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<OsTemplate, InventoryError> {

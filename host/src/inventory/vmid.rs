@@ -1,4 +1,5 @@
-//! VMIDs from the inventory, and the uniqueness check of invariant 6.
+//! VMIDs and canonical names from the inventory (the uniqueness check of
+//! invariant 6 over them is `resolve::check_unique`, beside the plans it checks).
 //!
 //! A host's VMID is, in this order:
 //! 1. `vms_vmid` (or its alias `vmid`; if both are set they must agree);
@@ -16,14 +17,12 @@
 //! so resolving (even one host under `--limit`, which still checks every host's
 //! identity) stays linear in the inventory's size.
 
-use std::collections::{HashMap, HashSet};
-
 use serde::Serialize;
 use serde_json::Value;
 
 use super::template::Renderer;
 use super::values::Ctx;
-use super::{HostName, Inventory, InventoryError, Scope, VmPlan};
+use super::{InventoryError, Scope};
 
 const VMID_MIN: u64 = 100;
 const VMID_MAX: u64 = 999_999_999;
@@ -111,47 +110,4 @@ pub(crate) fn canonical_name(ctx: &Ctx<'_>, r: &mut Renderer<'_>) -> Result<Stri
         Some(v) => ctx.string("vms_name", &v),
         None => Ok(ctx.host().to_string()),
     }
-}
-
-/// Refuse two plans (or a plan and any other host of the inventory that has a VMID)
-/// sharing a VMID or a canonical name (names compare case-insensitively, as DNS does).
-pub(crate) fn check_unique(inv: &Inventory, plans: &[VmPlan]) -> Result<(), InventoryError> {
-    let mut ids: HashMap<u32, &HostName> = HashMap::new();
-    let mut names: HashMap<String, &HostName> = HashMap::new();
-    for p in plans {
-        if let Some(id) = p.vmid
-            && let Some(first) = ids.insert(id, &p.host)
-        {
-            return Err(dup(format!("VMID {id}"), first, &p.host));
-        }
-        if let Some(first) = names.insert(p.name.to_ascii_lowercase(), &p.host) {
-            return Err(dup(format!("the VM name `{}`", p.name), first, &p.host));
-        }
-    }
-    // Hosts outside the selection: only their identity is computed; a host that
-    // does not resolve is not part of this run and is not judged here.
-    let planned: HashSet<&str> = plans.iter().map(|p| p.host.as_str()).collect();
-    for (h, host) in inv.hosts.iter().enumerate() {
-        if planned.contains(host.name.as_str()) {
-            continue;
-        }
-        let vars = inv.merged(h);
-        let mut r = Renderer::new(&vars);
-        let ctx = Ctx { inv, h };
-        let Ok((Some(id), _)) = vmid(&ctx, &mut r) else { continue };
-        let other = HostName(host.name.clone());
-        if let Some(first) = ids.get(&id) {
-            return Err(dup(format!("VMID {id}"), first, &other));
-        }
-        if let Ok(name) = canonical_name(&ctx, &mut r)
-            && let Some(first) = names.get(&name.to_ascii_lowercase())
-        {
-            return Err(dup(format!("the VM name `{name}`"), first, &other));
-        }
-    }
-    Ok(())
-}
-
-fn dup(what: String, first: &HostName, second: &HostName) -> InventoryError {
-    InventoryError::Duplicate { what, first: first.to_string(), second: second.to_string() }
 }
