@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -19,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::known_hosts::{KnownHosts, host_entry};
 use super::stream::{Capped, excerpt, spawn_reader, take};
+use super::transport::{Input, Transport, Trust, check_identity};
 use super::{ClientKind, ExecOutput, SshSettings, Target, check_target, show_command};
 use super::{mux, mux_client, native};
 use crate::contract::{CapError, ErrorKind};
@@ -61,6 +61,20 @@ impl SshClient {
         &self.known_hosts
     }
 
+    /// What a transport checks and reports against: the settings and the pins.
+    fn trust(&self) -> Trust<'_> {
+        Trust { settings: &self.settings, known_hosts: &self.known_hosts }
+    }
+
+    /// The transport of the configured client: OpenSSH with its masters, or
+    /// the built-in client with its pool.
+    fn transport(&self) -> &'static dyn Transport {
+        match self.settings.client {
+            ClientKind::OpenSsh => &mux::OpenSsh,
+            ClientKind::Builtin { .. } => &native::Builtin,
+        }
+    }
+
     /// Pins `public_key` for `host`/`port` (see [`KnownHosts::trust`]); blocking file I/O.
     /// A change closes this client's masters for the host.
     pub fn trust_host_key(&self, host: &str, port: u16, public_key: &str) -> Result<bool, CapError> {
@@ -95,11 +109,7 @@ impl SshClient {
     /// the built-in client's pool key. `None` without sharing or when nothing
     /// is pinned for the host. Keyed on the pins (see `mux`).
     pub(crate) fn control_path(&self, t: &Target) -> Result<Option<PathBuf>, CapError> {
-        let dir = match (&self.settings.client, &self.settings.control_dir) {
-            (ClientKind::Builtin { share: true, .. }, _) => Path::new(native::POOL_DIR),
-            (ClientKind::OpenSsh, Some(dir)) => dir.as_path(),
-            _ => return Ok(None),
-        };
+        let Some(dir) = self.transport().key_dir(&self.settings) else { return Ok(None) };
         let material = self.known_hosts.pin_material(&t.host, t.port)?;
         if material.is_empty() {
             return Ok(None);
@@ -141,7 +151,7 @@ impl SshClient {
     ) -> Result<ExecOutput, CapError> {
         let control = self.control_path(t)?;
         self.note_master(t, control.as_deref());
-        native::exec(self, control.as_deref(), t, command, input, timeout).await
+        native::exec(&self.trust(), control.as_deref(), t, command, input, timeout).await
     }
 
     /// Stops the masters this client used for `host`/`port` (blocking). They
@@ -152,7 +162,7 @@ impl SshClient {
             let m = self.masters.lock().unwrap_or_else(|e| e.into_inner());
             m.iter().filter(|(_, e)| **e == entry).map(|(p, _)| p.clone()).collect()
         };
-        mux::stop_masters(&paths);
+        self.transport().stop(&paths);
     }
 
     /// The options that make a connection as strict as cradle's own: no
@@ -373,7 +383,7 @@ impl SshClient {
         let mut probe_every = PROBE_INTERVAL;
         let mut last = String::from("no attempt finished");
         // A master, or an accepted probe, makes an `ssh` attempt the next step.
-        let mut open = self.control_path(t)?.is_some_and(|p| p.exists() || native::connected(&p));
+        let mut open = self.control_path(t)?.is_some_and(|p| self.transport().connected(&p));
         loop {
             let remaining = timeout.saturating_sub(started.elapsed());
             if remaining.is_zero() {
@@ -507,49 +517,6 @@ impl SshClient {
         Ok(ExecOutput { exit_code: status.code(), stdout: take(&stdout), stderr: take(&stderr) })
     }
 
-    /// The host key `t` offered (`offered`, a fingerprint) is not the one pinned.
-    pub(crate) fn changed_key_error(&self, t: &Target, offered: &str) -> CapError {
-        let kh = self.settings.known_hosts.display();
-        let pinned = self
-            .known_hosts
-            .pinned(&t.host, t.port)
-            .map(|keys| keys.iter().map(|k| k.fingerprint()).collect::<Vec<_>>().join(", "))
-            .unwrap_or_else(|e| format!("unreadable ({e})"));
-        let entry = host_entry(&t.host, t.port);
-        CapError::new(
-            ErrorKind::Conflict,
-            format!(
-                "ssh {t}: the host key changed: it offered {offered} but {kh} pins {pinned} for `{entry}`; \
-                 cradle never replaces a pinned key and made no connection. If the machine was re-created on \
-                 purpose, forget the old key (the remove workflow's forget-host-key, or `ssh-keygen -R '{entry}' -f {kh}`) \
-                 and pin the new one; otherwise investigate a possible man-in-the-middle"
-            ),
-        )
-    }
-
-    /// No pinned key of the kind `t` offered (`said`: what was seen).
-    pub(crate) fn unknown_key_error(&self, t: &Target, said: &str) -> CapError {
-        CapError::failed(format!(
-            "ssh {t}: no host key of the kind the server offered is pinned for `{}` in {}; cradle never \
-             trusts on first use: pin the key generated for this guest (trust-host-key) before connecting ({said})",
-            host_entry(&t.host, t.port),
-            self.settings.known_hosts.display()
-        ))
-    }
-
-    /// `t` refused the login (`said`: what was seen).
-    pub(crate) fn auth_error(&self, t: &Target, said: &str) -> CapError {
-        let key = match &self.settings.identity {
-            Some(p) => format!("the key {}", p.display()),
-            None => "the default keys (no identity configured)".to_string(),
-        };
-        CapError::failed(format!(
-            "ssh {t}: authentication failed for user `{}` with {key}; check that its public half is in \
-             ~{}/.ssh/authorized_keys on {} (for a guest: the user-data ssh_authorized_keys) ({said})",
-            t.user, t.user, t.host
-        ))
-    }
-
     /// The error for an `ssh` exit 255 whose stderr is one of ssh's own
     /// diagnostics; `None` when it looks like the remote command's own 255.
     fn classify(&self, t: &Target, command: &str, stderr: &str) -> Option<CapError> {
@@ -561,13 +528,13 @@ impl SshClient {
                 .find(|w| w.starts_with("SHA256:"))
                 .map(|f| f.trim_end_matches('.').to_string())
                 .unwrap_or_else(|| "unknown".into());
-            return Some(self.changed_key_error(t, &offered));
+            return Some(self.trust().changed_key_error(t, &offered));
         }
         if has("host key is known for") || has("Host key verification failed") {
-            return Some(self.unknown_key_error(t, &said));
+            return Some(self.trust().unknown_key_error(t, &said));
         }
         if has("Permission denied (") || has("Too many authentication failures") {
-            return Some(self.auth_error(t, &said));
+            return Some(self.trust().auth_error(t, &said));
         }
         if has("Load key") || has("UNPROTECTED PRIVATE KEY FILE") || has("no such identity") {
             return Some(CapError::failed(format!("ssh {t}: the identity file cannot be used ({said})")));
@@ -606,29 +573,14 @@ impl SshClient {
     }
 }
 
-/// Refuses a private key that is missing or that group or others can read
-/// (as OpenSSH refuses it), with the `chmod 600` to run.
-pub(crate) fn check_identity(id: &Path) -> Result<(), CapError> {
-    let meta = std::fs::metadata(id)
-        .map_err(|e| CapError::failed(format!("ssh: cannot read the identity file {}: {e}", id.display())))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(CapError::failed(format!(
-            "ssh: identity file {} is accessible by group or others (mode {mode:03o}); run `chmod 600 {}`",
-            id.display(),
-            id.display()
-        )));
-    }
-    Ok(())
-}
-
 impl Drop for SshClient {
     /// Releases the masters this client used; those no other client uses are
     /// stopped (the end of a run).
     fn drop(&mut self) {
         let masters = std::mem::take(self.masters.get_mut().unwrap_or_else(|e| e.into_inner()));
         if !masters.is_empty() {
-            mux::release(&masters.into_keys().collect::<Vec<_>>());
+            let transport = self.transport();
+            mux::release(&masters.into_keys().collect::<Vec<_>>(), |unused| transport.stop(unused));
         }
     }
 }
@@ -650,22 +602,6 @@ const PROBE_IDENT: &[u8] = b"SSH-2.0-cradle_wait\r\n";
 /// sshguard and fail2ban count as an attack): it sends an SSH identification
 /// line and reads the server's before it closes, so the server's buffer holds
 /// nothing unread and it sees an ordinary client hanging up before key exchange.
-/// What a command reads on its standard input.
-pub(crate) enum Input<'a> {
-    /// Nothing: stdin is closed.
-    Closed,
-    /// These bytes, written by cradle.
-    Bytes(&'a [u8]),
-    /// A local file `ssh` reads itself.
-    File(std::fs::File),
-}
-
-impl<'a> From<Option<&'a [u8]>> for Input<'a> {
-    fn from(v: Option<&'a [u8]>) -> Self {
-        v.map_or(Input::Closed, Input::Bytes)
-    }
-}
-
 async fn tcp_probe(t: &Target, limit: Duration) -> Option<bool> {
     use tokio::io::AsyncReadExt;
     let mut stream = match tokio::time::timeout(limit, tokio::net::TcpStream::connect((t.host.as_str(), t.port))).await

@@ -64,6 +64,7 @@ pub(crate) mod rhai;
 pub mod scope;
 pub(crate) mod script_args;
 mod stream;
+mod transport;
 mod upload;
 
 #[cfg(test)]

@@ -40,7 +40,27 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use super::SshSettings;
+use super::transport::Transport;
 use crate::contract::CapError;
+
+/// OpenSSH's transport: its shared connections are masters whose control
+/// sockets are the keys, in the configured control directory.
+pub(crate) struct OpenSsh;
+
+impl Transport for OpenSsh {
+    fn key_dir<'a>(&self, settings: &'a SshSettings) -> Option<&'a Path> {
+        settings.control_dir.as_deref()
+    }
+
+    fn connected(&self, key: &Path) -> bool {
+        key.exists()
+    }
+
+    fn stop(&self, keys: &[PathBuf]) {
+        stop_masters(keys);
+    }
+}
 
 /// Idle seconds before a master exits by itself (`ControlPersist`).
 pub const CONTROL_PERSIST_S: u32 = 15;
@@ -87,10 +107,11 @@ pub(crate) fn register(path: &Path) {
     *USERS.lock().unwrap_or_else(|e| e.into_inner()).entry(path.to_path_buf()).or_default() += 1;
 }
 
-/// A client is done with `paths`: the masters no other client uses are
-/// stopped. The count stays locked meanwhile, so no client starts a session
-/// on a master being stopped.
-pub(crate) fn release(paths: &[PathBuf]) {
+/// A client is done with `paths`: the shared connections no other client
+/// uses are stopped (`stop`, its transport's). The count stays locked
+/// meanwhile, so no client starts a session on a connection being stopped.
+/// The built-in client's pool keys are counted here too.
+pub(crate) fn release(paths: &[PathBuf], stop: impl FnOnce(&[PathBuf])) {
     let mut users = USERS.lock().unwrap_or_else(|e| e.into_inner());
     let mut unused = Vec::new();
     for p in paths {
@@ -103,7 +124,7 @@ pub(crate) fn release(paths: &[PathBuf]) {
         }
     }
     if !unused.is_empty() {
-        stop_masters(&unused);
+        stop(&unused);
     }
 }
 
@@ -218,12 +239,9 @@ fn control_command(path: &Path, op: &str) -> std::process::Command {
 }
 
 /// Stops the masters at `paths` (`-O stop`, in parallel, bounded by
-/// [`CLOSE_TIMEOUT`]) and removes sockets left behind; drops the built-in
-/// client's connections under those keys. Blocking; for the end of
-/// a client and pin changes.
+/// [`CLOSE_TIMEOUT`]) and removes sockets left behind. Blocking; for the end
+/// of a client and pin changes.
 pub(crate) fn stop_masters(paths: &[PathBuf]) {
-    // The built-in client's connections under the same keys end with them.
-    super::native::forget(paths);
     let live: Vec<&PathBuf> = paths.iter().filter(|p| fs::symlink_metadata(p).is_ok()).collect();
     // The protocol first (no process); `ssh -O stop` for a master that would not answer it.
     let mut children: Vec<_> = live

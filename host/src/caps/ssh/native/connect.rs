@@ -11,7 +11,8 @@ use russh::client::{self, Handle, Handler};
 use russh::keys::{Algorithm, HashAlg, PrivateKeyWithHashAlg, PublicKeyBase64, PublicKeyOrCertificate};
 
 use super::super::known_hosts::PublicKey;
-use super::super::{ClientKind, SshClient, Target};
+use super::super::transport::{Trust, check_identity};
+use super::super::{ClientKind, Target};
 use crate::contract::{CapError, ErrorKind};
 
 /// Keep-alive interval and how many may go unanswered (as OpenSSH's path).
@@ -50,8 +51,8 @@ impl Handler for Checker {
 }
 
 /// A new authenticated connection to `t`, its host key checked against the pins.
-pub(super) async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>, CapError> {
-    let pinned = c.known_hosts().pinned(&t.host, t.port)?;
+pub(super) async fn connect(c: &Trust<'_>, t: &Target) -> Result<Handle<Checker>, CapError> {
+    let pinned = c.known_hosts.pinned(&t.host, t.port)?;
     if pinned.is_empty() {
         return Err(c.unknown_key_error(t, "no key is pinned for it; the built-in client made no connection"));
     }
@@ -84,7 +85,7 @@ pub(super) async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>
     };
     let offered = Arc::new(Mutex::new(None));
     let checker = Checker { pinned: pinned.clone(), offered: offered.clone() };
-    let limit = c.settings().connect_timeout + Duration::from_secs(10);
+    let limit = c.settings.connect_timeout + Duration::from_secs(10);
     let connected = tokio::time::timeout(limit, client::connect(Arc::new(config), (t.host.as_str(), t.port), checker));
     let mut handle = match connected.await {
         Ok(Ok(h)) => h,
@@ -100,8 +101,8 @@ pub(super) async fn connect(c: &SshClient, t: &Target) -> Result<Handle<Checker>
         }
     };
     let mut tried_agent = false;
-    if c.settings().identity.is_none()
-        && let ClientKind::Builtin { agent: Some(sock), .. } = &c.settings().client
+    if c.settings.identity.is_none()
+        && let ClientKind::Builtin { agent: Some(sock), .. } = &c.settings.client
     {
         if agent_login(&mut handle, t, sock).await {
             return Ok(handle);
@@ -155,8 +156,8 @@ async fn agent_login(handle: &mut Handle<Checker>, t: &Target, sock: &Path) -> b
 }
 
 /// The private key to log in with (see the module docs).
-fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapError> {
-    let path = match &c.settings().identity {
+fn identity(c: &Trust<'_>, t: &Target) -> Result<russh::keys::PrivateKey, CapError> {
+    let path = match &c.settings.identity {
         Some(p) => p.clone(),
         None => {
             let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
@@ -169,10 +170,10 @@ fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapErr
                 })?
         }
     };
-    if c.settings().identity.is_none() {
+    if c.settings.identity.is_none() {
         // A configured identity was checked when the client was made; a
         // default one is refused here as OpenSSH refuses it.
-        super::super::client::check_identity(&path)?;
+        check_identity(&path)?;
     }
     russh::keys::load_secret_key(&path, None).map_err(|e| {
         let why = match e {
@@ -189,7 +190,7 @@ fn identity(c: &SshClient, t: &Target) -> Result<russh::keys::PrivateKey, CapErr
 
 /// The error for a connection that did not come up.
 fn connect_error(
-    c: &SshClient,
+    c: &Trust<'_>,
     t: &Target,
     pinned: &[PublicKey],
     offered: Option<Offered>,

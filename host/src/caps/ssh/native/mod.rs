@@ -51,8 +51,8 @@ use russh::Disconnect;
 use russh::client::Handle;
 use tokio::time::Instant;
 
-use super::client::Input;
-use super::{ExecOutput, SshClient, Target, show_command};
+use super::transport::{Input, Transport, Trust};
+use super::{ClientKind, ExecOutput, SshSettings, Target, show_command};
 use crate::contract::{CapError, ErrorKind};
 
 mod connect;
@@ -123,8 +123,29 @@ static POOL: LazyLock<Mutex<HashMap<PathBuf, Arc<Lanes>>>> = LazyLock::new(Mutex
 /// created there: the keys only name connections).
 pub(crate) const POOL_DIR: &str = "/cradle-builtin-ssh";
 
+/// The built-in client's transport: its shared connections are the pool's,
+/// under keys in [`POOL_DIR`] (with `share`).
+pub(crate) struct Builtin;
+
+impl Transport for Builtin {
+    fn key_dir<'a>(&self, settings: &'a SshSettings) -> Option<&'a Path> {
+        match settings.client {
+            ClientKind::Builtin { share: true, .. } => Some(Path::new(POOL_DIR)),
+            _ => None,
+        }
+    }
+
+    fn connected(&self, key: &Path) -> bool {
+        connected(key)
+    }
+
+    fn stop(&self, keys: &[PathBuf]) {
+        forget(keys);
+    }
+}
+
 /// Whether a live shared connection is held under `key`.
-pub(crate) fn connected(key: &Path) -> bool {
+fn connected(key: &Path) -> bool {
     let Some(lanes) = POOL.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned() else { return false };
     let lanes = lanes.lanes.lock().unwrap_or_else(|e| e.into_inner());
     lanes.iter().any(|s| s.conn.try_lock().is_ok_and(|h| h.as_ref().is_some_and(|h| !h.is_closed())))
@@ -132,7 +153,7 @@ pub(crate) fn connected(key: &Path) -> bool {
 
 /// Drops the shared connections named by `keys` (the end of their last
 /// client, a pin change). Sessions in flight keep their handle until they end.
-pub(crate) fn forget(keys: &[PathBuf]) {
+fn forget(keys: &[PathBuf]) {
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     for k in keys {
         pool.remove(k);
@@ -141,7 +162,7 @@ pub(crate) fn forget(keys: &[PathBuf]) {
 
 /// Runs `command` on `t` (see the module docs); `key` shares the connection.
 pub(crate) async fn exec(
-    c: &SshClient,
+    c: &Trust<'_>,
     key: Option<&Path>,
     t: &Target,
     command: &str,

@@ -8,8 +8,8 @@ use russh::client::{self, Handle};
 use russh::{ChannelMsg, ChannelWriteHalf};
 use tokio::io::AsyncWriteExt;
 
-use super::super::client::Input;
 use super::super::stream::Capped;
+use super::super::transport::Input;
 use super::super::{ExecOutput, show_command};
 use super::Call;
 use super::connect::{Checker, transport};
