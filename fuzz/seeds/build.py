@@ -143,3 +143,131 @@ for f in sorted(glob.glob("fuzz/seeds/journal_reader/*")):
 # The guest kit reads the same `qm config` lines.
 for f in sorted(glob.glob(f"{C}/pve_config_scope/*.conf")):
     put("guest_config", os.path.basename(f), open(f).read())
+
+# cradle.toml: the example project's, the one `cradle init` writes (captured in
+# seeds/cradle_toml/, `cradle init DIR`), and every ```toml block of docs/CONFIG.md
+# and the other docs (sections the operator copies), each alone and appended to
+# the init file.
+import re
+init = open("fuzz/seeds/cradle_toml/init.toml").read()
+put("cradle_toml", "init.toml", init)
+put("cradle_toml", "examples-cradle.toml", open("examples/cradle.toml").read())
+for doc in sorted(glob.glob("docs/*.md")):
+    tag = os.path.basename(doc)[:-3].lower()
+    blocks = re.findall(r"```toml\n(.*?)```", open(doc).read(), re.S)
+    for i, block in enumerate(blocks):
+        put("cradle_toml", f"{tag}-md-{i:02}.toml", block)
+        put("cradle_toml", f"{tag}-md-{i:02}-with-init.toml", init + "\n" + block)
+
+# rhai_bridge: the real lifecycle types, read from wit/types.wit and
+# wit/backend.wit (records, variants, enums; `list<>`, `option<>`, `result<>`),
+# with values as the workflows pass them (provision's `vm.spec`, a discovered
+# VM, snippets, a plan) and the bridge's other kinds.
+import json
+wit_src = open("wit/types.wit").read() + open("wit/backend.wit").read()
+wit_src = re.sub(r"//.*", "", wit_src)
+wit_defs = {}
+for kind, name, body in re.findall(r"\b(record|variant|enum|flags)\s+([a-z][a-z0-9-]*)\s*\{(.*?)\}", wit_src, re.S):
+    items = [i.strip() for i in body.split(",") if i.strip()]
+    wit_defs[name] = (kind, items)
+
+def wit_type(t):
+    t = t.strip()
+    m = re.fullmatch(r"(list|option)<(.*)>", t)
+    if m:
+        return {m.group(1): wit_type(m.group(2))}
+    m = re.fullmatch(r"result<(.*)>", t)
+    if m:
+        ok, err = (m.group(1).split(",", 1) + ["_"])[:2]
+        side = lambda s: None if s.strip() == "_" else wit_type(s)
+        return {"result": [side(ok), side(err)]}
+    if t in wit_defs:
+        kind, items = wit_defs[t]
+        if kind == "record":
+            return {"record": [[f.split(":")[0].strip(), wit_type(f.split(":", 1)[1])] for f in items]}
+        if kind == "variant":
+            cases = []
+            for c in items:
+                m = re.fullmatch(r"([a-z0-9-]+)(?:\((.*)\))?", c)
+                cases.append([m.group(1), wit_type(m.group(2)) if m.group(2) else None])
+            return {"variant": cases}
+        return {kind: items}
+    return t
+
+spec = {"name": "test-0", "vmid": 100, "node": "pve1", "template": "debian-12", "storage": "local-lvm",
+        "cores": 2, "memory_mib": 2048, "disk_gib": 20,
+        "disks": [{"slot": "scsi1", "storage": "local-lvm", "size_gib": 10}],
+        "nics": [{"slot": "net0", "bridge": "vmbr0", "vlan": 20, "address": "10.0.20.5/24",
+                  "gateway": "10.0.20.1", "guest_interface": "ens18"}],
+        "startup_order": 3, "tags": ["cradle", "test"], "environment": "test", "allow_replacement": False}
+spec_short = {"name": "test-1", "vmid": 101, "node": "pve2", "template": "t", "storage": "s", "cores": 1,
+              "memory-mib": 512, "disks": [], "nics": [{"slot": "net0", "bridge": "vmbr0", "guest-interface": "ens18"}],
+              "tags": [], "environment": "prod", "allow-replacement": True}
+state = {"name": "test-0", "vmid": 100, "node": "pve1", "status": "stopped", "lock": "clone",
+         "has_cloudinit_drive": True}
+bridge_seeds = {
+    "vm-spec": ("vm-spec", spec),
+    "vm-spec-kebab-defaults": ("vm-spec", spec_short),
+    "vm-state": ("vm-state", state),
+    "vm-state-unlocked": ("vm-state", dict(state, lock=None, status="running", has_cloudinit_drive=False)),
+    "discover-found": ("option<vm-state>", state),
+    "discover-none": ("option<vm-state>", None),
+    "snippets": ("snippets", {"user": "local:snippets/test-0-user.yaml", "network": "local:snippets/test-0-net.yaml"}),
+    "plan-outcome": ("plan-outcome", {"action": "no-op", "summary": ["memory 1024 -> 2048"], "plan_id": "p-1"}),
+    "plan-outcome-snake": ("plan-outcome", {"action": "no_op", "summary": []}),
+    "error-conflict": ("error", {"kind": "conflict", "value": "vm 100 is locked (clone)"}),
+    "result-plan": ("result<plan-outcome, error>", {"ok": {"action": "create", "summary": ["clone"], "plan_id": None}}),
+    "result-unit-err": ("result<_, error>", {"err": {"kind": "not-found", "value": "vm 100"}}),
+    "reconcile-lines": ("list<string>", ["onboot: 0 -> 1", "startup: order=3"]),
+    "entries": ("list<entry>", [{"key": "net0", "value": "virtio=BC:24:11:00:00:01,bridge=vmbr0"}]),
+}
+for name, (t, value) in bridge_seeds.items():
+    put("rhai_bridge", name + ".json", json.dumps({"type": wit_type(t), "value": value}, separators=(",", ":")))
+# The kinds lifecycle does not use, with the bridge's extra spellings.
+for name, t, value in [
+    ("flags", {"flags": ["read", "write", "exec-it"]}, ["read", "exec_it"]),
+    ("tuple", {"tuple": ["u8", "string", "char"]}, [7, "x", "y"]),
+    ("fixed-list", {"fixed": ["s16", 3]}, [-1, 0, 300]),
+    ("bytes-string", {"list": "u8"}, "AB"),
+    ("u64-max", "u64", "18446744073709551615"),
+    ("floats", {"tuple": ["f32", "f64", "f64"]}, [1.5, 2, -0.25]),
+    ("map-string", {"map": ["string", {"option": "u32"}]}, {"a": 1, "b": None}),
+    ("map-pairs", {"map": ["u32", "string"]}, [[1, "a"], [2, "b"]]),
+    ("variant-unit", {"variant": [["gone", None], ["denied", "string"]]}, "gone"),
+    ("nested-option", {"option": {"option": "u32"}}, 5),
+    ("resource", {"record": [["handle", "resource"]]}, {"handle": 1}),
+]:
+    put("rhai_bridge", name + ".json", json.dumps({"type": t, "value": value}, separators=(",", ":")))
+
+# script_args: each VM of the INI inventories as the workflow's `vm` map (the
+# fields of host/src/provision/vm.rs's WorkflowVm the typed parsers read:
+# name, ssh, spec.vmid/node, nics, dns, the guest settings of
+# inventory/guest.rs), as JSON; nic0's address is the host's ansible_host with
+# the inventories' prefixes, its nameservers and search domain the lab's.
+for d in INVENTORIES:
+    tag = d.replace("tests/fixtures/inventory/", "").replace("/inventory", "").replace("/", "-")
+    for ini in sorted(glob.glob(f"{d}/*.ini")):
+        for line in open(ini):
+            parts = line.split()
+            if not parts or parts[0].startswith(("[", "#", ";")) or "=" in parts[0]:
+                continue
+            hv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+            if "ansible_host" not in hv:
+                continue
+            name, addr = parts[0], hv["ansible_host"]
+            vm = {
+                "name": name, "hostname": name, "node": hv.get("target_node", "pve1"),
+                "ssh": {"host": addr, "port": int(hv.get("ansible_port", 22)), "user": hv.get("ansible_user", "cradle")},
+                "spec": {"vmid": int(hv.get("vms_vmid", 9000)), "node": hv.get("target_node", "pve1"),
+                         "storage": "local-lvm"},
+                "nics": [{"address": f"{addr}/24", "gateway": addr.rsplit(".", 1)[0] + ".1",
+                          "nameservers": ["10.0.10.1", "10.0.10.2"], "search": ["lab.example"],
+                          "guest_interface": "ens18"}],
+                "authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOps ops@lab"],
+                "packages": ["qemu-guest-agent"], "timezone": "Europe/Berlin", "fqdn": f"{name}.lab.example",
+                "snippet_storage": None,
+                "dns": [{"zone": "lab.example.", "name": f"{name}.lab.example.", "kind": "a", "value": addr},
+                        {"zone": "10.in-addr.arpa.", "name": ".".join(reversed(addr.split("."))) + ".in-addr.arpa.",
+                         "kind": "ptr", "value": f"{name}.lab.example.", "ttl": 300}],
+            }
+            put("script_args", f"{tag}-{name}.json", json.dumps(vm, indent=1))

@@ -13,7 +13,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::limits::{Limits, MemoryLimiter};
+use super::limits::Limits;
 use crate::caps::budget::GuestClock;
 use crate::caps::context::CapCtx;
 
@@ -103,4 +103,30 @@ pub fn new_store(
         Ok(UpdateDeadline::Continue(1))
     });
     store
+}
+
+/// The store's resource limiter: refuses memory growth past the limit with a
+/// trap that says so (a plain failed grow would surface as an opaque
+/// `unreachable` from the guest's allocator).
+#[derive(Debug)]
+pub struct MemoryLimiter {
+    /// The limit in bytes.
+    pub max_bytes: u64,
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired as u64 > self.max_bytes {
+            return Err(wasmtime::Error::msg(format!(
+                "memory limit: the plugin asked for {} MiB of linear memory, over its limit of {} MiB (raise memory_limit_mib in its [plugins.NAME] section if this is legitimate)",
+                desired as u64 / (1024 * 1024),
+                self.max_bytes / (1024 * 1024)
+            )));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
 }
