@@ -190,7 +190,10 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 [workflow.grants.http]
-endpoints = ["netbox", "technitium", "semaphore"]
+endpoints = ["technitium", "semaphore"]
+[workflow.grants.netbox]
+endpoint = "netbox"
+statuses = ["active", "failed"]
 [workflow.grants.dhcp]
 networks = ["127.78.0.0/16"]
 
