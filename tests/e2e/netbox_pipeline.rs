@@ -507,6 +507,56 @@ fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_noth
     let _ = child.wait();
 }
 
+/// docs/SERVE.md's *Object created* rule: a VM created as Staged has no
+/// primary IPv4 (its address must sit on one of its interfaces, made after
+/// it), so the created event waits; the update that sets `primary_ip4`
+/// (NetBox's own webhook, snapshots `primary_ip4` null → the id) starts it.
+#[test]
+fn a_vm_created_as_staged_waits_for_its_primary_ipv4_and_setting_it_makes_the_vm_active() {
+    let w = World::new("");
+    let (lab, side) = (&w.lab, &w.side);
+    let (mut child, _, log) = w.serve(&[]);
+    let hook = side.netbox.list(&format!("/api/extras/webhooks/?name={}", side.prefix));
+    let rule = json!({ "attr": "name", "value": format!("^{}-", side.prefix), "op": "regex" });
+    side.netbox.post(
+        "/api/extras/event-rules/",
+        &json!({
+            "name": format!("{}-created", side.prefix),
+            "object_types": ["virtualization.virtualmachine"],
+            "event_types": ["object_created"],
+            "enabled": true,
+            "conditions": rule,
+            "action_type": "webhook",
+            "action_object_type": "extras.webhook",
+            "action_object_id": id(&hook[0]),
+        }),
+    );
+    let name = format!("{}-late", side.prefix);
+    let address = format!("127.78.{}.22", lab.net);
+    let vm = side.netbox.create_vm(&name, &side.cluster, "staged", &fields("pve1", Some("debian-12-cloud")));
+    // The created event ran and waited: skipped, nothing written to NetBox.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let events = w.dir.join("state/serve/events.jsonl");
+    while !std::fs::read_to_string(&events).unwrap_or_default().contains("has no primary IPv4 yet") {
+        assert!(
+            Instant::now() < deadline,
+            "no skipped created event; cradle serve said:\n{}",
+            log.lock().expect("log")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(side.netbox.vm(&vm)["status"]["value"], "staged", "{:#?}", side.netbox.vm_journal(&vm));
+    let iface = side.netbox.create_vm_interface(&vm, "ens18");
+    let ip = side.netbox.create_ip(&iface, &format!("{address}/24"), "");
+    side.netbox.patch_vm(&vm, &json!({ "primary_ip4": id(&ip) }));
+    let done = side.wait(&vm, &log);
+    let journal = side.netbox.vm_journal(&vm);
+    assert_eq!(done["status"]["value"], "active", "{journal:#?}\ncradle serve:\n{}", log.lock().expect("log"));
+    assert_eq!(w.vms_named(&name).len(), 1, "one VM");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
+
 #[test]
 fn netbox_sync_builds_every_staged_vm_no_webhook_reached_and_a_second_sync_finds_none() {
     let w = World::new("");

@@ -1,17 +1,23 @@
 //! What a NetBox webhook delivery asks of `cradle serve`.
 //!
 //! Contract: [`parse`] takes a body whose signature has already been checked
-//! and says whether it is a virtual machine whose status changed to `staged`
-//! ([`Delivery::Staged`]) or something `cradle serve` acknowledges and leaves
-//! alone ([`Delivery::Ignored`], with the reason). It accepts the payloads of
-//! NetBox 3.7 through 4.7:
+//! and says whether it asks for the pipeline ([`Delivery::Staged`], with the
+//! [`Trigger`]) or is something `cradle serve` acknowledges and leaves alone
+//! ([`Delivery::Ignored`], with the reason). The pipeline is asked for by a VM
+//! created as `staged`, a VM whose status changed to `staged`, or a VM already
+//! `staged` that was given its first primary IPv4 (a VM cannot have one when it
+//! is created: the address must be assigned to one of its interfaces, which
+//! come after it; so a VM created as Staged in the UI gets its address in a
+//! later update of the VM, `primary_ip4` going from null to an id in the
+//! snapshots). It accepts the payloads of NetBox 3.7 through 4.7:
 //!
 //! - the object is named by `object_type` (`virtualization.virtualmachine`,
 //!   4.4+) or by `model` (`virtualmachine`, up to 4.4);
 //! - the request is `request.id`/`request.user` (4.4+) or
 //!   `request_id`/`username` (up to 4.6; removed in 4.7);
 //! - the change is read from `snapshots`: `prechange` (null for a created
-//!   object) and `postchange`, whose `status` is the raw value (`"staged"`).
+//!   object) and `postchange`, whose `status` is the raw value (`"staged"`)
+//!   and whose `primary_ip4` is the address's id or null.
 //!
 //! Failure modes: a body that is not a JSON object, or a VM delivery without
 //! the fields every version sends (`event`, `data.id`, `data.name`,
@@ -32,6 +38,32 @@ pub struct StagedVm {
     pub request_id: Option<String>,
     /// The NetBox user who made the change, when known.
     pub user: Option<String>,
+    /// What made the delivery ask for the pipeline.
+    pub trigger: Trigger,
+}
+
+/// What made a delivery ask for the pipeline; the workflow sees it as
+/// `event.trigger`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The VM's status changed to `staged`.
+    Staged,
+    /// The VM was created as `staged` (it has no primary IPv4 yet, unless it
+    /// was given one before the delivery is read).
+    Created,
+    /// A VM already `staged` was given its first primary IPv4.
+    PrimaryIp,
+}
+
+impl Trigger {
+    /// Its name in `event.trigger`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Staged => "staged",
+            Trigger::Created => "created",
+            Trigger::PrimaryIp => "primary-ip",
+        }
+    }
 }
 
 /// What to do with a verified delivery.
@@ -86,15 +118,22 @@ pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
         .and_then(|s| s.get("status"))
         .and_then(Value::as_str)
         .ok_or(PayloadError::Missing("snapshots.postchange.status"))?;
-    let before = snapshots.get("prechange").and_then(|s| s.get("status")).and_then(Value::as_str);
+    let prechange = snapshots.get("prechange").filter(|s| !s.is_null());
+    let before = prechange.and_then(|s| s.get("status")).and_then(Value::as_str);
     if after != STAGED {
         return Ok(Delivery::Ignored(format!("VM `{name}` (id {vm_id}) is `{after}`, not staged")));
     }
-    if before == Some(STAGED) {
+    let trigger = if event == "created" {
+        Trigger::Created
+    } else if before != Some(STAGED) {
+        Trigger::Staged
+    } else if first_primary_ip4(prechange, snapshots.get("postchange")) {
+        Trigger::PrimaryIp
+    } else {
         return Ok(Delivery::Ignored(format!(
-            "VM `{name}` (id {vm_id}) was already staged; its status did not change"
+            "VM `{name}` (id {vm_id}) was already staged; its status did not change and it was not given its first primary IPv4"
         )));
-    }
+    };
     let request = doc.get("request");
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
     Ok(Delivery::Staged(StagedVm {
@@ -103,7 +142,17 @@ pub fn parse(body: &[u8]) -> Result<Delivery, PayloadError> {
         timestamp: text(doc.get("timestamp")).unwrap_or_default(),
         request_id: text(request.and_then(|r| r.get("id"))).or_else(|| text(doc.get("request_id"))),
         user: text(request.and_then(|r| r.get("user"))).or_else(|| text(doc.get("username"))),
+        trigger,
     }))
+}
+
+/// The change gave the VM a primary IPv4 where it had none: the prechange
+/// snapshot holds `primary_ip4: null` (present: an older payload without the
+/// key says nothing) and the postchange one an id.
+fn first_primary_ip4(prechange: Option<&Value>, postchange: Option<&Value>) -> bool {
+    let had = prechange.and_then(|s| s.get("primary_ip4"));
+    let has = postchange.and_then(|s| s.get("primary_ip4"));
+    matches!(had, Some(Value::Null)) && has.is_some_and(|v| !v.is_null())
 }
 
 #[cfg(test)]
@@ -162,7 +211,46 @@ mod tests {
 
     #[test]
     fn a_vm_created_as_staged_starts_the_pipeline() {
-        assert!(matches!(parse(&payload("4.7", "created", Value::Null, "staged")), Ok(Delivery::Staged(_))));
+        let got = parse(&payload("4.7", "created", Value::Null, "staged"));
+        assert!(matches!(got, Ok(Delivery::Staged(StagedVm { trigger: Trigger::Created, .. }))), "{got:?}");
+    }
+
+    /// The real delivery with its snapshots' `primary_ip4` set as a PATCH of
+    /// a staged VM's `primary_ip4` sends them (4.7.3 snapshots hold the key,
+    /// null or the address's id: testdata/netbox-4.7.3-vm-staged.body).
+    fn real_with(pre_status: &str, pre_ip: Value, post_ip: Value) -> Vec<u8> {
+        let mut doc: Value = serde_json::from_slice(REAL_4_7_3).expect("json");
+        assert!(doc["snapshots"]["postchange"].get("primary_ip4").is_some(), "4.7.3 snapshots hold primary_ip4");
+        doc["snapshots"]["prechange"]["status"] = json!(pre_status);
+        doc["snapshots"]["prechange"]["primary_ip4"] = pre_ip;
+        doc["snapshots"]["postchange"]["primary_ip4"] = post_ip;
+        serde_json::to_vec(&doc).expect("json")
+    }
+
+    #[test]
+    fn a_staged_vm_given_its_first_primary_ipv4_starts_the_pipeline() {
+        let got = parse(&real_with("staged", Value::Null, json!(12)));
+        let Ok(Delivery::Staged(vm)) = got else { panic!("staged expected, got {got:?}") };
+        assert_eq!((vm.vm_id, vm.trigger, vm.trigger.as_str()), (1, Trigger::PrimaryIp, "primary-ip"));
+    }
+
+    #[test]
+    fn a_change_to_staged_is_the_staged_trigger_whatever_the_address() {
+        let got = parse(&real_with("planned", Value::Null, json!(12)));
+        assert!(matches!(got, Ok(Delivery::Staged(StagedVm { trigger: Trigger::Staged, .. }))), "{got:?}");
+    }
+
+    #[test]
+    fn a_staged_vm_whose_primary_ipv4_changes_or_goes_starts_nothing() {
+        for (pre, post) in [(json!(11), json!(12)), (json!(11), Value::Null), (Value::Null, Value::Null)] {
+            let got = parse(&real_with("staged", pre.clone(), post.clone()));
+            let Ok(Delivery::Ignored(why)) = got else { panic!("{pre} -> {post}: ignored expected, got {got:?}") };
+            assert!(why.contains("first primary IPv4"), "{why}");
+        }
+        // A prechange snapshot without the key (an older payload) says nothing.
+        let mut doc: Value = serde_json::from_slice(&real_with("staged", Value::Null, json!(12))).expect("json");
+        doc["snapshots"]["prechange"].as_object_mut().expect("prechange").remove("primary_ip4");
+        assert!(matches!(parse(&serde_json::to_vec(&doc).expect("json")), Ok(Delivery::Ignored(_))));
     }
 
     #[test]

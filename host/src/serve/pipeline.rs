@@ -18,6 +18,7 @@
 //! Contract: [`WorkflowPipeline::check`] refuses, before the service starts,
 //! a source whose workflow lacks one of the three functions. The event is a
 //! map: `source`, `seq`, `vm_id`, `vm_name`, `request_id`, `user`,
+//! `trigger` (`staged`, `created`, `primary-ip`, `sync`),
 //! `netbox_timestamp`, `received`, `attempt`.
 
 use std::collections::BTreeMap;
@@ -169,6 +170,7 @@ fn event_arg(event: &Event) -> Result<Dynamic, String> {
         "vm_name": event.vm_name,
         "request_id": event.request_id,
         "user": event.user,
+        "trigger": event.trigger,
         "netbox_timestamp": event.netbox_timestamp,
         "received": event.received,
         "attempt": event.attempts,

@@ -81,6 +81,11 @@ pub struct Event {
     pub request_id: Option<String>,
     /// The NetBox user, if any.
     pub user: Option<String>,
+    /// What asked for the pipeline (`staged`, `created`, `primary-ip`, or
+    /// `sync` for `cradle netbox sync`); lines written before it was
+    /// recorded read as `staged`.
+    #[serde(default = "staged_trigger")]
+    pub trigger: String,
     /// SHA-256 of the raw body (hex).
     pub digest: String,
     /// Where it is.
@@ -91,6 +96,11 @@ pub struct Event {
     pub run_id: Option<String>,
     /// The outcome in a line (the error of a failed run).
     pub detail: Option<String>,
+}
+
+/// The trigger of an event recorded before triggers were.
+fn staged_trigger() -> String {
+    "staged".to_string()
 }
 
 impl Event {
@@ -106,6 +116,7 @@ impl Event {
             netbox_timestamp: String::new(),
             request_id: None,
             user: None,
+            trigger: "sync".to_string(),
             digest: String::new(),
             state: EventState::Running,
             attempts: 1,
@@ -292,6 +303,7 @@ impl EventStore {
                 netbox_timestamp: vm.timestamp.clone(),
                 request_id: vm.request_id.clone(),
                 user: vm.user.clone(),
+                trigger: vm.trigger.as_str().to_string(),
                 digest,
                 state: EventState::Accepted,
                 attempts: 0,

@@ -1,6 +1,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use crate::serve::event::Trigger;
 
 fn vm(id: u64) -> StagedVm {
     StagedVm {
@@ -9,6 +10,7 @@ fn vm(id: u64) -> StagedVm {
         timestamp: "2026-12-01T19:13:52.876454+00:00".into(),
         request_id: Some(format!("req-{id}")),
         user: Some("admin".into()),
+        trigger: Trigger::Staged,
     }
 }
 
