@@ -174,6 +174,7 @@ impl Served {
             .unwrap_or_else(|| panic!("no {name} line in:\n{}", self.banner.join("\n")));
         let line = self.banner[at].trim().to_string();
         let url = line[label.len()..].split_whitespace().next().expect("a URL after the name").to_string();
+        let console = url.strip_suffix("/proxy/network").unwrap_or(&url).to_string();
         let files = self
             .banner
             .get(at + 1)
@@ -182,7 +183,7 @@ impl Served {
             .split(", ")
             .map(PathBuf::from)
             .collect();
-        StandIn { url, line, files }
+        StandIn { url, console, line, files }
     }
 
     /// Ctrl-C, then everything it printed: (stdout, stderr). Fails the test
@@ -210,7 +211,11 @@ impl Served {
 
 /// One stand-in as `cradle sim serve` announced it.
 struct StandIn {
+    /// The URL it printed: what an `[endpoints.NAME]` takes (a UniFi OS
+    /// controller's ends in `/proxy/network`).
     url: String,
+    /// That URL without `/proxy/network`: the console's root.
+    console: String,
     /// Its announcement line (`UniFi:        https://... (UniFi OS; ...)`).
     line: String,
     /// The credential files it wrote.
@@ -315,12 +320,13 @@ fn sim_serve_stand_ins_answer_at_their_printed_urls_with_the_credentials_they_wr
     assert!(unifi.files.iter().all(|f| f.parent() == Some(default_dir.as_path())), "{:?}", unifi.files);
     let ca = unifi.file("unifi-ca.pem");
     let ca = ca.to_str().expect("UTF-8 path");
-    let untrusted = curl(&[], &format!("{}/", unifi.url));
+    assert!(unifi.url.ends_with("/proxy/network"), "the endpoint URL of a UniFi OS controller: {}", unifi.line);
+    let untrusted = curl(&[], &format!("{}/", unifi.console));
     assert_eq!(untrusted.exit, 60, "without its CA the certificate is not trusted: {untrusted:?}");
-    let root = curl(&["--cacert", ca], &format!("{}/", unifi.url));
+    let root = curl(&["--cacert", ca], &format!("{}/", unifi.console));
     assert_eq!((root.exit, root.status), (0, 200), "GET / is 200 on UniFi OS: {root:?}");
     let key = format!("X-API-KEY: {}", unifi.secret("unifi.api-key"));
-    let networks = format!("{}/proxy/network/api/s/default/rest/networkconf", unifi.url);
+    let networks = format!("{}/api/s/default/rest/networkconf", unifi.url);
     let nets = curl(&["--cacert", ca, "-H", &key], &networks);
     assert_eq!(nets.status, 200, "{nets:?}");
     let doc = nets.json();
@@ -369,6 +375,76 @@ fn sim_serve_stand_ins_answer_at_their_printed_urls_with_the_credentials_they_wr
     assert_eq!((anonymous.status, anonymous.body.as_str()), (401, ""), "{anonymous:?}");
     let wrong = curl(&["-H", "Authorization: Bearer notthetoken"], &last);
     assert_eq!(wrong.status, 401, "{wrong:?}");
+}
+
+/// The `key = value` lines of `[name]` in `text` (values as written).
+fn toml_section(text: &str, name: &str) -> Vec<(String, String)> {
+    let header = format!("[{name}]");
+    text.lines()
+        .skip_while(|l| l.trim() != header)
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split_once(" = ").map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .collect()
+}
+
+fn toml_value<'a>(section: &'a [(String, String)], key: &str) -> &'a str {
+    section.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no {key} in {section:?}"))
+}
+
+/// The file a `{ file = "…" }` reference names.
+fn referenced_file(value: &str) -> PathBuf {
+    let inner = value.strip_prefix("{ file = \"").and_then(|v| v.strip_suffix("\" }")).expect("a file reference");
+    PathBuf::from(inner)
+}
+
+#[test]
+fn sim_serve_write_config_holds_each_stand_ins_endpoint_and_the_http_grant_and_they_answer() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("sim");
+    let written = tmp.path().join("cluster.toml");
+    let mut args = all_stand_ins();
+    args.extend([OsStr::new("--write-config"), written.as_os_str()]);
+    let served = Served::start(&[], &state, &args);
+    let (unifi, dns, sem) = (served.stand_in("UniFi"), served.stand_in("Technitium"), served.stand_in("Semaphore"));
+    let text = std::fs::read_to_string(&written).expect("the written config");
+    assert_eq!(mode(&written), 0o600);
+
+    // UniFi OS: the URL with /proxy/network, the API key and the CA, by file.
+    let u = toml_section(&text, "endpoints.unifi");
+    assert_eq!(toml_value(&u, "url"), format!("\"{}\"", unifi.url), "{text}");
+    assert!(unifi.url.ends_with("/proxy/network"), "{}", unifi.line);
+    assert_eq!(toml_value(&u, "auth"), "\"api-key\"", "{text}");
+    assert_eq!(referenced_file(toml_value(&u, "token")), unifi.file("unifi.api-key"), "{text}");
+    let ca = toml_value(&u, "ca_file").trim_matches('"').to_string();
+    assert_eq!(PathBuf::from(&ca), unifi.file("unifi-ca.pem"));
+    // What the host does with it: the controller's path appended to the URL.
+    let key = format!("X-API-KEY: {}", std::fs::read_to_string(unifi.file("unifi.api-key")).expect("key").trim());
+    let nets = curl(&["--cacert", &ca, "-H", &key], &format!("{}/api/s/default/rest/networkconf", unifi.url));
+    assert_eq!((nets.status, nets.json()["meta"]["rc"].as_str()), (200, Some("ok")), "{nets:?}");
+
+    // Technitium and Semaphore: their URL and token file, bearer.
+    for (name, stand_in, token, path) in [
+        ("technitium", &dns, "technitium.token", "/api/zones/list"),
+        ("semaphore", &sem, "semaphore.token", "/api/project/1/tasks/last"),
+    ] {
+        let e = toml_section(&text, &format!("endpoints.{name}"));
+        assert_eq!(toml_value(&e, "url"), format!("\"{}\"", stand_in.url), "{text}");
+        assert_eq!(toml_value(&e, "auth"), "\"bearer\"", "{text}");
+        let file = referenced_file(toml_value(&e, "token"));
+        assert_eq!(file, stand_in.file(token), "{text}");
+        let bearer = format!("Authorization: Bearer {}", std::fs::read_to_string(&file).expect("token").trim());
+        let got = curl(&["-H", &bearer], &format!("{}{path}", stand_in.url));
+        assert_eq!(got.status, 200, "{name}: {got:?}");
+    }
+
+    // The NetBox workflow's http grant names the three.
+    let grant = toml_section(&text, "workflow.grants.http");
+    assert_eq!(toml_value(&grant, "endpoints"), "[\"unifi\", \"technitium\", \"semaphore\"]", "{text}");
+    // No secret is in the file itself: only references.
+    for secret in [unifi.secret("unifi.api-key"), dns.secret("technitium.token"), sem.secret("semaphore.token")] {
+        assert!(!text.contains(&secret), "a credential was written into the config");
+    }
 }
 
 #[test]
@@ -464,12 +540,11 @@ fn sim_serve_writes_stand_in_credentials_owner_only_and_never_prints_a_secret() 
             .to_string();
     let session = curl(
         &["--cacert", ca, "-H", "Content-Type: application/json", "--data", &login],
-        &format!("{}/api/auth/login", unifi.url),
+        &format!("{}/api/auth/login", unifi.console),
     );
     assert_eq!(session.status, 200, "UniFi OS login with the written password: {session:?}");
     let key = format!("X-API-KEY: {}", unifi.secret("unifi.api-key"));
-    let nets =
-        curl(&["--cacert", ca, "-H", &key], &format!("{}/proxy/network/api/s/default/rest/networkconf", unifi.url));
+    let nets = curl(&["--cacert", ca, "-H", &key], &format!("{}/api/s/default/rest/networkconf", unifi.url));
     assert_eq!(nets.status, 200, "{nets:?}");
 
     let user = dns.secret("technitium.username");
@@ -557,7 +632,7 @@ fn a_dhcp_guest_provisioned_against_sim_serve_takes_its_address_from_the_unifi_s
     let ca = unifi.file("unifi-ca.pem");
     let ca = ca.to_str().expect("UTF-8 path");
     let key = format!("X-API-KEY: {}", unifi.secret("unifi.api-key"));
-    let api = format!("{}/proxy/network/api/s/default", unifi.url);
+    let api = format!("{}/api/s/default", unifi.url);
 
     // The pool picks a random free address: reserve every other one of the
     // default network for made-up MACs, so the guest can only get DHCP_FREE,

@@ -12,7 +12,11 @@
 //! are printed, their credentials (generated) are written to 0600 files under
 //! `--stand-in-credentials DIR` (default `<state>/stand-ins`) and never printed, and
 //! the UniFi stand-in is the cluster's DHCP server (guests whose network-data asks
-//! for DHCP get their NIC's reservation, else a pool address).
+//! for DHCP get their NIC's reservation, else a pool address). The UniFi URL
+//! printed is the one an endpoint takes (`…/proxy/network` for a UniFi OS
+//! controller); with `--write-config` the file also gets each stand-in's
+//! `[endpoints.NAME]` (credentials by `{ file = … }`) and the
+//! `[workflow.grants.http]` the NetBox workflow needs (docs/NETBOX.md).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -155,7 +159,7 @@ impl StandIns {
                 cradle_sim::services::unifi::UnifiStyle::Classic => "classic",
                 cradle_sim::services::unifi::UnifiStyle::UnifiOs => "UniFi OS",
             };
-            let _ = writeln!(out, "  UniFi:        {} ({style}; the cluster's DHCP server)", u.url());
+            let _ = writeln!(out, "  UniFi:        {} ({style}; the cluster's DHCP server)", unifi_endpoint(u));
             let _ = writeln!(out, "                credentials {}", files(u.write_credentials(dir)?));
         }
         if let Some(t) = &self.technitium {
@@ -167,6 +171,62 @@ impl StandIns {
             let _ = writeln!(out, "                credentials {}", files(s.write_credentials(dir)?));
         }
         Ok(out)
+    }
+}
+
+/// The URL a `[endpoints.NAME]` of this UniFi takes: the API prefix without
+/// its `/api` (the host appends the controller's paths), so `…/proxy/network`
+/// for a UniFi OS controller.
+fn unifi_endpoint(u: &cradle_sim::services::unifi::Unifi) -> String {
+    let api = u.api_url();
+    api.strip_suffix("/api").unwrap_or(&api).to_string()
+}
+
+impl StandIns {
+    /// The `[endpoints.*]` sections of the stand-ins (credentials by file, in
+    /// `dir` as [`StandIns::announce`] wrote them) and the `[workflow.grants.http]`
+    /// the NetBox workflow needs; empty without stand-ins.
+    fn config(&self, dir: &std::path::Path) -> String {
+        use std::fmt::Write as _;
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let abs = |name: &str| {
+            let p = dir.join(name);
+            q(&std::path::absolute(&p).unwrap_or(p).display().to_string())
+        };
+        let mut out = String::new();
+        let mut names = Vec::new();
+        if let Some(u) = &self.unifi {
+            let _ = writeln!(out, "\n[endpoints.unifi]\nurl = {}", q(&unifi_endpoint(u)));
+            if u.api_key().is_some() {
+                let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"api-key\"", abs("unifi.api-key"));
+            } else {
+                let _ = writeln!(out, "token = {{ file = {} }}", abs("unifi.password"));
+                let _ = writeln!(out, "auth = \"unifi-login\"\nusername = {}", q(u.username()));
+            }
+            if u.ca_pem().is_some() {
+                let _ = writeln!(out, "ca_file = {}", abs("unifi-ca.pem"));
+            }
+            names.push("\"unifi\"");
+        }
+        if let Some(t) = &self.technitium {
+            let _ = writeln!(out, "\n[endpoints.technitium]\nurl = {}", q(&t.url()));
+            let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"bearer\"", abs("technitium.token"));
+            names.push("\"technitium\"");
+        }
+        if let Some(s) = &self.semaphore {
+            let _ = writeln!(out, "\n[endpoints.semaphore]\nurl = {}", q(&s.url()));
+            let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"bearer\"", abs("semaphore.token"));
+            names.push("\"semaphore\"");
+        }
+        if !names.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n# The NetBox workflow's http grant (docs/NETBOX.md; NetBox itself is [workflow.grants.netbox]).\n\
+                 [workflow.grants.http]\nendpoints = [{}]",
+                names.join(", ")
+            );
+        }
+        out
     }
 }
 
@@ -210,6 +270,13 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     print!("{}", stand_ins.announce(&credentials)?);
     if let Some(path) = &args.write_config {
         crate::cluster::write_client_config(&cluster, &args.cluster_name, path).map_err(anyhow::Error::msg)?;
+        let endpoints = stand_ins.config(&credentials);
+        if !endpoints.is_empty() {
+            let mut text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read back {}: {e}", path.display()))?;
+            text.push_str(&endpoints);
+            crate::state::write_private_file_atomic(path, text.as_bytes()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         println!("  config:       {}", path.display());
     }
     println!("Press Ctrl-C to stop.");
