@@ -500,6 +500,9 @@ fn a_vm_netbox_cannot_describe_goes_failed_with_the_step_and_the_reason_and_noth
     let entry = journal.iter().find(|e| e["kind"]["value"] == "danger").expect("a journal entry");
     let text = entry["comments"].as_str().unwrap_or_default();
     assert!(text.contains("failed at step validate") && text.contains("proxmox_template"), "{text}");
+    // Written for a NetBox user: a sentence, no workflow path, no array literal.
+    assert!(text.contains(&format!("{name} cannot be built: NetBox has no custom field proxmox_template. Fix that, then set the VM to Staged again.")), "{text}");
+    assert!(!text.contains(".rhai") && !text.contains('['), "{text}");
     let vms = lab.state()["vms"].clone();
     assert!(!vms.to_string().contains(&name), "nothing made in Proxmox");
     assert!(lab.unifi.reservations().is_empty(), "no reservation");

@@ -391,6 +391,32 @@ fn a_failure_in_a_step_of_the_pipeline_reaches_failed_with_the_step() {
 }
 
 #[test]
+fn failed_gets_what_went_wrong_without_the_workflows_file_line_or_kind() {
+    let dir = project();
+    std::fs::write(
+        dir.path().join("workflows/netbox.rhai"),
+        NETBOX_RHAI.replace(
+            "if event.vm_id == 99 { throw `${event.vm_name} has no primary IPv4 in NetBox`; }",
+            "throw #{ kind: \"invalid\", message: `${event.vm_name} cannot be built: NetBox has no custom field proxmox_template` };",
+        ),
+    )
+    .expect("write");
+    let (mut child, addr, _) = spawn_serve(dir.path());
+    assert_eq!(deliver(addr, REAL_BODY).0, 202);
+    let events = wait_events(dir.path(), |e| e.first().is_some_and(|e| !e.state.unfinished()));
+    // The event's outcome keeps the error in full, with where it was thrown.
+    let detail = events[0].detail.clone().unwrap_or_default();
+    assert!(detail.contains("netbox.rhai:") && detail.contains("invalid: probe-vm cannot be built"), "{detail}");
+    // failed() gets the message alone: what a NetBox journal entry shows.
+    let all = journals(dir.path());
+    let want =
+        "RECORDED probe-vm failed at validate: probe-vm cannot be built: NetBox has no custom field proxmox_template\"";
+    assert!(all.contains(want), "{all}");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    child.wait().expect("wait");
+}
+
+#[test]
 fn cradle_serve_refuses_to_start_without_its_workflow_or_secret_naming_what_is_missing() {
     let dir = project();
     std::fs::remove_file(dir.path().join("workflows/netbox.rhai")).expect("rm");

@@ -12,8 +12,10 @@
 //!    run's scope (this VM, its guest);
 //! 3. `staged(event, vm)` runs the pipeline, scoped to that VM;
 //! 4. any failure of 1–3 runs `failed(event, failure)` with `#{ step,
-//!    message, run_id }` (step `validate` for 1 and 2), which records it
-//!    where the operator looks (NetBox: status Failed and a journal entry).
+//!    message, run_id }` (step `validate` for 1 and 2; `message` is what
+//!    went wrong without the workflow's file and line: NetBox users read
+//!    it), which records it where the operator looks (NetBox: status Failed
+//!    and a journal entry). The event's outcome keeps the error in full.
 //!
 //! Contract: [`WorkflowPipeline::check`] refuses, before the service starts,
 //! a source whose workflow lacks one of the three functions. The event is a
@@ -50,7 +52,11 @@ pub struct WorkflowPipeline {
 /// A failed phase: the step, what went wrong, the run.
 struct Failure {
     step: String,
+    /// In full, with where in the workflow (the event's outcome, the log).
     message: String,
+    /// For the workflow's `failed` (written where NetBox users read it): the
+    /// message without the workflow's file and line, when it has them.
+    reason: Option<String>,
     run_id: Option<String>,
 }
 
@@ -102,6 +108,7 @@ impl WorkflowPipeline {
         let report = self.project.run(&self.live.current(), req).map_err(|e| Failure {
             step: function.to_string(),
             message: e.to_string(),
+            reason: None,
             run_id: None,
         })?;
         for key in &report.unreleased_locks {
@@ -112,6 +119,7 @@ impl WorkflowPipeline {
             Err(e) => Err(Failure {
                 step: e.step_name().unwrap_or(function).to_string(),
                 message: e.to_string(),
+                reason: Some(e.reason()),
                 run_id: Some(report.run_id),
             }),
         }
@@ -119,7 +127,8 @@ impl WorkflowPipeline {
 
     /// Record `failure` through `failed(event, failure)`; the event's outcome.
     fn fail(&self, source: &SourceConfig, event: &Event, failure: Failure) -> Outcome {
-        let doc = json!({ "step": failure.step, "message": failure.message, "run_id": failure.run_id });
+        let reason = failure.reason.as_deref().unwrap_or(&failure.message);
+        let doc = json!({ "step": failure.step, "message": reason, "run_id": failure.run_id });
         let mut detail = format!("failed at `{}`: {}", failure.step, failure.message);
         match from_json(&doc).map_err(|e| e.to_string()).and_then(|arg| {
             self.call(source, "failed", vec![event_arg(event)?, arg], Vec::new(), event).map_err(|f| f.message)
@@ -191,10 +200,15 @@ impl Pipeline for WorkflowPipeline {
             Ok(a) => a,
             Err(detail) => return Outcome { ok: false, run_id: None, detail },
         };
-        let validate = |message: String, run_id: Option<String>| Failure { step: "validate".into(), message, run_id };
+        let validate = |message: String, run_id: Option<String>| Failure {
+            step: "validate".into(),
+            message,
+            reason: None,
+            run_id,
+        };
         let (host_run, answer) = match self.call(source, "host", vec![arg.clone()], Vec::new(), event) {
             Ok(r) => r,
-            Err(f) => return self.fail(source, event, validate(f.message, f.run_id)),
+            Err(f) => return self.fail(source, event, Failure { step: "validate".into(), ..f }),
         };
         let (name, vars) = match wanted(&answer) {
             Ok(Wanted::Skip(why)) => {

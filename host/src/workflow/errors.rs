@@ -110,6 +110,26 @@ impl WorkflowError {
     }
 }
 
+impl WorkflowError {
+    /// The error for someone who reads only what went wrong, not the
+    /// workflow's source (a NetBox journal entry): the thrown message without
+    /// the file, line and step around it, and without its `kind: ` prefix
+    /// (`NetBox has no custom field proxmox_template`). A limit reads as
+    /// `the workflow was stopped: …`; other variants as they display.
+    pub fn reason(&self) -> String {
+        match self {
+            WorkflowError::Script { kind: Some(kind), message, .. } => {
+                message.strip_prefix(&format!("{kind}: ")).unwrap_or(message).to_string()
+            }
+            WorkflowError::Script { message, .. } => message.clone(),
+            WorkflowError::Limit { limit, value, key, .. } => format!(
+                "the workflow was stopped: it exceeded the {limit} limit of {value} (`[workflow] {key}` in cradle.toml)"
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
 fn location(file: &str, line: usize, column: usize) -> String {
     match (line, column) {
         (0, _) => file.to_string(),
@@ -218,6 +238,28 @@ pub(crate) fn load_error(file: &str, err: &EvalAltResult, limits: &WorkflowLimit
 #[cfg(test)]
 mod tests {
     use super::WorkflowError;
+
+    #[test]
+    fn the_reason_is_the_thrown_message_without_location_step_or_kind() {
+        let e = WorkflowError::Script {
+            file: "/srv/cradle/workflows/netbox.rhai".into(),
+            line: 54,
+            column: 9,
+            step: Some("step 'validate' for VM 'web-1'".into()),
+            kind: Some("invalid".into()),
+            message: "invalid: web-1 cannot be built: NetBox has no custom field proxmox_template".into(),
+        };
+        assert_eq!(e.reason(), "web-1 cannot be built: NetBox has no custom field proxmox_template");
+        let thrown_string = WorkflowError::Script {
+            file: "/srv/cradle/workflows/netbox.rhai".into(),
+            line: 3,
+            column: 1,
+            step: None,
+            kind: None,
+            message: "the clone failed".into(),
+        };
+        assert_eq!(thrown_string.reason(), "the clone failed");
+    }
 
     #[test]
     fn problem_first_puts_the_step_and_message_before_the_location() {
