@@ -3,6 +3,9 @@
 //! no two of them import each other through any chain, and that every import
 //! is one docs/ARCHITECTURE.md's "Layers" table allows. Adding an import the
 //! table does not list fails here until the table (and the design) say so.
+//! Below the modules, the files: no two non-test files of host/src reach each
+//! other through imports, a child's use of its parent's (`mod.rs`) items
+//! aside; a failure lists each circle as `from -> to: the names taken`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -143,4 +146,48 @@ fn every_import_between_top_level_modules_is_one_the_architecture_table_lists() 
             "`{module}` imports {extra:?}, which the Layers table of docs/ARCHITECTURE.md does not list for it"
         );
     }
+}
+
+#[path = "layers_files_tests.rs"]
+mod files;
+
+use files::{circles, file_imports};
+
+#[test]
+fn the_file_reader_resolves_use_groups_super_self_and_re_exports() {
+    let graph = file_imports();
+    let edge = |from: &str, to: &str| graph.get(from).and_then(|m| m.get(to)).cloned().unwrap_or_default();
+    // `use super::{HostName, Inventory, InventoryError, Scope}` in inventory/vmid.rs:
+    // its parent's own items are left out.
+    assert!(edge("inventory/vmid.rs", "inventory/mod.rs").is_empty(), "{graph:#?}");
+    // `use crate::caps::ssh::{ClientKind, SshClient, SshSettings}` in project.rs:
+    // SshClient through ssh/mod.rs's `pub use client::SshClient`.
+    assert!(edge("project.rs", "caps/ssh/client.rs").contains("SshClient"), "{graph:#?}");
+    assert!(edge("project.rs", "caps/ssh/mod.rs").contains("SshSettings"), "{graph:#?}");
+    // `super::super::transport::{Trust, check_identity}` in a file of a child module.
+    assert!(edge("caps/ssh/native/connect.rs", "caps/ssh/transport.rs").contains("check_identity"), "{graph:#?}");
+    // A group below a module path: `use crate::contract::{CapError, ErrorKind}`.
+    assert!(edge("caps/ssh/client.rs", "contract/error.rs").contains("ErrorKind"), "{graph:#?}");
+}
+
+#[test]
+fn no_import_circle_between_files() {
+    let graph = file_imports();
+    let found = circles(&graph);
+    let text: Vec<String> = found
+        .iter()
+        .map(|group| {
+            let mut lines = Vec::new();
+            for from in group {
+                for (to, names) in graph.get(from).into_iter().flatten() {
+                    if group.contains(to) {
+                        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                        lines.push(format!("  {from} -> {to}: {}", names.join(", ")));
+                    }
+                }
+            }
+            format!("a circle of {} files:\n{}", group.len(), lines.join("\n"))
+        })
+        .collect();
+    assert!(found.is_empty(), "import circles between files of host/src:\n{}", text.join("\n"));
 }
