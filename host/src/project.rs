@@ -18,7 +18,9 @@ use crate::caps::context::{RunHandle, Services};
 use crate::caps::coordination::CoordinationBackend;
 use crate::caps::coordination::etcd::EtcdConn;
 use crate::caps::coordination::records::{Sealer, SharedRecords};
-use crate::caps::dns::Rfc2136;
+use crate::caps::dns::providers::{DnsProviders, Provider};
+use crate::caps::dns::technitium::Technitium;
+use crate::caps::dns::{DnsProviderKind, Rfc2136};
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
@@ -451,18 +453,19 @@ impl Project {
                 pinned.map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
             }
         }
-        let dns = match &environment.dns {
-            Some(name) => {
-                let cfg = self.config.dns.get(name).ok_or_else(|| {
-                    ProjectError::Environment(format!(
-                        "environment `{env}` names dns = \"{name}\", which is not in [dns]"
-                    ))
-                })?;
-                Some(Arc::new(Rfc2136::new(name, cfg).map_err(|e| ProjectError::Environment(e.message))?))
-            }
-            None => None,
-        };
         let http = Endpoints::new(&self.config.endpoints);
+        let mut dns_list = Vec::new();
+        for name in &environment.dns {
+            let cfg = self.config.dns.get(name).ok_or_else(|| {
+                ProjectError::Environment(format!("environment `{env}` names dns = \"{name}\", which is not in [dns]"))
+            })?;
+            let provider = match cfg.kind {
+                DnsProviderKind::Rfc2136 => Rfc2136::new(name, cfg).map(Provider::Rfc2136),
+                DnsProviderKind::Technitium => Technitium::new(name, cfg, http.clone()).map(Provider::Technitium),
+            };
+            dns_list.push((name.clone(), provider.map_err(|e| ProjectError::Environment(e.message))?));
+        }
+        let dns = (!dns_list.is_empty()).then(|| Arc::new(DnsProviders::new(dns_list)));
         let dhcp = match &environment.dhcp {
             Some(name) => {
                 let cfg = self.config.dhcp.get(name).ok_or_else(|| {

@@ -178,6 +178,7 @@ state_dir = "state"
 cluster = "pve"
 backend = "{backend}"
 dhcp = "unifi"
+dns = "technitium"
 
 [workflow.grants.lock]
 prefixes = ["*"]
@@ -190,12 +191,21 @@ storages = ["*"]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 [workflow.grants.http]
-endpoints = ["technitium", "semaphore"]
+endpoints = ["semaphore"]
 [workflow.grants.netbox]
 endpoint = "netbox"
 statuses = ["active", "failed"]
 [workflow.grants.dhcp]
 networks = ["127.78.0.0/16"]
+# not-served.example: a zone the operator listed that the server lacks
+# (a_dns_record_technitium_refuses_...).
+[workflow.grants.dns]
+zones = ["{ZONE}", "not-served.example"]
+
+[dns.technitium]
+kind = "technitium"
+endpoint = "technitium"
+zones = ["{ZONE}", "not-served.example"]
 
 [dhcp.unifi]
 kind = "unifi"

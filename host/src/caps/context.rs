@@ -88,7 +88,7 @@ pub struct Services {
     /// The environment's SSH client (cradle's known_hosts and identity), when it has one.
     pub ssh: Option<Arc<super::ssh::SshClient>>,
     /// The environment's DNS provider (`dns = "NAME"` → `[dns.NAME]`), when it has one.
-    pub dns: Option<Arc<super::dns::Rfc2136>>,
+    pub dns: Option<Arc<super::dns::providers::DnsProviders>>,
     /// The environment's DHCP provider (`dhcp = "NAME"` → `[dhcp.NAME]`), when it has one.
     pub dhcp: Option<Arc<super::dhcp::Unifi>>,
     /// How to run Ansible playbooks (`[ansible]`), for `ssh::playbook`.

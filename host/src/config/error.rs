@@ -58,6 +58,14 @@ pub enum ConfigProblem {
     /// An environment's DNS provider is not defined.
     #[error("environments.{env}.dns = \"{dns}\" is not defined in [dns] (known: {known})")]
     Dns { env: String, dns: String, known: String },
+    /// A `technitium` provider's endpoint is not defined.
+    #[error("dns.{name}.endpoint = \"{endpoint}\" is not defined in [endpoints] (known: {known})")]
+    DnsEndpoint { name: String, endpoint: String, known: String },
+    /// Two DNS providers of one environment serve the same zone.
+    #[error(
+        "environments.{env}.dns: zone `{zone}` is in the zones of both [dns.{first}] and [dns.{second}]; each zone goes to one provider"
+    )]
+    DnsZoneTwice { env: String, zone: String, first: String, second: String },
     /// An environment's DHCP provider is not defined.
     #[error("environments.{env}.dhcp = \"{dhcp}\" is not defined in [dhcp] (known: {known})")]
     Dhcp { env: String, dhcp: String, known: String },

@@ -61,7 +61,7 @@ impl Config {
             .filter_map(|c| c.token.as_mut())
             .chain(self.endpoints.values_mut().filter_map(|e| e.token.as_mut()))
             .chain(self.serve.sources.values_mut().map(|s| &mut s.secret))
-            .chain(self.dns.values_mut().map(|d| &mut d.secret))
+            .chain(self.dns.values_mut().filter_map(|d| d.secret.as_mut()))
             .chain(self.coordination.password.as_mut())
             .chain(self.coordination.records_key.as_mut())
             .chain(self.serve.status.as_mut().and_then(|s| s.token.as_mut()));
@@ -170,10 +170,22 @@ impl Config {
                     builtin: crate::builtin::catalogue::names(),
                 });
             }
-            if let Some(dns) = &env.dns
-                && !self.dns.contains_key(dns)
-            {
+            if let Some(dns) = env.dns.iter().find(|d| !self.dns.contains_key(*d)) {
                 return Err(ConfigProblem::Dns { env: name.clone(), dns: dns.clone(), known: join_keys(&self.dns) });
+            }
+            for (i, a) in env.dns.iter().enumerate() {
+                for b in &env.dns[i + 1..] {
+                    let (za, zb) = (&self.dns[a].zones, &self.dns[b].zones);
+                    let norm = |z: &String| z.trim_end_matches('.').to_ascii_lowercase();
+                    if let Some(zone) = za.iter().find(|z| zb.iter().any(|y| norm(y) == norm(z))) {
+                        return Err(ConfigProblem::DnsZoneTwice {
+                            env: name.clone(),
+                            zone: zone.clone(),
+                            first: a.clone(),
+                            second: b.clone(),
+                        });
+                    }
+                }
             }
             if let Some(dhcp) = &env.dhcp
                 && !self.dhcp.contains_key(dhcp)
@@ -191,6 +203,15 @@ impl Config {
         self.serve.validate(&envs).map_err(ConfigProblem::Serve)?;
         for (name, dns) in &self.dns {
             dns.validate().map_err(|problem| ConfigProblem::DnsProvider { name: name.clone(), problem })?;
+            if let Some(endpoint) = &dns.endpoint
+                && !self.endpoints.contains_key(endpoint)
+            {
+                return Err(ConfigProblem::DnsEndpoint {
+                    name: name.clone(),
+                    endpoint: endpoint.clone(),
+                    known: join_keys(&self.endpoints),
+                });
+            }
         }
         for (name, dhcp) in &self.dhcp {
             let problem = dhcp.validate().err().or_else(|| {

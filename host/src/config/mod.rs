@@ -108,9 +108,11 @@ pub struct EnvironmentConfig {
     pub cluster: String,
     /// The backend plugin name (a key of `[plugins]`).
     pub backend: String,
-    /// The DNS provider the `dns` capability uses (a key of `[dns]`); none means DNS calls fail.
-    #[serde(default)]
-    pub dns: Option<String>,
+    /// The DNS providers the `dns` capability uses (keys of `[dns]`): `dns =
+    /// "NAME"`, or `dns = ["a", "b"]`, each call going to the one whose zones
+    /// hold its zone; none means DNS calls fail.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub dns: Vec<String>,
     /// The DHCP provider the `dhcp` capability uses (a key of `[dhcp]`); none means DHCP calls fail.
     #[serde(default)]
     pub dhcp: Option<String>,
@@ -152,4 +154,18 @@ impl Config {
 
 fn join_keys<V>(map: &BTreeMap<String, V>) -> String {
     if map.is_empty() { "none".to_string() } else { map.keys().cloned().collect::<Vec<_>>().join(", ") }
+}
+
+/// A string or a list of strings (`dns = "lab"` or `dns = ["lab", "tech"]`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(name) => vec![name],
+        OneOrMany::Many(names) => names,
+    })
 }

@@ -1,6 +1,6 @@
 //! The pipeline's service clients (workflows/lib/unifi.rhai, semaphore.rhai,
 //! technitium.rhai) run as the built-in workflow runs them — the same files,
-//! through the `dhcp` and `http` capabilities — against the stand-ins alone (no NetBox), on
+//! through the `dhcp`, `dns` and `http` capabilities — against the stand-ins alone (no NetBox), on
 //! what a plain run never meets: a Semaphore template without an Environment, a
 //! token without `CanRunProjectTasks`, a task waiting for confirmation, a MAC
 //! UniFi knows without listing it, a subnet UniFi refuses, an address whose old
@@ -45,20 +45,35 @@ pub(super) struct Endpoint<'a> {
 
 /// A project whose workflow is [`SCRIPT`] with the libraries, and `endpoints`.
 /// An endpoint named `unifi` is the environment's DHCP provider (`[dhcp.unifi]`,
-/// the stand-in's 127.77.0.0/16 granted), reached through the `dhcp`
-/// capability rather than granted to the workflow's `http`.
+/// the stand-in's 127.77.0.0/16 granted), one named `technitium` its DNS
+/// provider (`[dns.technitium]`, zone `lab.example` granted), reached through
+/// the `dhcp` and `dns` capabilities rather than granted to the workflow's
+/// `http`.
 pub(super) fn harness(dir: &Path, endpoints: &[Endpoint]) -> Harness {
     let unifi = endpoints.iter().any(|e| e.name == "unifi");
+    let technitium = endpoints.iter().any(|e| e.name == "technitium");
     let mut toml = String::from(
         "default_environment = \"demo\"\nstate_dir = \"state\"\n[clusters.sim]\nkind = \"sim\"\n\
          [environments.demo]\ncluster = \"sim\"\nbackend = \"sample\"\n",
     );
     if unifi {
-        toml += "dhcp = \"unifi\"\n[dhcp.unifi]\nkind = \"unifi\"\nendpoint = \"unifi\"\n\
+        toml += "dhcp = \"unifi\"\n";
+    }
+    if technitium {
+        toml += "dns = \"technitium\"\n[dns.technitium]\nkind = \"technitium\"\nendpoint = \"technitium\"\n\
+                 zones = [\"lab.example\"]\n[workflow.grants.dns]\nzones = [\"lab.example\"]\n";
+    }
+    if unifi {
+        toml += "[dhcp.unifi]\nkind = \"unifi\"\nendpoint = \"unifi\"\n\
                  [workflow.grants.dhcp]\nnetworks = [\"127.77.0.0/16\"]\n";
     }
     toml += "[plugins.sample]\npath = \"@SAMPLE@\"\n[workflow.grants.http]\nendpoints = [";
-    toml += &endpoints.iter().filter(|e| e.name != "unifi").map(|e| format!("\"{}\"", e.name)).collect::<Vec<_>>().join(", ");
+    toml += &endpoints
+        .iter()
+        .filter(|e| e.name != "unifi" && e.name != "technitium")
+        .map(|e| format!("\"{}\"", e.name))
+        .collect::<Vec<_>>()
+        .join(", ");
     toml += "]\n";
     for e in endpoints {
         let secret = dir.join(format!("{}.secret", e.name));

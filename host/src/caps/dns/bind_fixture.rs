@@ -66,10 +66,12 @@ impl Bind {
         f.write_all(secret.as_bytes()).expect("write secret");
         DnsProviderConfig {
             kind: DnsProviderKind::Rfc2136,
-            server: self.server(),
-            key_name: key.into(),
+            server: Some(self.server()),
+            key_name: Some(key.into()),
             algorithm: if key == KEY512 { TsigAlgorithmName::HmacSha512 } else { TsigAlgorithmName::HmacSha256 },
-            secret: SecretRef::File(path),
+            secret: Some(SecretRef::File(path)),
+            endpoint: None,
+            ptr: true,
             zones: zones.iter().map(|z| z.to_string()).collect(),
             ttl: 300,
         }

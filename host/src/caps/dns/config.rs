@@ -1,10 +1,13 @@
 //! `[dns.NAME]` in `cradle.toml`: one DNS provider an environment can name
-//! with `dns = "NAME"`.
+//! with `dns = "NAME"` (or several, `dns = ["a", "b"]`: each call goes to the
+//! one whose `zones` hold its zone).
 //!
-//! Contract: a provider that passes [`DnsProviderConfig::validate`] has a
-//! server address, a syntactically valid TSIG key name, at least one zone
-//! (each a valid domain name, no duplicates) and a TTL inside the range DNS
-//! allows. The TSIG secret is a [`SecretRef`] and is only resolved when the
+//! Contract: a provider that passes [`DnsProviderConfig::validate`] has at
+//! least one zone (each a valid domain name, no duplicates), a TTL inside the
+//! range DNS allows, and what its `kind` needs and nothing of another kind's:
+//! `rfc2136` a server address, a syntactically valid TSIG key name and a
+//! secret; `technitium` the named endpoint (`[endpoints.NAME]`, its API token
+//! attached by the host) it is reached through. The TSIG secret is a [`SecretRef`] and is only resolved when the
 //! first DNS call needs it (config loading never reads it), like every other
 //! credential in cradle.toml. A provider that does not pass is a
 //! [`DnsConfigError`] naming the key to fix.
@@ -23,18 +26,31 @@ pub const MAX_TTL: u32 = i32::MAX as u32;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DnsProviderConfig {
-    /// The provider protocol; `rfc2136` (dynamic update signed with TSIG).
+    /// The provider: `rfc2136` (dynamic update signed with TSIG) or
+    /// `technitium` (Technitium DNS Server's HTTP API).
     pub kind: DnsProviderKind,
-    /// The primary server, as `IP:port` (e.g. `"192.0.2.53:53"`); a host name
-    /// is refused so that DNS updates never depend on resolving DNS.
-    pub server: SocketAddr,
-    /// The TSIG key name, exactly as in the server's `key "NAME" { ... };`.
-    pub key_name: String,
-    /// The TSIG algorithm: `hmac-sha256` (default) or `hmac-sha512`.
+    /// `rfc2136`: the primary server, as `IP:port` (e.g. `"192.0.2.53:53"`); a
+    /// host name is refused so that DNS updates never depend on resolving DNS.
+    #[serde(default)]
+    pub server: Option<SocketAddr>,
+    /// `rfc2136`: the TSIG key name, exactly as in the server's `key "NAME" { ... };`.
+    #[serde(default)]
+    pub key_name: Option<String>,
+    /// `rfc2136`: the TSIG algorithm: `hmac-sha256` (default) or `hmac-sha512`.
     #[serde(default)]
     pub algorithm: TsigAlgorithmName,
-    /// The base64 TSIG secret (the `secret "..."` of the key), by reference.
-    pub secret: SecretRef,
+    /// `rfc2136`: the base64 TSIG secret (the `secret "..."` of the key), by reference.
+    #[serde(default)]
+    pub secret: Option<SecretRef>,
+    /// `technitium`: the endpoint (a key of `[endpoints]`, `auth = "bearer"`
+    /// with an API token) the server's HTTP API is reached through.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// `technitium`: an A/AAAA upsert also keeps its PTR (Technitium's `ptr`
+    /// and `createPtrZone`; the PTR of a replaced address that pointed at the
+    /// name is deleted). Default true.
+    #[serde(default = "default_ptr")]
+    pub ptr: bool,
     /// The zones this server is primary for, e.g. `["lab.example.", "10.0.10.in-addr.arpa."]`.
     pub zones: Vec<String>,
     /// The TTL of records written with `ttl = 0` (default 300 s).
@@ -48,6 +64,18 @@ pub struct DnsProviderConfig {
 pub enum DnsProviderKind {
     /// RFC 2136 dynamic update with RFC 8945 TSIG.
     Rfc2136,
+    /// Technitium DNS Server's HTTP API (`/api/zones/records/...`).
+    Technitium,
+}
+
+impl DnsProviderKind {
+    /// The `kind` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DnsProviderKind::Rfc2136 => "rfc2136",
+            DnsProviderKind::Technitium => "technitium",
+        }
+    }
 }
 
 /// The TSIG algorithms cradle signs with.
@@ -74,6 +102,10 @@ impl TsigAlgorithmName {
 
 fn default_ttl() -> u32 {
     300
+}
+
+fn default_ptr() -> bool {
+    true
 }
 
 /// A text that is not a domain name.
@@ -122,6 +154,22 @@ pub enum DnsConfigError {
     /// A TTL outside 1..=`MAX_TTL`.
     #[error("ttl = {0} must be between 1 and {MAX_TTL} seconds")]
     Ttl(u32),
+    /// A key the provider's kind needs is missing.
+    #[error("kind = \"{kind}\" needs {key}")]
+    Missing {
+        /// The kind.
+        kind: &'static str,
+        /// The key, with an example.
+        key: &'static str,
+    },
+    /// A key of another kind is set.
+    #[error("{key} is not a key of kind = \"{kind}\"; remove it")]
+    Foreign {
+        /// The kind.
+        kind: &'static str,
+        /// The key.
+        key: &'static str,
+    },
 }
 
 /// Parse a domain name from cradle.toml or a call, always fully qualified
@@ -140,12 +188,38 @@ impl DnsProviderConfig {
     /// Check the values that do not need the network or the secret; the
     /// error names the key to fix (relative to `[dns.NAME]`).
     pub fn validate(&self) -> Result<(), DnsConfigError> {
-        if self.server.port() == 0 {
-            return Err(DnsConfigError::ServerPort { server: self.server });
-        }
-        let key = parse_name(&self.key_name).map_err(DnsConfigError::KeyName)?;
-        if key.is_root() {
-            return Err(DnsConfigError::RootKeyName);
+        let kind = self.kind.as_str();
+        match self.kind {
+            DnsProviderKind::Rfc2136 => {
+                let missing = |key| DnsConfigError::Missing { kind, key };
+                let server = self.server.ok_or_else(|| missing("server = \"IP:port\""))?;
+                let key_name = self.key_name.as_deref().ok_or_else(|| missing("key_name = \"KEY\""))?;
+                self.secret.as_ref().ok_or_else(|| missing("secret = { file = \"...\" }"))?;
+                if self.endpoint.is_some() {
+                    return Err(DnsConfigError::Foreign { kind, key: "endpoint" });
+                }
+                if server.port() == 0 {
+                    return Err(DnsConfigError::ServerPort { server });
+                }
+                let key = parse_name(key_name).map_err(DnsConfigError::KeyName)?;
+                if key.is_root() {
+                    return Err(DnsConfigError::RootKeyName);
+                }
+            }
+            DnsProviderKind::Technitium => {
+                if self.endpoint.as_deref().is_none_or(|e| e.trim().is_empty()) {
+                    return Err(DnsConfigError::Missing { kind, key: "endpoint = \"NAME\" (a key of [endpoints])" });
+                }
+                for (key, set) in [
+                    ("server", self.server.is_some()),
+                    ("key_name", self.key_name.is_some()),
+                    ("secret", self.secret.is_some()),
+                ] {
+                    if set {
+                        return Err(DnsConfigError::Foreign { kind, key });
+                    }
+                }
+            }
         }
         if self.zones.is_empty() {
             return Err(DnsConfigError::NoZones);

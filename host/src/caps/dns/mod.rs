@@ -63,9 +63,11 @@ pub use crate::contract::bindings::cradle::host::dns::{DnsRecord, RecordKind};
 mod config;
 mod errors;
 mod host;
+pub mod providers;
 pub(crate) mod rhai;
 pub(crate) mod script_args;
 pub mod scope;
+pub mod technitium;
 mod wire;
 
 #[cfg(test)]
@@ -112,17 +114,27 @@ impl Rfc2136 {
         let section = format!("dns.{name}");
         cfg.validate().map_err(|m| CapError::invalid(format!("{section}: {m}")))?;
         let parse = |text: &str| config::parse_name(text).map_err(|m| CapError::invalid(format!("{section}: {m}")));
+        let (Some(server), Some(key_name), Some(secret), DnsProviderKind::Rfc2136) =
+            (cfg.server, cfg.key_name.as_deref(), cfg.secret.clone(), cfg.kind)
+        else {
+            return Err(CapError::invalid(format!("{section}: not an rfc2136 provider with server, key_name and secret")));
+        };
         Ok(Rfc2136 {
-            server: cfg.server,
-            key_name: parse(&cfg.key_name)?,
+            server,
+            key_name: parse(key_name)?,
             algorithm: cfg.algorithm,
-            secret: cfg.secret.clone(),
+            secret,
             signer: OnceLock::new(),
             zones: cfg.zones.iter().map(|z| parse(z)).collect::<Result<_, _>>()?,
             ttl: cfg.ttl,
             timeout: DEFAULT_TIMEOUT,
             section,
         })
+    }
+
+    /// Whether `zone` is one of this provider's zones.
+    pub fn serves(&self, zone: &str) -> bool {
+        config::parse_name(zone).is_ok_and(|z| self.zones.contains(&z))
     }
 
     /// The same provider with another exchange timeout.

@@ -46,8 +46,8 @@ fn parse(text: &str) -> Result<Config, String> {
 fn a_dns_section_loads_with_its_defaults_and_the_environment_names_it() {
     let c = parse(CONFIG).expect("valid");
     let d = &c.dns["lab"];
-    assert_eq!((d.algorithm, d.ttl, d.server.port()), (TsigAlgorithmName::HmacSha256, 300, 53));
-    assert_eq!(c.environments["test"].dns.as_deref(), Some("lab"));
+    assert_eq!((d.algorithm, d.ttl, d.server.map(|s| s.port())), (TsigAlgorithmName::HmacSha256, 300, Some(53)));
+    assert_eq!(c.environments["test"].dns, ["lab"]);
     let c = parse(&CONFIG.replace("zones =", "algorithm = \"hmac-sha512\"\nttl = 60\nzones =")).expect("valid");
     assert_eq!((c.dns["lab"].algorithm, c.dns["lab"].ttl), (TsigAlgorithmName::HmacSha512, 60));
 }
@@ -84,7 +84,7 @@ fn an_inline_tsig_secret_is_refused_without_echoing_it() {
 /// A provider that nothing listens for: every check below fails before any I/O.
 fn offline() -> Rfc2136 {
     let mut cfg = parse(CONFIG).expect("valid").dns["lab"].clone();
-    cfg.server = "127.0.0.1:9".parse().expect("addr");
+    cfg.server = Some("127.0.0.1:9".parse().expect("addr"));
     Rfc2136::new("lab", &cfg).expect("provider")
 }
 
@@ -122,16 +122,16 @@ async fn an_unreachable_or_silent_server_is_transient() {
     std::fs::write(&secret, random_secret(32)).expect("secret");
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
     let mut cfg = parse(CONFIG).expect("valid").dns["lab"].clone();
-    cfg.secret = crate::secrets::SecretRef::File(secret);
+    cfg.secret = Some(crate::secrets::SecretRef::File(secret));
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    cfg.server = closed.local_addr().expect("addr");
+    cfg.server = Some(closed.local_addr().expect("addr"));
     drop(closed);
     let e = Rfc2136::new("lab", &cfg).expect("p").upsert(&a("x.lab.example.", "10.0.10.9")).await.expect_err("down");
     assert_eq!(e.kind, ErrorKind::Transient, "{e}");
-    assert!(e.message.contains(&cfg.server.to_string()), "{e}");
+    assert!(e.message.contains(&cfg.server.expect("server").to_string()), "{e}");
 
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    cfg.server = silent.local_addr().expect("addr");
+    cfg.server = Some(silent.local_addr().expect("addr"));
     let hold = tokio::spawn(async move {
         let conn = silent.accept().await;
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -266,7 +266,7 @@ mod adapter {
     }
 
     fn services(state: &Path, rt: &tokio::runtime::Runtime, dns: Option<Rfc2136>) -> Services {
-        Services { dns: dns.map(Arc::new), ..Services::for_tests(state, rt) }
+        Services { dns: dns.map(|p| Arc::new(p.into())), ..Services::for_tests(state, rt) }
     }
 
     fn ctx(state: &Path, rt: &tokio::runtime::Runtime, dns: Option<Rfc2136>) -> CapCtx {
