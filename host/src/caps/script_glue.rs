@@ -15,7 +15,7 @@ use rhai::{EvalAltResult, Map};
 use crate::contract::CapError;
 
 /// What a function called from a script returns.
-pub(crate) type Res<T> = Result<T, Box<EvalAltResult>>;
+pub type Res<T> = Result<T, Box<EvalAltResult>>;
 
 /// Throw `e` as `#{kind, message}`.
 pub fn throw(e: CapError) -> Box<EvalAltResult> {
@@ -26,26 +26,26 @@ pub fn throw(e: CapError) -> Box<EvalAltResult> {
 }
 
 /// Throw `#{kind: "invalid", message}`.
-pub(crate) fn invalid(message: impl Into<String>) -> Box<EvalAltResult> {
+pub fn invalid(message: impl Into<String>) -> Box<EvalAltResult> {
     throw(CapError::invalid(message.into()))
 }
 
 /// `value` (a WIT record or a view struct) as a script map, through serde:
 /// fields by their Rust names, `()` for a none, INT for integers.
-pub(crate) fn to_map<T: serde::Serialize>(value: &T) -> Res<Map> {
+pub fn to_map<T: serde::Serialize>(value: &T) -> Res<Map> {
     let d = rhai::serde::to_dynamic(value)?;
     let kind = d.type_name();
     d.try_cast::<Map>().ok_or_else(|| format!("a record became a script {kind}, not a map").into())
 }
 
 /// A VMID (or other u32) argument from a script integer.
-pub(crate) fn int_arg(v: i64, what: &str) -> Res<u32> {
+pub fn int_arg(v: i64, what: &str) -> Res<u32> {
     u32::try_from(v).map_err(|_| invalid(format!("{what} {v} is out of range")))
 }
 
 /// The message of a script error: the `message` of a thrown
 /// `#{kind, message}`, or the error as text.
-pub(crate) fn thrown_message(e: &EvalAltResult) -> String {
+pub fn thrown_message(e: &EvalAltResult) -> String {
     match e {
         EvalAltResult::ErrorRuntime(v, _) => v
             .clone()

@@ -26,7 +26,7 @@ use crate::caps::script_glue::{Res, invalid};
 use crate::cloudinit::{Cidr, Interface};
 
 /// The string `map.key`; `what` names the caller and the map in messages.
-pub(crate) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
+pub fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
     map.get(key)
         .ok_or_else(|| invalid(format!("{what}: missing `{key}`")))?
         .clone()
@@ -35,7 +35,7 @@ pub(crate) fn str_of(map: &Map, key: &str, what: &str) -> Res<String> {
 }
 
 /// The string `map.key`, or `None` when it is absent or no string.
-pub(crate) fn opt_str(map: &Map, key: &str) -> Option<String> {
+pub fn opt_str(map: &Map, key: &str) -> Option<String> {
     map.get(key).and_then(|v| v.clone().into_string().ok())
 }
 
@@ -48,12 +48,12 @@ fn strings(map: &Map, key: &str) -> Vec<String> {
 }
 
 /// `vm.snippet_storage`, or [`DEFAULT_SNIPPET_STORAGE`].
-pub(crate) fn snippet_storage(vm: &Map) -> String {
+pub fn snippet_storage(vm: &Map) -> String {
     opt_str(vm, "snippet_storage").unwrap_or_else(|| DEFAULT_SNIPPET_STORAGE.into())
 }
 
 /// `vm.spec.vmid` as a VMID.
-pub(crate) fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
+pub fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
     vm.get("spec")
         .and_then(|s| s.clone().try_cast::<Map>())
         .and_then(|s| s.get("vmid").and_then(|v| v.as_int().ok()))
@@ -64,7 +64,7 @@ pub(crate) fn vmid_of(vm: &Map, name: &str) -> Res<u32> {
 }
 
 /// The user-data settings of `vm` (its `ssh.user` is the management user).
-pub(crate) fn guest_settings(vm: &Map, name: &str) -> Res<GuestSettings> {
+pub fn guest_settings(vm: &Map, name: &str) -> Res<GuestSettings> {
     let login = vm
         .get("ssh")
         .and_then(|s| s.clone().try_cast::<Map>())
@@ -80,7 +80,7 @@ pub(crate) fn guest_settings(vm: &Map, name: &str) -> Res<GuestSettings> {
 }
 
 /// The network-data interfaces of `vm.nics` (none: no interface).
-pub(crate) fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
+pub fn interfaces(vm: &Map, name: &str) -> Res<Vec<Interface>> {
     let nics = vm.get("nics").and_then(|n| n.clone().into_array().ok()).unwrap_or_default();
     let mut out = Vec::new();
     for (i, nic) in nics.into_iter().enumerate() {

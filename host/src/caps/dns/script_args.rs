@@ -18,10 +18,10 @@ use crate::caps::script_glue::{Res, int_arg, invalid};
 use crate::contract::bindings::cradle::host::dns::{DnsRecord, RecordKind};
 
 /// The keys of a record map.
-pub(crate) const FIELDS: [&str; 5] = ["zone", "name", "kind", "value", "ttl"];
+pub const FIELDS: [&str; 5] = ["zone", "name", "kind", "value", "ttl"];
 
 /// `kind` (any case) as a record kind; `function` names the caller.
-pub(crate) fn record_kind(function: &str, kind: &str) -> Res<RecordKind> {
+pub fn record_kind(function: &str, kind: &str) -> Res<RecordKind> {
     match kind.to_ascii_lowercase().as_str() {
         "a" => Ok(RecordKind::A),
         "aaaa" => Ok(RecordKind::Aaaa),
@@ -36,7 +36,7 @@ fn string_field(rec: &Map, key: &str) -> Res<String> {
 }
 
 /// A record map as `dns::upsert` takes it.
-pub(crate) fn record(rec: &Map) -> Res<DnsRecord> {
+pub fn record(rec: &Map) -> Res<DnsRecord> {
     if let Some(unknown) = rec.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(invalid(format!("dns::upsert: unknown field `{unknown}` (expected {})", FIELDS.join(", "))));
     }

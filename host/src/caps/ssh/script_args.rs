@@ -17,7 +17,7 @@ use crate::caps::script_glue::{Res, invalid};
 use crate::contract::bindings::cradle::host::ssh::Target;
 
 /// The port of a target that names none.
-pub(crate) const DEFAULT_PORT: u16 = 22;
+pub const DEFAULT_PORT: u16 = 22;
 
 /// A `#{host, port, user}` map as an SSH target; `function` names the caller
 /// in messages (`ssh::exec: target is missing `host``).
