@@ -31,6 +31,35 @@ pub mod bindings {
                 }
             }
 
+            /// `cradle:host/ssh.target`, with the bindings' serde derive.
+            pub mod ssh {
+                #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+                pub struct Target {
+                    pub host: String,
+                    pub port: u16,
+                    pub user: String,
+                }
+            }
+
+            /// `cradle:host/dns`'s record and kind, with the bindings' serde derive.
+            pub mod dns {
+                #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+                pub enum RecordKind {
+                    A,
+                    Aaaa,
+                    Ptr,
+                }
+
+                #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+                pub struct DnsRecord {
+                    pub zone: String,
+                    pub name: String,
+                    pub kind: RecordKind,
+                    pub value: String,
+                    pub ttl: u32,
+                }
+            }
+
             /// `cradle:host/proxmox`'s records the PVE response decoders
             /// (`client/answers.rs`) build, with the WIT's fields.
             pub mod proxmox {
