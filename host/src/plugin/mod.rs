@@ -18,6 +18,7 @@
 pub mod admission;
 pub mod backend;
 pub mod cache;
+pub mod lifecycle;
 pub mod limits;
 pub mod manifest;
 pub mod store;
@@ -31,7 +32,7 @@ use std::thread::JoinHandle;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, Store};
 
 use self::admission::{AdmissionError, Admitted};
 use self::cache::{CacheOutcome, ComponentCache};
@@ -41,6 +42,8 @@ use self::store::{Caps, StoreState, new_store};
 use crate::caps::Grants;
 use crate::caps::budget::GuestClock;
 use crate::caps::context::CapCtx;
+use crate::contract::bindings::BackendPre;
+use crate::contract::bindings::exports::cradle::host::lifecycle::Guest as Lifecycle;
 
 /// Why a plugin could not be loaded or called.
 #[derive(Debug, thiserror::Error)]
@@ -286,7 +289,7 @@ impl PluginHost {
         // The lifecycle exports' signatures against wit/backend.wit, checked
         // now: a plugin built against another lifecycle is refused at load,
         // naming what differs, not at its first call.
-        crate::contract::bindings::BackendPre::new(pre.clone())
+        let typed = crate::contract::bindings::BackendPre::new(pre.clone())
             .map_err(|e| AdmissionError::Signature { plugin: name.into(), message: format!("{e:#}") })?;
         let lifecycle = admission::lifecycle_export();
         let iface = compiled.component.get_export_index(None, &lifecycle);
@@ -308,6 +311,7 @@ impl PluginHost {
             limits,
             engine: self.engine.clone(),
             pre,
+            typed,
             funcs,
         })
     }
@@ -335,7 +339,15 @@ pub struct LoadedPlugin {
     pub limits: Limits,
     engine: Engine,
     pre: InstancePre<StoreState>,
+    /// The same pre-instance with the `lifecycle` exports typed ([`LoadedPlugin::lifecycle`]).
+    typed: BackendPre<StoreState>,
     funcs: HashMap<String, ComponentExportIndex>,
+}
+
+/// Why a call in a fresh store did not finish.
+enum CallFailure {
+    Trap(wasmtime::Error),
+    NoExport,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -346,43 +358,73 @@ impl std::fmt::Debug for LoadedPlugin {
 
 impl LoadedPlugin {
     /// Instantiate a fresh instance bound to `caps` and call `func` (kebab-case
-    /// name of a lifecycle export) with `args`; the single result, if any.
+    /// name of a lifecycle export) with `args`; the single result, if any. The
+    /// by-name path, for exports beyond the typed [`LoadedPlugin::lifecycle`].
     pub fn invoke(&self, caps: CapCtx, func: &str, args: &[Val]) -> Result<Option<Val>, PluginError> {
         let idx = self.funcs.get(func).ok_or_else(|| PluginError::NoExport {
             name: self.name.clone(),
             func: func.to_string(),
             available: self.admitted.exports.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", "),
         })?;
+        let n = self.admitted.exports.iter().find(|e| e.name == func).map_or(0, |e| usize::from(e.result.is_some()));
+        self.in_fresh_store(caps, func, |store| {
+            let instance = self.pre.instantiate(&mut *store).map_err(CallFailure::Trap)?;
+            let f = instance.get_func(&mut *store, idx).ok_or(CallFailure::NoExport)?;
+            let mut results = vec![Val::Bool(false); n];
+            f.call(&mut *store, args, &mut results).map_err(CallFailure::Trap)?;
+            Ok(results.into_iter().next())
+        })
+    }
+
+    /// Instantiate a fresh instance bound to `caps` and call the typed
+    /// `lifecycle` export `func` (its kebab name, for messages) through
+    /// `call`; limits, traps and stderr as for [`LoadedPlugin::invoke`].
+    pub fn lifecycle<R>(
+        &self,
+        caps: CapCtx,
+        func: &str,
+        call: impl FnOnce(&Lifecycle, &mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        self.in_fresh_store(caps, func, |store| {
+            let bindings = self.typed.instantiate(&mut *store).map_err(CallFailure::Trap)?;
+            call(bindings.cradle_host_lifecycle(), store).map_err(CallFailure::Trap)
+        })
+    }
+
+    /// A store for one call of `func` with the plugin's limits and a fresh
+    /// budget; a trap comes back with the plugin's stderr attached.
+    fn in_fresh_store<R>(
+        &self,
+        caps: CapCtx,
+        func: &str,
+        body: impl FnOnce(&mut Store<StoreState>) -> Result<R, CallFailure>,
+    ) -> Result<R, PluginError> {
         let clock = GuestClock::start(&self.name, self.limits.budget());
         let caps = CapCtx { clock: Some(clock.clone()), caller: self.name.clone(), ..caps };
         let mut store = new_store(&self.engine, &self.name, caps, self.limits, clock);
-        let trap = |store: &wasmtime::Store<StoreState>, e: wasmtime::Error| PluginError::Trap {
-            name: self.name.clone(),
-            func: func.to_string(),
-            message: e.root_cause().to_string(),
-            stderr: tail(&store.data().stderr(), 1024),
+        let out = match body(&mut store) {
+            Ok(out) => out,
+            Err(CallFailure::Trap(e)) => {
+                return Err(PluginError::Trap {
+                    name: self.name.clone(),
+                    func: func.to_string(),
+                    message: e.root_cause().to_string(),
+                    stderr: tail(&store.data().stderr(), 1024),
+                });
+            }
+            Err(CallFailure::NoExport) => {
+                return Err(PluginError::NoExport {
+                    name: self.name.clone(),
+                    func: func.to_string(),
+                    available: String::new(),
+                });
+            }
         };
-        let instance = match self.pre.instantiate(&mut store) {
-            Ok(i) => i,
-            Err(e) => return Err(trap(&store, e)),
-        };
-        let Some(f) = instance.get_func(&mut store, idx) else {
-            return Err(PluginError::NoExport {
-                name: self.name.clone(),
-                func: func.to_string(),
-                available: String::new(),
-            });
-        };
-        let n = self.admitted.exports.iter().find(|e| e.name == func).map_or(0, |e| usize::from(e.result.is_some()));
-        let mut results = vec![Val::Bool(false); n];
-        if let Err(e) = f.call(&mut store, args, &mut results) {
-            return Err(trap(&store, e));
+        let stdout = store.data().stdout();
+        if !stdout.is_empty() {
+            tracing::debug!(plugin = %self.name, func, stdout = %tail(&stdout, 4096), "plugin wrote to stdout");
         }
-        let out = store.data().stdout();
-        if !out.is_empty() {
-            tracing::debug!(plugin = %self.name, func, stdout = %tail(&out, 4096), "plugin wrote to stdout");
-        }
-        Ok(results.into_iter().next())
+        Ok(out)
     }
 }
 

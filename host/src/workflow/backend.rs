@@ -11,6 +11,12 @@
 //! are thrown as their converted value. A failure of the call itself (a trap, a
 //! timeout) is thrown as `#{kind: "failed", message: ...}`.
 //!
+//! A backend with typed bindings for an export (the plugin host's `lifecycle`,
+//! [`Backend::call_typed`]) gets the checked arguments as canonical script
+//! values and converts them itself; the by-name [`Val`] path
+//! ([`Backend::call`]) is for the exports it has no bindings for. Both report
+//! to scripts the same way.
+//!
 //! Methods are registered when the engine is built, for every export name of every
 //! backend in `EngineOptions::backends`, at every arity up to a few more than the
 //! export declares, so a wrong argument count gets an error naming the export's
@@ -75,6 +81,37 @@ pub trait Backend: Send + Sync + 'static {
     /// Calls export `func` (kebab name) with converted arguments. Called on a
     /// blocking thread; `run` is the context of the run making the call.
     fn call(&self, run: &RunContext, func: &str, args: Vec<Val>) -> Result<Option<Val>, anyhow::Error>;
+    /// Calls export `func` through the backend's typed bindings, when it has
+    /// them for `func` (a plugin's `lifecycle`); `None` sends the call by name
+    /// through [`Backend::call`]. `args` have been checked against the export's
+    /// parameter types already and are in their canonical shape (what
+    /// [`from_val_typed`] makes of the checked value: snake_case keys, every
+    /// `option` field present, `()` for none). The result is the script value
+    /// of the export's `ok` payload.
+    fn call_typed(&self, _run: &RunContext, _func: &str, _args: &[Dynamic]) -> Option<Result<Dynamic, CallError>> {
+        None
+    }
+}
+
+/// How a typed backend call failed; the script method reports each case as its doc says.
+#[derive(Debug)]
+pub enum CallError {
+    /// An argument does not fit the typed parameter; the message names the
+    /// parameter and field path. Raised as a plain script error.
+    Argument(String),
+    /// The call itself failed (a trap, a timeout, an exhausted budget):
+    /// thrown as `#{kind: "failed", message}`.
+    Failed(anyhow::Error),
+    /// The export returned its `error` variant: thrown as
+    /// `#{kind: <case, WIT spelling>, message}`.
+    Returned {
+        /// The case, e.g. `not-found`.
+        kind: String,
+        /// The plugin's message.
+        message: String,
+    },
+    /// The returned value could not become a script value.
+    Result(String),
 }
 
 /// A backend as a Rhai value. Cheap to clone.
@@ -162,6 +199,8 @@ fn call_export(
             sig.describe()
         )));
     }
+    // Every argument is checked by the bridge, typed call or not: its errors
+    // name the parameter and the field path.
     let mut vals = Vec::with_capacity(rest.len());
     for ((param, ty), arg) in sig.params.iter().zip(rest.iter()) {
         let val =
@@ -177,6 +216,21 @@ fn call_export(
     let thrown = |kind: &str, message: String| -> Box<EvalAltResult> {
         EvalAltResult::ErrorRuntime(error_map(kind, message), pos).into()
     };
+    let canonical = sig
+        .params
+        .iter()
+        .zip(&vals)
+        .map(|((param, ty), val)| from_val_typed(val, ty, &snake(param)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(format!("backend '{backend_name}': {method}: {e}")))?;
+    if let Some(outcome) = handle.backend.call_typed(&run, &sig.name, &canonical) {
+        return outcome.map_err(|e| match e {
+            CallError::Argument(msg) => fail(format!("backend '{backend_name}': {method}: {msg}")),
+            CallError::Failed(e) => thrown("failed", format!("backend '{backend_name}': {method}: {e:#}")),
+            CallError::Returned { kind, message } => thrown(&kind, message),
+            CallError::Result(msg) => fail(format!("backend '{backend_name}': {method} returned {msg}")),
+        });
+    }
     let returned = handle
         .backend
         .call(&run, &sig.name, vals)

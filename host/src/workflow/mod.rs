@@ -29,7 +29,7 @@ mod limits;
 mod resolver;
 pub mod values;
 
-pub use backend::{Backend, BackendHandle, ExportSig};
+pub use backend::{Backend, BackendHandle, CallError, ExportSig};
 pub use bridge::{BridgeError, from_val, from_val_typed, to_val};
 pub use context::{NoopObserver, RunContext, RunObserver, run_context};
 pub use engine::{EngineOptions, FunctionInfo, ScriptInfo, WorkflowSet, WorkflowSource, call_blocking};

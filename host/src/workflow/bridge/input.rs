@@ -1,19 +1,19 @@
-//! Script value → component value ([`to_val`]), as strict as the table in the
+//! Script value → WIT value ([`to_value`]), as strict as the table in the
 //! parent module says: a wrong kind, an unknown or missing field, an
 //! out-of-range integer, an unknown case name, a wrong tuple length or a type
-//! that cannot cross is a [`BridgeError`] naming the value's path.
+//! that cannot cross is a [`BridgeError`] naming the value's path. Pure code
+//! over [`WitType`] and [`WitValue`] (no wasmtime): the fuzz crate compiles it.
 
 use rhai::{Dynamic, INT};
-use wasmtime::component::types::{Record, Variant};
-use wasmtime::component::{Type, Val};
 
-use super::{BridgeError, describe, did_you_mean, snake, type_name, unsupported};
+use super::{BridgeError, WitType, WitValue, describe, did_you_mean, snake, unsupported, wit_type_name};
 
-/// Converts `value` to a component value of type `ty`; `path` names `value` in errors
+/// Converts `value` to a WIT value of type `ty`; `path` names `value` in errors
 /// (the parameter name at the top level).
-pub fn to_val(value: &Dynamic, ty: &Type, path: &str) -> Result<Val, BridgeError> {
+pub fn to_value(value: &Dynamic, ty: &WitType, path: &str) -> Result<WitValue, BridgeError> {
     let value = value.flatten_clone();
-    let mismatch = || BridgeError::Mismatch { path: path.to_string(), expected: type_name(ty), got: describe(&value) };
+    let mismatch =
+        || BridgeError::Mismatch { path: path.to_string(), expected: wit_type_name(ty), got: describe(&value) };
     let int = |ty_name: &'static str| -> Result<INT, BridgeError> {
         value.as_int().map_err(|_| BridgeError::Mismatch {
             path: path.to_string(),
@@ -24,7 +24,7 @@ pub fn to_val(value: &Dynamic, ty: &Type, path: &str) -> Result<Val, BridgeError
     macro_rules! ranged {
         ($variant:ident, $rust:ty, $name:literal) => {{
             let n = int($name)?;
-            <$rust>::try_from(n).map(Val::$variant).map_err(|_| BridgeError::OutOfRange {
+            <$rust>::try_from(n).map(WitValue::$variant).map_err(|_| BridgeError::OutOfRange {
                 path: path.to_string(),
                 value: n.to_string(),
                 ty: $name,
@@ -32,53 +32,53 @@ pub fn to_val(value: &Dynamic, ty: &Type, path: &str) -> Result<Val, BridgeError
         }};
     }
     match ty {
-        Type::Bool => value.as_bool().map(Val::Bool).map_err(|_| mismatch()),
-        Type::S8 => ranged!(S8, i8, "s8"),
-        Type::U8 => ranged!(U8, u8, "u8"),
-        Type::S16 => ranged!(S16, i16, "s16"),
-        Type::U16 => ranged!(U16, u16, "u16"),
-        Type::S32 => ranged!(S32, i32, "s32"),
-        Type::U32 => ranged!(U32, u32, "u32"),
-        Type::S64 => int("s64").map(Val::S64),
-        Type::U64 => to_u64(&value, path),
-        Type::Float32 => float(&value).map(|f| Val::Float32(f as f32)).ok_or_else(mismatch),
-        Type::Float64 => float(&value).map(Val::Float64).ok_or_else(mismatch),
-        Type::Char => to_char(&value).map(Val::Char).ok_or_else(mismatch),
-        Type::String => string_of(&value).map(Val::String).ok_or_else(mismatch),
-        Type::List(list) if list.ty() == Type::U8 && !value.is_array() => {
+        WitType::Bool => value.as_bool().map(WitValue::Bool).map_err(|_| mismatch()),
+        WitType::S8 => ranged!(S8, i8, "s8"),
+        WitType::U8 => ranged!(U8, u8, "u8"),
+        WitType::S16 => ranged!(S16, i16, "s16"),
+        WitType::U16 => ranged!(U16, u16, "u16"),
+        WitType::S32 => ranged!(S32, i32, "s32"),
+        WitType::U32 => ranged!(U32, u32, "u32"),
+        WitType::S64 => int("s64").map(WitValue::S64),
+        WitType::U64 => to_u64(&value, path),
+        WitType::Float32 => float(&value).map(|f| WitValue::Float32(f as f32)).ok_or_else(mismatch),
+        WitType::Float64 => float(&value).map(WitValue::Float64).ok_or_else(mismatch),
+        WitType::Char => to_char(&value).map(WitValue::Char).ok_or_else(mismatch),
+        WitType::String => string_of(&value).map(WitValue::String).ok_or_else(mismatch),
+        WitType::List(elem) if **elem == WitType::U8 && !value.is_array() => {
             if let Ok(blob) = value.as_blob_ref() {
-                return Ok(Val::List(blob.iter().map(|b| Val::U8(*b)).collect()));
+                return Ok(WitValue::List(blob.iter().map(|b| WitValue::U8(*b)).collect()));
             }
             let text = string_of(&value).ok_or_else(mismatch)?;
-            Ok(Val::List(text.bytes().map(Val::U8).collect()))
+            Ok(WitValue::List(text.bytes().map(WitValue::U8).collect()))
         }
-        Type::List(list) => {
+        WitType::List(elem) => {
             let items = value.as_array_ref().map_err(|_| mismatch())?;
-            elements(&items, &list.ty(), path).map(Val::List)
+            elements(&items, elem, path).map(WitValue::List)
         }
-        Type::FixedLengthList(list) => {
+        WitType::FixedLengthList(elem, len) => {
             let items = value.as_array_ref().map_err(|_| mismatch())?;
-            check_len(path, list.len() as usize, items.len())?;
-            elements(&items, &list.ty(), path).map(Val::FixedLengthList)
+            check_len(path, *len as usize, items.len())?;
+            elements(&items, elem, path).map(WitValue::FixedLengthList)
         }
-        Type::Tuple(tuple) => {
+        WitType::Tuple(types) => {
             let items = value.as_array_ref().map_err(|_| mismatch())?;
-            check_len(path, tuple.types().len(), items.len())?;
+            check_len(path, types.len(), items.len())?;
             let mut out = Vec::with_capacity(items.len());
-            for (i, (item, ty)) in items.iter().zip(tuple.types()).enumerate() {
-                out.push(to_val(item, &ty, &format!("{path}[{i}]"))?);
+            for (i, (item, ty)) in items.iter().zip(types).enumerate() {
+                out.push(to_value(item, ty, &format!("{path}[{i}]"))?);
             }
-            Ok(Val::Tuple(out))
+            Ok(WitValue::Tuple(out))
         }
-        Type::Record(record) => to_record(&value, record, path),
-        Type::Enum(en) => {
+        WitType::Record(fields) => to_record(&value, ty, fields, path),
+        WitType::Enum(names) => {
             let got = string_of(&value).ok_or_else(mismatch)?;
-            let names: Vec<&str> = en.names().collect();
-            find_case(path, "case", &got, &names).map(Val::Enum)
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            find_case(path, "case", &got, &names).map(WitValue::Enum)
         }
-        Type::Flags(flags) => {
+        WitType::Flags(names) => {
             let items = value.as_array_ref().map_err(|_| mismatch())?;
-            let names: Vec<&str> = flags.names().collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 let item_path = format!("{path}[{i}]");
@@ -89,43 +89,36 @@ pub fn to_val(value: &Dynamic, ty: &Type, path: &str) -> Result<Val, BridgeError
                 })?;
                 out.push(find_case(&item_path, "flag", &got, &names)?);
             }
-            Ok(Val::Flags(out))
+            Ok(WitValue::Flags(out))
         }
-        Type::Variant(variant) => to_variant(&value, variant, path),
-        Type::Option(_) if value.is_unit() => Ok(Val::Option(None)),
-        Type::Option(opt) => Ok(Val::Option(Some(Box::new(to_val(&value, &opt.ty(), path)?)))),
-        Type::Result(result) => {
+        WitType::Variant(cases) => to_variant(&value, ty, cases, path),
+        WitType::Option(_) if value.is_unit() => Ok(WitValue::Option(None)),
+        WitType::Option(inner) => Ok(WitValue::Option(Some(Box::new(to_value(&value, inner, path)?)))),
+        WitType::Result { ok: ok_ty, err: err_ty } => {
             let map = value.as_map_ref().map_err(|_| mismatch())?;
             let (key, ty, ok) = match (map.get("ok"), map.get("err"), map.len()) {
-                (Some(_), None, 1) => ("ok", result.ok(), true),
-                (None, Some(_), 1) => ("err", result.err(), false),
+                (Some(_), None, 1) => ("ok", ok_ty, true),
+                (None, Some(_), 1) => ("err", err_ty, false),
                 _ => return Err(mismatch()),
             };
             let inner = &map[key];
             let payload = match ty {
                 None if inner.is_unit() => None,
                 None => return Err(mismatch()),
-                Some(ty) => Some(Box::new(to_val(inner, &ty, &format!("{path}.{key}"))?)),
+                Some(ty) => Some(Box::new(to_value(inner, ty, &format!("{path}.{key}"))?)),
             };
-            Ok(Val::Result(if ok { Ok(payload) } else { Err(payload) }))
+            Ok(WitValue::Result(if ok { Ok(payload) } else { Err(payload) }))
         }
-        Type::Map(m) => to_map(&value, &m.key(), &m.value(), path).ok_or_else(mismatch)?,
-        Type::Own(_) | Type::Borrow(_) => unsupported(path, "resource"),
-        Type::Future(_) => unsupported(path, "future"),
-        Type::Stream(_) => unsupported(path, "stream"),
-        Type::ErrorContext => unsupported(path, "error-context"),
+        WitType::Map(key, val_ty) => to_map(&value, key, val_ty, path).ok_or_else(mismatch)?,
+        WitType::Unsupported(kind) => unsupported(path, kind),
     }
 }
 
 /// A map as a record: strict about unknown keys, lenient about absent options.
-fn to_record(value: &Dynamic, record: &Record, path: &str) -> Result<Val, BridgeError> {
-    let mismatch = || BridgeError::Mismatch {
-        path: path.to_string(),
-        expected: type_name(&Type::Record(record.clone())),
-        got: describe(value),
-    };
+fn to_record(value: &Dynamic, ty: &WitType, fields: &[(String, WitType)], path: &str) -> Result<WitValue, BridgeError> {
+    let mismatch =
+        || BridgeError::Mismatch { path: path.to_string(), expected: wit_type_name(ty), got: describe(value) };
     let map = value.as_map_ref().map_err(|_| mismatch())?;
-    let fields: Vec<_> = record.fields().map(|f| (f.name.to_string(), f.ty)).collect();
     let known: Vec<String> = fields.iter().map(|(n, _)| snake(n)).collect();
     if let Some(key) = map.keys().find(|k| !known.contains(&snake(k))) {
         return Err(BridgeError::UnknownField {
@@ -140,25 +133,26 @@ fn to_record(value: &Dynamic, record: &Record, path: &str) -> Result<Val, Bridge
         let field_path = format!("{path}.{snake_name}");
         let found = map.get(snake_name.as_str()).or_else(|| map.get(name.as_str()));
         let val = match (found, ty) {
-            (Some(v), _) => to_val(v, ty, &field_path)?,
-            (None, Type::Option(_)) => Val::Option(None),
+            (Some(v), _) => to_value(v, ty, &field_path)?,
+            (None, WitType::Option(_)) => WitValue::Option(None),
             (None, _) => {
-                return Err(BridgeError::MissingField { path: field_path, expected: type_name(ty) });
+                return Err(BridgeError::MissingField { path: field_path, expected: wit_type_name(ty) });
             }
         };
         out.push((name.clone(), val));
     }
-    Ok(Val::Record(out))
+    Ok(WitValue::Record(out))
 }
 
 /// A case name (payload-less) or `#{kind, value}` as a variant.
-fn to_variant(value: &Dynamic, variant: &Variant, path: &str) -> Result<Val, BridgeError> {
-    let mismatch = || BridgeError::Mismatch {
-        path: path.to_string(),
-        expected: type_name(&Type::Variant(variant.clone())),
-        got: describe(value),
-    };
-    let cases: Vec<(String, Option<Type>)> = variant.cases().map(|c| (c.name.to_string(), c.ty)).collect();
+fn to_variant(
+    value: &Dynamic,
+    ty: &WitType,
+    cases: &[(String, Option<WitType>)],
+    path: &str,
+) -> Result<WitValue, BridgeError> {
+    let mismatch =
+        || BridgeError::Mismatch { path: path.to_string(), expected: wit_type_name(ty), got: describe(value) };
     let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
     let (got, payload) = if value.is_string() {
         (string_of(value).ok_or_else(mismatch)?, None)
@@ -185,9 +179,9 @@ fn to_variant(value: &Dynamic, variant: &Variant, path: &str) -> Result<Val, Bri
     let payload = match (case_ty, payload) {
         (None, None) => None,
         (None, Some(v)) if v.is_unit() => None,
-        (Some(ty), Some(v)) => Some(Box::new(to_val(&v, &ty, &format!("{path}.value"))?)),
+        (Some(ty), Some(v)) => Some(Box::new(to_value(&v, &ty, &format!("{path}.value"))?)),
         (Some(ty), None) => {
-            return Err(BridgeError::MissingField { path: format!("{path}.value"), expected: type_name(&ty) });
+            return Err(BridgeError::MissingField { path: format!("{path}.value"), expected: wit_type_name(&ty) });
         }
         (None, Some(v)) => {
             return Err(BridgeError::Mismatch {
@@ -197,23 +191,25 @@ fn to_variant(value: &Dynamic, variant: &Variant, path: &str) -> Result<Val, Bri
             });
         }
     };
-    Ok(Val::Variant(name, payload))
+    Ok(WitValue::Variant(name, payload))
 }
 
-fn elements(items: &[Dynamic], ty: &Type, path: &str) -> Result<Vec<Val>, BridgeError> {
-    items.iter().enumerate().map(|(i, item)| to_val(item, ty, &format!("{path}[{i}]"))).collect()
+fn elements(items: &[Dynamic], ty: &WitType, path: &str) -> Result<Vec<WitValue>, BridgeError> {
+    items.iter().enumerate().map(|(i, item)| to_value(item, ty, &format!("{path}[{i}]"))).collect()
 }
 
-fn to_map(value: &Dynamic, key: &Type, val_ty: &Type, path: &str) -> Option<Result<Val, BridgeError>> {
+fn to_map(value: &Dynamic, key: &WitType, val_ty: &WitType, path: &str) -> Option<Result<WitValue, BridgeError>> {
     if let Ok(map) = value.as_map_ref() {
-        if *key != Type::String {
-            return None;
+        // `#{}` is the empty map of any key type: what an empty map with
+        // other keys would look like untyped.
+        if *key != WitType::String {
+            return map.is_empty().then(|| Ok(WitValue::Map(Vec::new())));
         }
         let pairs = map
             .iter()
-            .map(|(k, v)| Ok((Val::String(k.to_string()), to_val(v, val_ty, &format!("{path}.{k}"))?)))
+            .map(|(k, v)| Ok((WitValue::String(k.to_string()), to_value(v, val_ty, &format!("{path}.{k}"))?)))
             .collect::<Result<Vec<_>, BridgeError>>();
-        return Some(pairs.map(Val::Map));
+        return Some(pairs.map(WitValue::Map));
     }
     let items = value.as_array_ref().ok()?;
     let mut out = Vec::with_capacity(items.len());
@@ -227,28 +223,33 @@ fn to_map(value: &Dynamic, key: &Type, val_ty: &Type, path: &str) -> Option<Resu
                 got: describe(item),
             }));
         };
-        let k = match to_val(&pair[0], key, &format!("{p}[0]")) {
+        let k = match to_value(&pair[0], key, &format!("{p}[0]")) {
             Ok(k) => k,
             Err(e) => return Some(Err(e)),
         };
-        match to_val(&pair[1], val_ty, &format!("{p}[1]")) {
+        // A key given twice would reach the plugin twice (and a string-keyed
+        // map would come back with one of them): refused.
+        if out.iter().any(|(seen, _)| *seen == k) {
+            return Some(Err(BridgeError::DuplicateKey { path: format!("{p}[0]"), key: describe(&pair[0]) }));
+        }
+        match to_value(&pair[1], val_ty, &format!("{p}[1]")) {
             Ok(v) => out.push((k, v)),
             Err(e) => return Some(Err(e)),
         }
     }
-    Some(Ok(Val::Map(out)))
+    Some(Ok(WitValue::Map(out)))
 }
 
-fn to_u64(value: &Dynamic, path: &str) -> Result<Val, BridgeError> {
+fn to_u64(value: &Dynamic, path: &str) -> Result<WitValue, BridgeError> {
     if let Ok(n) = value.as_int() {
-        return u64::try_from(n).map(Val::U64).map_err(|_| BridgeError::OutOfRange {
+        return u64::try_from(n).map(WitValue::U64).map_err(|_| BridgeError::OutOfRange {
             path: path.to_string(),
             value: n.to_string(),
             ty: "u64",
         });
     }
     let parsed = value.as_immutable_string_ref().ok().and_then(|s| s.parse::<u64>().ok());
-    parsed.map(Val::U64).ok_or_else(|| BridgeError::Mismatch {
+    parsed.map(WitValue::U64).ok_or_else(|| BridgeError::Mismatch {
         path: path.to_string(),
         expected: "u64 (an integer, or a decimal string above i64::MAX)".to_string(),
         got: describe(value),

@@ -1,87 +1,80 @@
-//! Component value → script value: [`from_val_typed`] for values from a plugin,
-//! which fails only on resources, futures, streams and error-contexts (a
-//! [`BridgeError`] naming the path); [`from_val`] without a type, which turns a
-//! value holding one of those into `()` as a whole.
+//! WIT value → script value ([`from_value`]): for values from a plugin, with
+//! their type, it fails only on resources, futures, streams and
+//! error-contexts (a [`BridgeError`] naming the path); without a type it
+//! follows the value alone. Pure code over [`WitType`] and [`WitValue`] (no
+//! wasmtime): the fuzz crate compiles it.
 
 use rhai::{Array, Blob, Dynamic, INT, Map};
-use wasmtime::component::{Type, Val};
 
-use super::{BridgeError, snake, unsupported};
+use super::{BridgeError, WitType, WitValue, snake, unsupported};
 
-/// Converts a component value to a script value without its type: an empty
-/// `list<u8>` becomes an empty array rather than a blob, and values that cannot
-/// cross (resources, futures, streams, error-contexts) become `()`. Use
-/// [`from_val_typed`] for values coming back from a plugin.
-pub fn from_val(val: &Val) -> Dynamic {
-    convert_out(val, None, "value").unwrap_or(Dynamic::UNIT)
+/// Converts a WIT value to a script value; `ty` is its type when known (a
+/// value from a plugin) and `None` to follow the value alone (an empty
+/// `list<u8>` then becomes an empty array rather than a blob). Errors only for
+/// kinds that cannot cross the boundary, naming `path`.
+pub fn from_value(val: &WitValue, ty: Option<&WitType>, path: &str) -> Result<Dynamic, BridgeError> {
+    convert_out(val, ty, path)
 }
 
-/// Converts a component value of type `ty` to a script value; errors only for
-/// kinds that cannot cross the boundary.
-pub fn from_val_typed(val: &Val, ty: &Type, path: &str) -> Result<Dynamic, BridgeError> {
-    convert_out(val, Some(ty), path)
-}
-
-fn convert_out(val: &Val, ty: Option<&Type>, path: &str) -> Result<Dynamic, BridgeError> {
+fn convert_out(val: &WitValue, ty: Option<&WitType>, path: &str) -> Result<Dynamic, BridgeError> {
     // Sub-types are looked up only when a type was given; untyped conversion
     // follows the value alone.
-    let sub = |f: &dyn Fn(&Type) -> Option<Type>| ty.and_then(f);
     Ok(match val {
-        Val::Bool(b) => Dynamic::from_bool(*b),
-        Val::S8(n) => Dynamic::from_int(INT::from(*n)),
-        Val::U8(n) => Dynamic::from_int(INT::from(*n)),
-        Val::S16(n) => Dynamic::from_int(INT::from(*n)),
-        Val::U16(n) => Dynamic::from_int(INT::from(*n)),
-        Val::S32(n) => Dynamic::from_int(INT::from(*n)),
-        Val::U32(n) => Dynamic::from_int(INT::from(*n)),
-        Val::S64(n) => Dynamic::from_int(*n),
-        Val::U64(n) => match INT::try_from(*n) {
+        WitValue::Bool(b) => Dynamic::from_bool(*b),
+        WitValue::S8(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::U8(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::S16(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::U16(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::S32(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::U32(n) => Dynamic::from_int(INT::from(*n)),
+        WitValue::S64(n) => Dynamic::from_int(*n),
+        WitValue::U64(n) => match INT::try_from(*n) {
             Ok(n) => Dynamic::from_int(n),
-            // Lossless and accepted back by `to_val`; a FLOAT would round.
+            // Lossless and accepted back by `to_value`; a FLOAT would round.
             Err(_) => Dynamic::from(n.to_string()),
         },
-        Val::Float32(f) => Dynamic::from_float(f64::from(*f)),
-        Val::Float64(f) => Dynamic::from_float(*f),
-        Val::Char(c) => Dynamic::from_char(*c),
-        Val::String(s) => Dynamic::from(s.clone()),
-        Val::List(items) => {
-            let elem = sub(&|t| match t {
-                Type::List(l) => Some(l.ty()),
+        WitValue::Float32(f) => Dynamic::from_float(f64::from(*f)),
+        WitValue::Float64(f) => Dynamic::from_float(*f),
+        WitValue::Char(c) => Dynamic::from_char(*c),
+        WitValue::String(s) => Dynamic::from(s.clone()),
+        WitValue::List(items) => {
+            let elem = match ty {
+                Some(WitType::List(t)) => Some(&**t),
                 _ => None,
-            });
-            let is_bytes = match &elem {
-                Some(t) => *t == Type::U8,
-                None => matches!(items.first(), Some(Val::U8(_))),
+            };
+            let is_bytes = match elem {
+                Some(t) => *t == WitType::U8,
+                None => matches!(items.first(), Some(WitValue::U8(_))),
             };
             if is_bytes {
-                let blob: Blob = items.iter().map(|v| if let Val::U8(b) = v { *b } else { 0 }).collect();
+                let blob: Blob = items.iter().map(|v| if let WitValue::U8(b) = v { *b } else { 0 }).collect();
                 Dynamic::from_blob(blob)
             } else {
-                list_out(items, elem.as_ref(), path)?
+                list_out(items, elem, path)?
             }
         }
-        Val::FixedLengthList(items) => {
-            let elem = sub(&|t| match t {
-                Type::FixedLengthList(l) => Some(l.ty()),
+        WitValue::FixedLengthList(items) => {
+            let elem = match ty {
+                Some(WitType::FixedLengthList(t, _)) => Some(&**t),
                 _ => None,
-            });
-            list_out(items, elem.as_ref(), path)?
+            };
+            list_out(items, elem, path)?
         }
-        Val::Tuple(items) => {
-            let types: Vec<Option<Type>> = match ty {
-                Some(Type::Tuple(t)) => t.types().map(Some).collect(),
+        WitValue::Tuple(items) => {
+            let types: Vec<Option<&WitType>> = match ty {
+                Some(WitType::Tuple(t)) => t.iter().map(Some).collect(),
                 _ => vec![None; items.len()],
             };
             let mut out = Array::with_capacity(items.len());
             for (i, (item, t)) in items.iter().zip(types).enumerate() {
-                out.push(convert_out(item, t.as_ref(), &format!("{path}[{i}]"))?);
+                out.push(convert_out(item, t, &format!("{path}[{i}]"))?);
             }
             Dynamic::from_array(out)
         }
-        Val::Record(fields) => {
-            let types: Vec<(String, Type)> = match ty {
-                Some(Type::Record(r)) => r.fields().map(|f| (f.name.to_string(), f.ty)).collect(),
-                _ => Vec::new(),
+        WitValue::Record(fields) => {
+            let types: &[(String, WitType)] = match ty {
+                Some(WitType::Record(r)) => r,
+                _ => &[],
             };
             let mut map = Map::new();
             for (name, v) in fields {
@@ -92,61 +85,65 @@ fn convert_out(val: &Val, ty: Option<&Type>, path: &str) -> Result<Dynamic, Brid
             }
             Dynamic::from_map(map)
         }
-        Val::Variant(case, payload) => match payload {
+        WitValue::Variant(case, payload) => match payload {
             None => Dynamic::from(case.clone()),
             Some(payload) => {
                 let t = match ty {
-                    Some(Type::Variant(v)) => v.cases().find(|c| c.name == case).and_then(|c| c.ty),
+                    Some(WitType::Variant(cases)) => {
+                        cases.iter().find(|(c, _)| c == case).and_then(|(_, t)| t.as_ref())
+                    }
                     _ => None,
                 };
                 let mut map = Map::new();
                 map.insert("kind".into(), Dynamic::from(case.clone()));
-                let value = convert_out(payload, t.as_ref(), &format!("{path}.value"))?;
+                let value = convert_out(payload, t, &format!("{path}.value"))?;
                 map.insert("value".into(), value);
                 Dynamic::from_map(map)
             }
         },
-        Val::Enum(case) => Dynamic::from(case.clone()),
-        Val::Option(None) => Dynamic::UNIT,
-        Val::Option(Some(v)) => {
-            let t = sub(&|t| match t {
-                Type::Option(o) => Some(o.ty()),
+        WitValue::Enum(case) => Dynamic::from(case.clone()),
+        WitValue::Option(None) => Dynamic::UNIT,
+        WitValue::Option(Some(v)) => {
+            let t = match ty {
+                Some(WitType::Option(t)) => Some(&**t),
                 _ => None,
-            });
-            convert_out(v, t.as_ref(), path)?
+            };
+            convert_out(v, t, path)?
         }
-        Val::Result(result) => {
+        WitValue::Result(result) => {
+            let (ok_ty, err_ty) = match ty {
+                Some(WitType::Result { ok, err }) => (ok.as_deref(), err.as_deref()),
+                _ => (None, None),
+            };
             let (key, payload, t) = match result {
-                Ok(p) => (
-                    "ok",
-                    p,
-                    sub(&|t| {
-                        if let Type::Result(r) = t { r.ok() } else { None }
-                    }),
-                ),
-                Err(p) => (
-                    "err",
-                    p,
-                    sub(&|t| {
-                        if let Type::Result(r) = t { r.err() } else { None }
-                    }),
-                ),
+                Ok(p) => ("ok", p, ok_ty),
+                Err(p) => ("err", p, err_ty),
             };
             let value = match payload {
-                Some(p) => convert_out(p, t.as_ref(), &format!("{path}.{key}"))?,
+                Some(p) => convert_out(p, t, &format!("{path}.{key}"))?,
                 None => Dynamic::UNIT,
             };
             let mut map = Map::new();
             map.insert(key.into(), value);
             Dynamic::from_map(map)
         }
-        Val::Flags(names) => Dynamic::from_array(names.iter().map(|n| Dynamic::from(n.clone())).collect()),
-        Val::Map(pairs) => {
-            if pairs.iter().all(|(k, _)| matches!(k, Val::String(_))) {
+        WitValue::Flags(names) => Dynamic::from_array(names.iter().map(|n| Dynamic::from(n.clone())).collect()),
+        WitValue::Map(pairs) => {
+            // With its type, a map's form follows its key type (an empty
+            // `map<u32, _>` is `[]`, not `#{}`); without, its keys.
+            let (key_ty, val_ty) = match ty {
+                Some(WitType::Map(k, v)) => (Some(&**k), Some(&**v)),
+                _ => (None, None),
+            };
+            let string_keys = match key_ty {
+                Some(k) => *k == WitType::String,
+                None => pairs.iter().all(|(k, _)| matches!(k, WitValue::String(_))),
+            };
+            if string_keys {
                 let mut map = Map::new();
                 for (k, v) in pairs {
-                    if let Val::String(k) = k {
-                        map.insert(k.as_str().into(), convert_out(v, None, &format!("{path}.{k}"))?);
+                    if let WitValue::String(k) = k {
+                        map.insert(k.as_str().into(), convert_out(v, val_ty, &format!("{path}.{k}"))?);
                     }
                 }
                 Dynamic::from_map(map)
@@ -154,19 +151,16 @@ fn convert_out(val: &Val, ty: Option<&Type>, path: &str) -> Result<Dynamic, Brid
                 let mut out = Array::with_capacity(pairs.len());
                 for (i, (k, v)) in pairs.iter().enumerate() {
                     let p = format!("{path}[{i}]");
-                    out.push(Dynamic::from_array(vec![convert_out(k, None, &p)?, convert_out(v, None, &p)?]));
+                    out.push(Dynamic::from_array(vec![convert_out(k, key_ty, &p)?, convert_out(v, val_ty, &p)?]));
                 }
                 Dynamic::from_array(out)
             }
         }
-        Val::Resource(_) => return unsupported(path, "resource"),
-        Val::Future(_) => return unsupported(path, "future"),
-        Val::Stream(_) => return unsupported(path, "stream"),
-        Val::ErrorContext(_) => return unsupported(path, "error-context"),
+        WitValue::Unsupported(kind) => return unsupported(path, kind),
     })
 }
 
-fn list_out(items: &[Val], elem: Option<&Type>, path: &str) -> Result<Dynamic, BridgeError> {
+fn list_out(items: &[WitValue], elem: Option<&WitType>, path: &str) -> Result<Dynamic, BridgeError> {
     let mut out = Array::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         out.push(convert_out(item, elem, &format!("{path}[{i}]"))?);
