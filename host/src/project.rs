@@ -460,7 +460,7 @@ impl Project {
                 ProjectError::Environment(format!("environment `{env}` names dns = \"{name}\", which is not in [dns]"))
             })?;
             let provider = match cfg.kind {
-                DnsProviderKind::Rfc2136 => Rfc2136::new(name, cfg).map(Provider::Rfc2136),
+                DnsProviderKind::Rfc2136 => Rfc2136::new(name, cfg).map(|p| Provider::Rfc2136(Box::new(p))),
                 DnsProviderKind::Technitium => Technitium::new(name, cfg, http.clone()).map(Provider::Technitium),
             };
             dns_list.push((name.clone(), provider.map_err(|e| ProjectError::Environment(e.message))?));

@@ -12,8 +12,9 @@ use crate::contract::CapError;
 /// One configured provider.
 #[derive(Debug)]
 pub enum Provider {
-    /// RFC 2136 + TSIG.
-    Rfc2136(Rfc2136),
+    /// RFC 2136 + TSIG (boxed: its signer and key make it several times
+    /// Technitium's size).
+    Rfc2136(Box<Rfc2136>),
     /// Technitium's HTTP API.
     Technitium(Technitium),
 }
@@ -35,7 +36,7 @@ pub struct DnsProviders {
 
 impl From<Rfc2136> for DnsProviders {
     fn from(p: Rfc2136) -> DnsProviders {
-        DnsProviders { list: vec![("dns".into(), Provider::Rfc2136(p))] }
+        DnsProviders { list: vec![("dns".into(), Provider::Rfc2136(Box::new(p)))] }
     }
 }
 

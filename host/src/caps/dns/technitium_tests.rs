@@ -119,7 +119,10 @@ async fn a_zone_the_provider_does_not_hold_and_a_wrong_token_are_refused_by_name
     assert!(e.message.contains("zone `corp.example` is not one of dns.tech.zones"), "{e:?}");
     let outside = p.upsert(&a("x.elsewhere.", "127.78.5.14"), T).await.expect_err("name");
     assert!(outside.message.contains("is not inside zone"), "{outside:?}");
-    let wrong = provider_with(dir.path(), &t, "not-the-token", true).upsert(&a("y.lab.example", "127.78.5.15"), T).await.expect_err("token");
+    let wrong = provider_with(dir.path(), &t, "not-the-token", true)
+        .upsert(&a("y.lab.example", "127.78.5.15"), T)
+        .await
+        .expect_err("token");
     assert_eq!(wrong.kind, ErrorKind::Denied, "{wrong:?}");
     assert!(wrong.message.starts_with("Technitium: records of y.lab.example"), "{wrong:?}");
 }
