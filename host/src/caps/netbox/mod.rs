@@ -112,6 +112,21 @@ impl NetboxClient {
         answers::vm(&v, ip)
     }
 
+    /// The name of VM `id`'s cluster, if it has one (for the grant's `clusters`).
+    pub async fn vm_cluster(&self, id: u64) -> Result<Option<String>, CapError> {
+        let v = self.get(&vm_path(id), vec![], &format!("virtual machine {id}")).await?;
+        Ok(v.get("cluster").and_then(|c| c.get("name")).and_then(Value::as_str).map(str::to_string))
+    }
+
+    /// The VM of VM interface `iface`.
+    pub async fn interface_vm(&self, iface: u64) -> Result<u64, CapError> {
+        let what = format!("VM interface {iface}");
+        let v = self.get(&interface_path(iface), vec![], &what).await?;
+        v.get("virtual_machine").and_then(|vm| vm.get("id")).and_then(Value::as_u64).ok_or_else(|| {
+            CapError::failed(format!("NetBox: {what}: the answer names no virtual machine: {}", answers::short(&v)))
+        })
+    }
+
     /// IP address `id`.
     pub async fn read_ip(&self, id: u64) -> Result<IpAddress, CapError> {
         answers::ip_address(

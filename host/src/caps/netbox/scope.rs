@@ -1,12 +1,16 @@
 //! The `netbox` capability's scope: its grant section (`[...grants.netbox]`:
 //! [`NetboxGrant`], the endpoint the host talks to and the VM statuses the
 //! caller may set), what of a call the grant looks at ([`NetboxCall`]: a read,
-//! a MAC write, a status and a journal entry), and the rules: every call needs
-//! the section (its `endpoint` is where the host sends it); a status must be
-//! listed in `statuses`. Reads, MAC writes and journal entries go to the
-//! granted endpoint only; NetBox's own permissions on the endpoint's token
-//! decide the rest (a 403 is `denied` with NetBox's message). Checked through
-//! [`crate::caps::policy::check`] like every call.
+//! a MAC write, a status and a journal entry, and the cluster of the VM it
+//! touches), and the rules: every call needs the section (its `endpoint` is
+//! where the host sends it); a status must be listed in `statuses`; with
+//! `clusters`, the VM a call reads or writes (a VM interface's VM for a MAC)
+//! must be in a listed cluster. The VM's cluster is NetBox's to tell, so the
+//! adapter checks a call twice through [`crate::caps::policy::check`]: before
+//! any request with [`NetboxTarget::Unresolved`], and, when the grant lists
+//! clusters, again with the VM's cluster once it has read it, before it
+//! answers or writes anything. NetBox's own permissions on the endpoint's
+//! token decide the rest (a 403 is `denied` with NetBox's message).
 
 use serde::Deserialize;
 
@@ -22,6 +26,32 @@ pub struct NetboxGrant {
     /// any. Empty (the default): no status change.
     #[serde(default)]
     pub statuses: Vec<String>,
+    /// The clusters (by name) whose VMs a call may read or write; `"*"` any.
+    /// Absent: any VM. A VM of no cluster is in none of them.
+    #[serde(default)]
+    pub clusters: Option<Vec<String>>,
+}
+
+impl NetboxGrant {
+    /// Whether a VM's cluster must be read and checked before a call on it.
+    pub fn scopes_clusters(&self) -> bool {
+        self.clusters.is_some()
+    }
+}
+
+/// The VM a call touches, as far as its cluster is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetboxTarget<'a> {
+    /// Not read yet (the check before any request), or a call on no one VM
+    /// (an IP address, a listing).
+    Unresolved,
+    /// VM `id`, of this cluster (none: of no cluster).
+    Vm {
+        /// The VM's NetBox id, for the message.
+        id: u64,
+        /// The name of its cluster.
+        cluster: Option<&'a str>,
+    },
 }
 
 /// What a NetBox call does, as far as the grant cares.
@@ -42,6 +72,8 @@ pub enum NetboxOp<'a> {
 pub struct NetboxCall<'a> {
     /// What it does.
     pub op: NetboxOp<'a>,
+    /// The VM it touches.
+    pub target: NetboxTarget<'a>,
 }
 
 impl Grant for NetboxGrant {
@@ -76,6 +108,17 @@ impl Grant for NetboxGrant {
         {
             return Err(format!("VM status `{status}` is not in {origin}.netbox.statuses").into());
         }
+        if let (Some(clusters), NetboxTarget::Vm { id, cluster }) = (&self.clusters, call.target) {
+            match cluster {
+                Some(c) if list_allows(clusters, c) => {}
+                Some(c) => {
+                    return Err(format!("VM {id} is in cluster `{c}`, which is not in {origin}.netbox.clusters").into());
+                }
+                None => {
+                    return Err(format!("VM {id} is in no cluster; {origin}.netbox.clusters lists the clusters").into());
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -88,7 +131,29 @@ mod tests {
     use crate::caps::{Call, Grants};
 
     fn call(op: NetboxOp<'_>) -> Call<'_> {
-        Call::Netbox(NetboxCall { op })
+        Call::Netbox(NetboxCall { op, target: NetboxTarget::Unresolved })
+    }
+
+    fn on_vm<'a>(op: NetboxOp<'a>, cluster: Option<&'a str>) -> Call<'a> {
+        Call::Netbox(NetboxCall { op, target: NetboxTarget::Vm { id: 7, cluster } })
+    }
+
+    #[test]
+    fn a_vm_of_a_cluster_not_granted_is_denied() {
+        let g: Grants =
+            toml::from_str("[netbox]\nendpoint = \"netbox\"\nstatuses = [\"active\"]\nclusters = [\"lab\"]")
+                .expect("parse");
+        let deny = |c: Call<'_>| check(&g, "workflow.grants", &scope(), &c).expect_err("denied").to_string();
+        for op in [NetboxOp::Read, NetboxOp::SetMac, NetboxOp::Journal, NetboxOp::SetStatus("active")] {
+            let m = deny(on_vm(op, Some("prod")));
+            assert!(m.contains("VM 7 is in cluster `prod`, which is not in workflow.grants.netbox.clusters"), "{m}");
+            assert!(deny(on_vm(op, None)).contains("VM 7 is in no cluster"));
+            check(&g, "workflow.grants", &scope(), &on_vm(op, Some("lab"))).expect("granted cluster");
+            check(&g, "workflow.grants", &scope(), &call(op)).expect("not yet read");
+        }
+        // Without `clusters` any VM is in scope (the fixture).
+        allowed(on_vm(NetboxOp::SetMac, Some("prod")));
+        allowed(on_vm(NetboxOp::Read, None));
     }
 
     #[test]

@@ -253,3 +253,33 @@ fn a_status_the_grant_does_not_list_is_denied_before_any_request() {
     let e = ctx.caps.set_status(1, "failed".into()).expect_err("offline");
     assert!(!matches!(e, WitError::Denied(_)), "{e:?}");
 }
+
+#[test]
+fn with_clusters_granted_a_vm_of_another_cluster_is_denied_and_left_unchanged() {
+    let netbox = NetBox::shared();
+    let (mine, mine_iface) = vm_with_interface(&netbox, "nbmine", "staged", &json!({}));
+    let (other, other_iface) = vm_with_interface(&netbox, "nbother", "staged", &json!({}));
+    // Each VM has a cluster of its own, named like it.
+    let granted = mine["name"].as_str().unwrap_or("").to_string();
+    let g: Grants = toml::from_str(&format!(
+        "[netbox]\nendpoint = \"netbox\"\nstatuses = [\"active\"]\nclusters = [\"{granted}\"]"
+    ))
+    .expect("grants");
+    let mut ctx = ctx_at(g, &netbox.url, &netbox.token);
+
+    let denied = |e: WitError| matches!(&e, WitError::Denied(m) if m.contains("which is not in workflow.grants.netbox.clusters"));
+    let other_id = nb::id(&other);
+    assert!(denied(ctx.caps.set_status(other_id, "active".into()).expect_err("status")));
+    assert!(denied(ctx.caps.set_mac(nb::id(&other_iface), unique_mac(), MacWrite::Field).expect_err("mac")));
+    assert!(denied(ctx.caps.journal(other_id, JournalKind::Info, "x".into()).expect_err("journal")));
+    assert!(denied(ctx.caps.read_vm(other_id).map(drop).expect_err("read")));
+    assert!(denied(ctx.caps.interfaces(other_id).map(drop).expect_err("interfaces")));
+    assert_eq!(netbox.vm(&other)["status"]["value"], "staged", "no status written");
+    assert_eq!(netbox.interface_mac(&other_iface).mac_address, None, "no MAC written");
+    assert!(netbox.vm_journal(&other).is_empty(), "no journal entry");
+
+    // The granted cluster's VM goes through.
+    ctx.caps.set_mac(nb::id(&mine_iface), unique_mac(), MacWrite::Field).expect("granted cluster");
+    ctx.caps.set_status(nb::id(&mine), "active".into()).expect("granted cluster");
+    assert_eq!(netbox.vm(&mine)["status"]["value"], "active");
+}
