@@ -45,13 +45,13 @@ const CUSTOM_FIELDS: [(&str, &str); 5] = [
 ];
 
 /// The simulated cluster and the stand-ins, on a runtime of their own.
-struct Lab {
+pub(crate) struct Lab {
     cluster: RunningCluster,
     unifi: Unifi,
     technitium: Technitium,
     semaphore: Semaphore,
     /// The /24 the UniFi network and the VMs' addresses are in (127.78.N.0).
-    net: u8,
+    pub(crate) net: u8,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -111,7 +111,7 @@ impl Lab {
     }
 
     /// What the simulator persisted (VMs, HA resources and rules).
-    fn state(&self) -> Value {
+    pub(crate) fn state(&self) -> Value {
         serde_json::from_str(&std::fs::read_to_string(self.cluster.root().join("state.json")).expect("state"))
             .expect("json")
     }
@@ -192,6 +192,9 @@ hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
 [workflow.grants.http]
 endpoints = ["semaphore"]
+[workflow.grants.http.limit.semaphore]
+methods = ["GET", "POST"]
+paths = ["/api/project/"]
 [workflow.grants.netbox]
 endpoint = "netbox"
 statuses = ["active", "failed"]
@@ -257,10 +260,10 @@ fn serve_env(dir: &Path, env: &[(&str, &str)]) -> (Child, String, Arc<Mutex<Stri
 
 /// The NetBox side of one test: custom fields, a cluster, the webhook and an
 /// event rule that fires for this test's VMs only.
-struct NetBoxSide {
-    netbox: NetBox,
+pub(crate) struct NetBoxSide {
+    pub(crate) netbox: NetBox,
     cluster: Value,
-    prefix: String,
+    pub(crate) prefix: String,
 }
 
 impl NetBoxSide {
@@ -284,7 +287,7 @@ impl NetBoxSide {
 
     /// A Planned VM `name` with an interface `ens18` and `address` as its
     /// primary IPv4 (any address NetBox held from an earlier run removed).
-    fn planned_vm(&self, name: &str, address: &str, fields: Value) -> (Value, Value) {
+    pub(crate) fn planned_vm(&self, name: &str, address: &str, fields: Value) -> (Value, Value) {
         for old in self.netbox.list(&format!("/api/ipam/ip-addresses/?address={address}")) {
             self.netbox.delete(&format!("/api/ipam/ip-addresses/{}/", id(&old)));
         }
@@ -323,23 +326,23 @@ impl NetBoxSide {
     }
 }
 
-fn fields(node: &str, template: Option<&str>) -> Value {
+pub(crate) fn fields(node: &str, template: Option<&str>) -> Value {
     json!({ "proxmox_node": node, "proxmox_template": template, "proxmox_datastore": "local-lvm" })
 }
 
 /// One test's world: the lab, its project, a NetBox side of its own.
-struct World {
-    lab: Lab,
+pub(crate) struct World {
+    pub(crate) lab: Lab,
     netbox: NetBox,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     secret: String,
-    side: NetBoxSide,
+    pub(crate) side: NetBoxSide,
     _tmp: tempfile::TempDir,
 }
 
 impl World {
     /// With `extra` lines in the defaults every VM starts from.
-    fn new(extra: &str) -> World {
+    pub(crate) fn new(extra: &str) -> World {
         World::with(&Setup { extra, ..Setup::default() })
     }
 
@@ -393,7 +396,7 @@ impl World {
     }
 
     /// The VMs Proxmox has under `name`.
-    fn vms_named(&self, name: &str) -> Vec<Value> {
+    pub(crate) fn vms_named(&self, name: &str) -> Vec<Value> {
         let state = self.lab.state();
         state["vms"].as_object().expect("vms").values().filter(|v| v["config"]["name"] == name).cloned().collect()
     }
@@ -670,6 +673,38 @@ fn a_failed_os_configuration_stops_the_pipeline_and_sets_failed_at_that_step() {
     assert!(!journal.iter().any(|e| e["kind"]["value"] == "success"), "{text}");
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
+}
+
+/// A failure after the lock (here the OS configuration's Semaphore task)
+/// is reported by the sequence's `on_failure` hook, in the staged run
+/// itself (its journal has the hook's step): NetBox gets one Failed journal
+/// entry with the step and the reason — the host's `failed` finds the VM
+/// Failed and writes nothing more — and no lock is left.
+#[test]
+fn a_failure_after_the_lock_is_reported_once_by_the_sequences_on_failure_hook_and_no_lock_is_left() {
+    let w = World::new("");
+    let (lab, side, dir) = (&w.lab, &w.side, &w.dir);
+    assert!(lab.semaphore.set_template_outcome(1, 1, TaskOutcome::Fail));
+    let name = format!("{}-hook", side.prefix);
+    let mut f = fields("pve1", Some("debian-12-cloud"));
+    f["semaphore_template"] = json!(1);
+    let (vm, _) = side.planned_vm(&name, &format!("127.78.{}.52", lab.net), f);
+    side.netbox.patch_vm(&vm, &json!({ "status": "staged" }));
+    let out = netbox_sync(dir, &format!("name={name}"));
+    let said = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let journal = side.netbox.vm_journal(&vm);
+    let text = journal_text(&journal);
+    assert_eq!(side.netbox.vm(&vm)["status"]["value"], "failed", "{text}\n{said}");
+    let danger: Vec<&Value> = journal.iter().filter(|e| e["kind"]["value"] == "danger").collect();
+    assert_eq!(danger.len(), 1, "reported once: {text}\n{said}");
+    assert!(danger[0]["comments"].as_str().unwrap_or_default().contains("failed at step os-config:"), "{text}");
+    let runs: String = std::fs::read_dir(dir.join("state/runs"))
+        .expect("state/runs")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect();
+    assert!(runs.contains("report-failure"), "the staged run's hook reported it:\n{said}");
+    assert!(cradle_tests::fixture::held_locks(&dir.join("state")).is_empty(), "no lock left");
 }
 
 #[test]

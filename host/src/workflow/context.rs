@@ -10,13 +10,15 @@
 //! [`RunObserver`] when a step starts and finishes (with the error message if it
 //! failed) and re-throw the error wrapped so the final [`WorkflowError`] can name
 //! the innermost step. The wrapping is Rhai's own "error in function call" frame,
-//! so `try { } catch (e)` in scripts still sees the original thrown value.
+//! so `try { } catch (e)` in scripts still sees the original thrown value; as
+//! the caught value has no frames, `failed_step()` gives a `catch` block the
+//! innermost step of the latest failure (what the host would report), or `()`.
 //!
 //! [`WorkflowError`]: super::WorkflowError
 
 use std::any::Any;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rhai::{Dynamic, Engine, EvalAltResult, FnPtr, ImmutableString, NativeCallContext};
 
@@ -49,6 +51,8 @@ impl RunObserver for NoopObserver {
 pub struct RunContext {
     observer: Arc<dyn RunObserver>,
     data: Arc<dyn Any + Send + Sync>,
+    /// The innermost step of the run's latest failure (`failed_step()`).
+    failed_step: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for RunContext {
@@ -60,7 +64,7 @@ impl std::fmt::Debug for RunContext {
 impl RunContext {
     /// A context reporting to `observer` and carrying `data` for host modules.
     pub fn new(observer: Arc<dyn RunObserver>, data: Arc<dyn Any + Send + Sync>) -> Self {
-        Self { observer, data }
+        Self { observer, data, failed_step: Arc::default() }
     }
 
     /// A context with no observer and no host data.
@@ -128,6 +132,10 @@ pub(crate) fn register(engine: &mut Engine) {
     engine.register_fn("step", |ctx: NativeCallContext, vm: ImmutableString, name: ImmutableString, body: FnPtr| {
         run_step(&ctx, Some(&vm), &name, &body)
     });
+    engine.register_fn("failed_step", |ctx: NativeCallContext| -> Dynamic {
+        let step = run_context(&ctx).and_then(|run| run.failed_step.lock().ok().and_then(|s| s.clone()));
+        step.map_or(Dynamic::UNIT, Dynamic::from)
+    });
     engine.on_print(|text| {
         tracing::info!(target: "cradle::workflow::script", "{text}");
         log_to_current(tracing::Level::INFO, text);
@@ -151,6 +159,10 @@ fn run_step(
     let run = run_context(ctx);
     if let Some(run) = &run {
         run.observer().step_started(vm, name);
+        // A failure before this step, caught by the script, is not the latest.
+        if let Ok(mut last) = run.failed_step.lock() {
+            *last = None;
+        }
     }
     tracing::debug!(target: "cradle::workflow", step = name, vm, "step started");
     super::crashpoint::at(super::crashpoint::Edge::Before, vm, name);
@@ -168,12 +180,37 @@ fn run_step(
         // the engine treats them specially.
         Err(err) if err.is_system_exception() || matches!(*err, EvalAltResult::Exit(..)) => Err(err),
         Err(err) => {
+            // The innermost failing step: its error holds no step frame yet
+            // (the steps around it, failing with it, keep its name).
+            if let Some(run) = &run
+                && !has_step_frame(&err)
+                && let Ok(mut last) = run.failed_step.lock()
+            {
+                *last = Some(name.to_string());
+            }
             let label = match vm {
                 Some(vm) => format!("{STEP_FRAME}{name}' for VM '{vm}'"),
                 None => format!("{STEP_FRAME}{name}'"),
             };
             let source = ctx.call_source().unwrap_or("").to_string();
             Err(EvalAltResult::ErrorInFunctionCall(label, source, err, ctx.call_position()).into())
+        }
+    }
+}
+
+/// Whether `err` already passed through a `step` (holds its frame).
+fn has_step_frame(err: &EvalAltResult) -> bool {
+    let mut cur = err;
+    loop {
+        match cur {
+            EvalAltResult::ErrorInFunctionCall(name, _, inner, _) => {
+                if name.starts_with(STEP_FRAME) {
+                    return true;
+                }
+                cur = inner;
+            }
+            EvalAltResult::ErrorInModule(_, inner, _) => cur = inner,
+            _ => return false,
         }
     }
 }
