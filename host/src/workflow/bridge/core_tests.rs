@@ -52,3 +52,15 @@ fn map_values_come_back_with_their_type() {
     let map = back.as_map_ref().expect("a map");
     assert!(map["a"].is_blob() && map["b"].is_blob(), "{back:?}");
 }
+
+#[test]
+fn string_keys_given_as_pairs_are_in_key_order_like_an_object_map() {
+    // Found by rhai_bridge (artifact crash-e3f8861c): pairs kept the script's
+    // order, the object map they came back as was sorted.
+    let ty = map_of(WitType::String, WitType::U32);
+    let (value, _) = round_trip(r#"[["namea", 1], ["a", 2]]"#, &ty);
+    let object = to_value(&eval("#{namea: 1, a: 2}"), &ty, "m").expect("an object map");
+    assert_eq!(value, object);
+    let WitValue::Map(pairs) = value else { panic!("a map") };
+    assert_eq!(pairs[0], (WitValue::String("a".into()), WitValue::U32(2)));
+}

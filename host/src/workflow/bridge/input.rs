@@ -237,6 +237,14 @@ fn to_map(value: &Dynamic, key: &WitType, val_ty: &WitType, path: &str) -> Optio
             Err(e) => return Some(Err(e)),
         }
     }
+    // String keys in key order, as from an object map (a Rhai map is sorted):
+    // the same map either way, and the same map after a round trip.
+    if *key == WitType::String {
+        out.sort_by(|(a, _), (b, _)| match (a, b) {
+            (WitValue::String(a), WitValue::String(b)) => a.cmp(b),
+            _ => std::cmp::Ordering::Equal,
+        });
+    }
     Some(Ok(WitValue::Map(out)))
 }
 

@@ -23,7 +23,7 @@
 //! | variant | payload-less case: its name; otherwise `#{kind: "<name>", value: <payload>}` (`case` is a reserved word in Rhai; `kind` matches the thrown error maps) |
 //! | option | `()` or the value (so `option<option<T>>` cannot say "some(none)") |
 //! | result | `#{ok: value}` or `#{err: value}` (a backend call's *return* result is unwrapped or thrown instead, see `backend`) |
-//! | `map<string, V>` | object map (keys kept verbatim); other key types: array of `[key, value]` (a key twice is an error; `#{}` accepted as the empty map) |
+//! | `map<string, V>` | object map (keys kept verbatim); other key types: array of `[key, value]` (a key twice is an error; `#{}` accepted as the empty map; string keys given as pairs are put in key order, as an object map's are) |
 //! | bool, char, string | bool, char (a one-character string accepted), string |
 //! | s8..s64, u8..u32 | INT, range-checked |
 //! | u64 | INT; above `i64::MAX` it comes out as a decimal string, which is accepted back |
