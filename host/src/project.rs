@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use rhai::Dynamic;
 
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{RunHandle, Services};
 use crate::caps::coordination::CoordinationBackend;
@@ -24,12 +25,13 @@ use crate::caps::dns::{DnsProviderKind, Rfc2136};
 use crate::caps::http::Endpoints;
 use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
-use crate::caps::run::{BackendGrants, RunData};
+use crate::caps::run::{BackendGrants, PluginRoles, RunData};
 use crate::caps::ssh::{ClientKind, SshClient, SshSettings};
 use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
 use crate::config::{Config, ConfigError, EnvironmentError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
+use crate::plugin::admission::AdmissionError;
 use crate::plugin::backend::PluginBackend;
 use crate::plugin::{LoadedPlugin, PluginError, PluginHost, PluginSource};
 use crate::state::{StateDir, StateError};
@@ -346,7 +348,21 @@ impl Project {
     pub fn load_plugin(&self, name: &str) -> Result<LoadedPlugin, ProjectError> {
         let pc = self.plugin_config(name)?;
         let source = self.plugin_source(name)?;
-        Ok(self.host.load_source(name, &source, pc.grants.clone(), pc.limits.resolve())?)
+        let kind = pc.kind(name);
+        self.host.load_kind(name, &source, kind, pc.grants.clone(), pc.limits.resolve()).map_err(|e| match e {
+            // A component that is not what [plugins.NAME] declares: name the
+            // file and the field to change.
+            PluginError::Admission(
+                e @ (AdmissionError::NoLifecycle { .. }
+                | AdmissionError::LifecycleInIntegration { .. }
+                | AdmissionError::NoIntegrationExport { .. }),
+            ) => ProjectError::Environment(format!(
+                "{}: plugins.{name}.kind (\"{kind}\"{}): {e}",
+                self.config_path.display(),
+                if pc.kind.is_none() { ", the default" } else { "" }
+            )),
+            other => other.into(),
+        })
     }
 
     /// Load every plugin and compile the workflows against them.
@@ -576,12 +592,30 @@ impl Project {
         let run = Arc::new(RunHandle::new(journal.run_id().to_string(), Some(journal.clone())));
         let backend_name = req.backend.as_deref().unwrap_or(&env.backend);
         let plugin = match (loaded.plugins.get(backend_name), &req.backend) {
+            (Some(p), _) if p.admitted.kind != PluginKind::Backend => {
+                return Err(ProjectError::Environment(format!(
+                    "plugin `{backend_name}` is an integration plugin ([plugins.{backend_name}] kind = \"integration\" in {}), not a backend: workflows reach it with cradle::plugin(\"ROLE\")",
+                    self.config_path.display()
+                )));
+            }
             (Some(p), _) => Some(p),
             (None, Some(name)) => return Err(ProjectError::Environment(missing_backend(name))),
             (None, None) => None,
         };
         let backend = plugin.map(|p| BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>));
         let backend_grants = plugin.map(|p| BackendGrants { name: p.name.clone(), grants: p.grants.clone() });
+        let plugins = Arc::new(PluginRoles {
+            roles: self
+                .config
+                .roles(&env_name)
+                .into_iter()
+                .filter_map(|(role, name)| {
+                    let p = loaded.plugins.get(&name)?;
+                    Some((role, BackendHandle::new(Arc::new(PluginBackend::new(p.clone())) as Arc<dyn Backend>)))
+                })
+                .collect(),
+            config: self.config_path.display().to_string(),
+        });
         let data = RunData {
             run: run.clone(),
             services: services.clone(),
@@ -598,6 +632,7 @@ impl Project {
             }),
             backend,
             backend_grants,
+            plugins,
             environment: env_name,
         };
         let observer = Arc::new(JournalObserver {

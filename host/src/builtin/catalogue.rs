@@ -5,7 +5,8 @@
 //! Contract: plain data, no wasm and no I/O, so the `cradle.toml` loader
 //! (`crate::config`), which adds the built-ins environments name and refuses
 //! names that are neither configured nor built in, depends on nothing but this
-//! file (the fuzz crate compiles it as it is). [`CATALOGUE`] and
+//! file (the fuzz crate compiles it as it is). [`PluginKind`] lives here for
+//! the same reason: the loader reads `[plugins.NAME] kind` with it. [`CATALOGUE`] and
 //! `super::PLUGINS` list the same plugins in the same order (unit-tested).
 
 /// What cradle knows of one built-in backend plugin besides its component.
@@ -13,6 +14,9 @@
 pub struct BuiltinDefaults {
     /// Its name in cradle.toml (`backend = "direct"`).
     pub name: &'static str,
+    /// A backend or an integration plugin; an unconfigured built-in is this
+    /// kind, and a `[plugins.NAME]` table for it may not say otherwise.
+    pub kind: PluginKind,
     /// What it is for (shown by `cradle init` and the docs).
     pub summary: &'static str,
     /// Its default `[plugins.NAME]` body: grants and limits, no `path`.
@@ -24,9 +28,38 @@ pub struct BuiltinDefaults {
     pub destructive_on_sim: bool,
 }
 
+/// `[plugins.NAME] kind`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    /// A backend: exports `cradle:host/lifecycle`, named by an environment's `backend`.
+    #[default]
+    Backend,
+    /// An integration plugin: exports other `cradle:host/*` interfaces, named
+    /// by an environment's `plugins = { ROLE = "NAME" }` (or by its role).
+    Integration,
+}
+
+impl PluginKind {
+    /// How cradle.toml spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Backend => "backend",
+            PluginKind::Integration => "integration",
+        }
+    }
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The built-in `direct` plugin.
 pub static DIRECT: BuiltinDefaults = BuiltinDefaults {
     name: "direct",
+    kind: PluginKind::Backend,
     summary: "clones, configures, reconciles and removes VMs through the Proxmox API",
     config: r#"[grants.proxmox]
 nodes = ["*"]
@@ -40,6 +73,7 @@ templates = ["debian-12-cloud"]
 /// The built-in `sample` plugin.
 pub static SAMPLE: BuiltinDefaults = BuiltinDefaults {
     name: "sample",
+    kind: PluginKind::Backend,
     summary: "plans only (no capability but log); a starting point for new backends",
     config: r#"memory_limit_mib = 32   # default 64
 timeout_ms = 5000       # longest run of plugin code without a host call; default 10000
@@ -50,6 +84,7 @@ timeout_ms = 5000       # longest run of plugin code without a host call; defaul
 /// The built-in `terraform` plugin.
 pub static TERRAFORM: BuiltinDefaults = BuiltinDefaults {
     name: "terraform",
+    kind: PluginKind::Backend,
     summary: "creates and destroys VMs through Terraform saved plans it approves (docs/TERRAFORM.md)",
     config: r#"[grants.proxmox]
 nodes = ["*"]

@@ -1,6 +1,7 @@
 //! One run's host-side data, carried through the workflow engine's
 //! [`crate::workflow::RunContext`] to host modules and backend calls.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::caps::Grants;
@@ -26,8 +27,41 @@ pub struct RunData {
     /// them before the first side effect, with the same policy check the
     /// plugin's calls will meet.
     pub backend_grants: Option<BackendGrants>,
+    /// The environment's integration plugins by role (`cradle::plugin("ROLE")`).
+    pub plugins: Arc<PluginRoles>,
     /// The environment's name.
     pub environment: String,
+}
+
+/// The integration plugins a run's environment gives each role: its
+/// `[environments.NAME] plugins` entries over the integration plugins'
+/// own names (`Config::roles`).
+#[derive(Debug, Clone, Default)]
+pub struct PluginRoles {
+    /// Role → the plugin's handle.
+    pub roles: BTreeMap<String, BackendHandle>,
+    /// The configuration file, for the message of a role with no plugin.
+    pub config: String,
+}
+
+impl PluginRoles {
+    /// The plugin of `role`, or a message naming the environment, the role
+    /// and how to give the role a plugin.
+    pub fn get(&self, environment: &str, role: &str) -> Result<BackendHandle, String> {
+        self.roles.get(role).cloned().ok_or_else(|| {
+            let known = if self.roles.is_empty() {
+                "none".to_string()
+            } else {
+                self.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+            };
+            format!(
+                "cradle::plugin(\"{role}\"): environment `{environment}` has no plugin for role `{role}` (roles: {known}); \
+                 in {}, map it with [environments.{environment}] plugins = {{ {role} = \"NAME\" }}, or configure \
+                 [plugins.{role}] with kind = \"integration\"",
+                self.config
+            )
+        })
+    }
 }
 
 /// A backend plugin's name and grants.

@@ -25,6 +25,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Cli, Output, outln, print_json};
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::{Capability, WIT_PACKAGE, WIT_VERSION};
 use crate::config::PluginConfig;
 use crate::kit::cargo;
@@ -206,8 +207,23 @@ fn inspect(cli: &Cli, name: &str) -> anyhow::Result<ExitCode> {
     let (name, pc) = (name.as_str(), &pc);
     let path = source.display_path();
     let compiled = project.host.compile_source(name, &source)?;
-    let inspected = admission::inspect(project.host.engine(), &compiled.component, name)?;
-    let verdict = admission::admit(project.host.engine(), &compiled.component, name, &compiled.manifest, &pc.grants);
+    // A configured plugin is inspected as the kind cradle.toml declares; a
+    // bare file as a backend, or as an integration plugin when it exports
+    // cradle interfaces but no lifecycle.
+    let engine = project.host.engine();
+    let kind = match (project.config.plugins.contains_key(name), pc.kind(name)) {
+        (true, kind) | (false, kind @ PluginKind::Integration) => kind,
+        (false, PluginKind::Backend) => {
+            match admission::inspect(engine, &compiled.component, name, PluginKind::Backend) {
+                Err(admission::AdmissionError::NoLifecycle { exports, .. }) if !exports.is_empty() => {
+                    PluginKind::Integration
+                }
+                _ => PluginKind::Backend,
+            }
+        }
+    };
+    let inspected = admission::inspect(engine, &compiled.component, name, kind)?;
+    let verdict = admission::admit(engine, &compiled.component, name, kind, &compiled.manifest, &pc.grants);
     let caps: Vec<_> = Capability::ALL
         .iter()
         .map(|c| {
@@ -227,6 +243,7 @@ fn inspect(cli: &Cli, name: &str) -> anyhow::Result<ExitCode> {
         "path": path.display().to_string(),
         "source": if source.is_builtin() { "built-in" } else { "file" },
         "grants_from": if project.config.plugins.contains_key(name) { crate::config::grants_source(pc) } else { "none (not in [plugins] of cradle.toml)" },
+        "kind": kind.as_str(),
         "hash": compiled.hash,
         "cache": format!("{:?}", compiled.cache),
         "imports": inspected.imports,

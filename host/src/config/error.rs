@@ -55,6 +55,30 @@ pub enum ConfigProblem {
         "environments.{env}.backend = \"{backend}\" is neither defined in [plugins] (known: {known}) nor built in (built-in: {builtin})"
     )]
     Backend { env: String, backend: String, known: String, builtin: String },
+    /// An environment's backend is an integration plugin.
+    #[error(
+        "environments.{env}.backend = \"{backend}\": [plugins.{backend}] is an integration plugin (kind = \"integration\"), not a backend; name a backend here, and reach `{backend}` from a workflow with cradle::plugin(\"ROLE\") (environments.{env}.plugins)"
+    )]
+    BackendKind { env: String, backend: String },
+    /// An environment maps a role to a plugin that is not defined.
+    #[error(
+        "environments.{env}.plugins.{role} = \"{plugin}\" is neither defined in [plugins] (known: {known}) nor a built-in integration plugin"
+    )]
+    RolePlugin { env: String, role: String, plugin: String, known: String },
+    /// An environment maps a role to a backend.
+    #[error(
+        "environments.{env}.plugins.{role} = \"{plugin}\": [plugins.{plugin}] is a backend (kind = \"backend\", the default); a role needs an integration plugin: set kind = \"integration\" in [plugins.{plugin}] if it is one"
+    )]
+    RoleKind { env: String, role: String, plugin: String },
+    /// A built-in's table declares it of the other kind.
+    #[error(
+        "plugins.{name}.kind = \"{kind}\": the built-in `{name}` is a {builtin}; remove kind, or set path to a component of that kind"
+    )]
+    BuiltinKind {
+        name: String,
+        kind: crate::builtin::catalogue::PluginKind,
+        builtin: crate::builtin::catalogue::PluginKind,
+    },
     /// An environment's DNS provider is not defined.
     #[error("environments.{env}.dns = \"{dns}\" is not defined in [dns] (known: {known})")]
     Dns { env: String, dns: String, known: String },

@@ -41,6 +41,7 @@ impl Config {
         })?;
         config.base_dir = base.to_path_buf();
         config.add_implied_builtins();
+        config.add_implied_integrations();
         config.resolve_module_roots();
         config.resolve_guest_images();
         config.resolve_relative_paths();
@@ -197,6 +198,7 @@ impl Config {
                 });
             }
         }
+        self.validate_plugin_kinds()?;
         self.terraform.validate().map_err(ConfigProblem::Terraform)?;
         self.coordination.validate().map_err(ConfigProblem::Coordination)?;
         let envs: Vec<&str> = self.environments.keys().map(String::as_str).collect();

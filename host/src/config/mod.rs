@@ -30,6 +30,7 @@ pub use crate::caps::terraform::{Flavour, TerraformConfig};
 mod ansible;
 mod cluster;
 mod error;
+mod integrations;
 mod load;
 mod plugins;
 mod serve;
@@ -68,7 +69,7 @@ pub struct Config {
     /// Environments by name: which cluster and which backend.
     #[serde(default)]
     pub environments: BTreeMap<String, EnvironmentConfig>,
-    /// Backend plugins by name.
+    /// Plugins by name: backends and integration plugins (`kind`).
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginConfig>,
     /// Named HTTP endpoints the `http` capability may reach.
@@ -116,6 +117,12 @@ pub struct EnvironmentConfig {
     /// The DHCP provider the `dhcp` capability uses (a key of `[dhcp]`); none means DHCP calls fail.
     #[serde(default)]
     pub dhcp: Option<String>,
+    /// The integration plugin of each role workflows ask for with
+    /// `cradle::plugin("ROLE")`: `plugins = { netbox = "my-netbox" }` (role →
+    /// a key of `[plugins]` of kind `integration`); a role not listed is the
+    /// integration plugin of its own name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, String>,
 }
 
 impl Config {

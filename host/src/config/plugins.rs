@@ -1,4 +1,5 @@
-//! `[plugins.NAME]` in cradle.toml: one backend plugin, its grants and limits,
+//! `[plugins.NAME]` in cradle.toml: one plugin (a backend or an integration
+//! plugin, `kind`), its grants and limits,
 //! and the built-in plugins' default sections.
 //!
 //! Contract: a configured plugin's grants and limits are exactly what its
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::builtin::catalogue::BuiltinDefaults;
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::Grants;
 use crate::plugin::limits::LimitsConfig;
 
@@ -26,6 +28,9 @@ pub struct PluginConfig {
     pub grants: Grants,
     /// Resource limits for each instance.
     pub limits: LimitsConfig,
+    /// `kind` as written: `backend` or `integration`; `None` means the
+    /// built-in's own kind for a built-in, else a backend ([`PluginConfig::kind`]).
+    pub kind: Option<PluginKind>,
     /// `true` when cradle.toml has no `[plugins.NAME]` for this built-in and an
     /// environment names it: the built-in's own grants and limits apply.
     pub implicit: bool,
@@ -44,18 +49,37 @@ impl PluginConfig {
     /// A component that no `[plugins]` entry names (`cradle plugins inspect
     /// FILE`): nothing granted, default limits.
     pub fn unconfigured() -> PluginConfig {
-        PluginConfig { path: None, grants: Grants::default(), limits: LimitsConfig::default(), implicit: false }
+        PluginConfig {
+            path: None,
+            grants: Grants::default(),
+            limits: LimitsConfig::default(),
+            kind: None,
+            implicit: false,
+        }
+    }
+
+    /// What plugin `name` is: `kind` as written; unwritten, the built-in's
+    /// kind for a built-in component, else a backend.
+    pub fn kind(&self, name: &str) -> PluginKind {
+        let builtin = || crate::builtin::catalogue::defaults(name).filter(|_| self.is_builtin()).map(|b| b.kind);
+        self.kind.or_else(builtin).unwrap_or_default()
     }
 
     /// The built-in plugin `p` with its default grants and limits, parsed from
     /// [`BuiltinDefaults::config`] like any `[plugins.NAME]` table.
     pub fn builtin(p: &BuiltinDefaults) -> PluginConfig {
         let mut config = match toml::from_str::<PluginConfig>(p.config) {
-            Ok(config) => PluginConfig { implicit: true, ..config },
+            Ok(config) => PluginConfig { implicit: true, kind: Some(p.kind), ..config },
             Err(e) => {
                 // Unit-tested never to happen; fail closed: nothing granted.
                 tracing::error!(plugin = p.name, error = %e, "the built-in plugin's default grants do not parse");
-                PluginConfig { path: None, grants: Grants::default(), limits: LimitsConfig::default(), implicit: true }
+                PluginConfig {
+                    path: None,
+                    grants: Grants::default(),
+                    limits: LimitsConfig::default(),
+                    kind: Some(p.kind),
+                    implicit: true,
+                }
             }
         };
         config.grants.builtin_defaults = true;
@@ -94,6 +118,8 @@ struct RawPluginConfig {
     #[serde(default)]
     path: Option<PathBuf>,
     #[serde(default)]
+    kind: Option<PluginKind>,
+    #[serde(default)]
     grants: Grants,
     #[serde(default)]
     memory_limit_mib: Option<u64>,
@@ -111,6 +137,7 @@ impl From<RawPluginConfig> for PluginConfig {
     fn from(raw: RawPluginConfig) -> Self {
         PluginConfig {
             path: raw.path,
+            kind: raw.kind,
             grants: raw.grants,
             limits: LimitsConfig {
                 memory_limit_mib: raw.memory_limit_mib,

@@ -7,15 +7,23 @@
 //! - an import of a capability the manifest does not declare (the manifest lies);
 //! - an import of a capability the operator did not grant;
 //! - an import of anything that is neither WASI nor cradle;
-//! - a missing `cradle:host/lifecycle@0.1.0` export;
-//! - (at load, once linked) lifecycle functions whose names or types differ
-//!   from wit/backend.wit ([`AdmissionError::Signature`]).
+//! - for a backend (`[plugins.NAME] kind = "backend"`, the default): a missing
+//!   `cradle:host/lifecycle@0.1.0` export, and (at load, once linked)
+//!   lifecycle functions whose names or types differ from wit/backend.wit
+//!   ([`AdmissionError::Signature`]);
+//! - for an integration plugin (`kind = "integration"`): an export that is
+//!   not a `cradle:host/*@0.1.0` interface, a `lifecycle` export (a backend's),
+//!   no export at all, or one function name in two exported interfaces (calls
+//!   go by name). Its functions are whatever its interfaces declare: cradle
+//!   calls them by name from workflows (`cradle::plugin("ROLE")`), with the
+//!   same grants, policy checks, limits and budgets as a backend's.
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
 use super::manifest::Manifest;
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::Grants;
 use crate::caps::{Capability, WIT_PACKAGE, WIT_VERSION};
 use crate::workflow::ExportSig;
@@ -74,13 +82,58 @@ pub enum AdmissionError {
     },
     /// Does not export the lifecycle interface.
     #[error(
-        "plugin `{plugin}` does not export `{expected}`: a backend must implement the lifecycle interface of wit/backend.wit"
+        "plugin `{plugin}` does not export `{expected}`: a backend must implement the lifecycle interface of wit/backend.wit{}",
+        integration_hint(plugin, exports)
     )]
     NoLifecycle {
         /// The plugin.
         plugin: String,
         /// The expected export.
         expected: String,
+        /// The `cradle:host` interfaces it exports instead.
+        exports: Vec<String>,
+    },
+    /// Declared an integration plugin but exports a backend's lifecycle.
+    #[error(
+        "plugin `{plugin}` is declared kind = \"integration\" but exports `{found}`, a backend's interface: remove kind from [plugins.{plugin}] to use it as a backend"
+    )]
+    LifecycleInIntegration {
+        /// The plugin.
+        plugin: String,
+        /// The lifecycle export.
+        found: String,
+    },
+    /// An integration plugin's export is not a cradle interface.
+    #[error(
+        "plugin `{plugin}` exports `{export}`: an integration plugin exports {WIT_PACKAGE}/NAME@{WIT_VERSION} interfaces only"
+    )]
+    ForeignExport {
+        /// The plugin.
+        plugin: String,
+        /// The export.
+        export: String,
+    },
+    /// An integration plugin exports nothing cradle can call.
+    #[error(
+        "plugin `{plugin}` is declared kind = \"integration\" but exports no {WIT_PACKAGE}@{WIT_VERSION} interface: build it for a world that exports one (e.g. wit/pipeline.wit's)"
+    )]
+    NoIntegrationExport {
+        /// The plugin.
+        plugin: String,
+    },
+    /// Two exported interfaces of an integration plugin have a function of one name.
+    #[error(
+        "plugin `{plugin}` exports `{func}` from both `{first}` and `{second}`: workflows call an integration plugin's functions by name, so each name must be unique"
+    )]
+    DuplicateFunction {
+        /// The plugin.
+        plugin: String,
+        /// The function name.
+        func: String,
+        /// One interface.
+        first: String,
+        /// The other.
+        second: String,
     },
     /// Exports the lifecycle interface with other functions or types than the
     /// host's wit/backend.wit.
@@ -95,14 +148,30 @@ pub enum AdmissionError {
     },
 }
 
+fn integration_hint(plugin: &str, exports: &[String]) -> String {
+    if exports.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (it exports {}: if it is an integration plugin, set kind = \"integration\" in [plugins.{plugin}])",
+            exports.join(", ")
+        )
+    }
+}
+
 /// What an admitted component imports and exports.
 #[derive(Debug, Clone)]
 pub struct Admitted {
+    /// What it was admitted as.
+    pub kind: PluginKind,
     /// Every import name, for `cradle plugins inspect`.
     pub imports: Vec<String>,
     /// The capabilities it imports.
     pub capabilities: Vec<Capability>,
-    /// The lifecycle functions it exports.
+    /// The `cradle:host` interfaces whose functions are [`Admitted::exports`]:
+    /// `lifecycle` for a backend, its own interfaces for an integration plugin.
+    pub interfaces: Vec<String>,
+    /// The functions it exports from those interfaces.
     pub exports: Vec<ExportSig>,
 }
 
@@ -112,8 +181,13 @@ fn cradle_interface(name: &str) -> Option<(&str, &str)> {
     Some(rest.split_once('@').unwrap_or((rest, "")))
 }
 
-/// Inspect imports and exports without checking grants.
-pub fn inspect(engine: &Engine, component: &Component, plugin: &str) -> Result<Admitted, AdmissionError> {
+/// Inspect imports and exports as a plugin of `kind`, without checking grants.
+pub fn inspect(
+    engine: &Engine,
+    component: &Component,
+    plugin: &str,
+    kind: PluginKind,
+) -> Result<Admitted, AdmissionError> {
     let ty = component.component_type();
     let mut imports = Vec::new();
     let mut capabilities = Vec::new();
@@ -136,28 +210,85 @@ pub fn inspect(engine: &Engine, component: &Component, plugin: &str) -> Result<A
             None => return Err(AdmissionError::Unknown { plugin: plugin.into(), interface: name.into() }),
         }
     }
+    let (interfaces, exports) = match kind {
+        PluginKind::Backend => backend_exports(engine, &ty, plugin)?,
+        PluginKind::Integration => integration_exports(engine, &ty, plugin)?,
+    };
+    Ok(Admitted { kind, imports, capabilities, interfaces, exports })
+}
+
+/// The functions of an exported interface instance.
+fn functions(engine: &Engine, item: &ComponentItem) -> Vec<ExportSig> {
+    let ComponentItem::ComponentInstance(inst) = item else { return Vec::new() };
+    inst.exports(engine)
+        .filter_map(|(fname, fitem)| match fitem.ty {
+            ComponentItem::ComponentFunc(f) => Some(ExportSig::from_func(fname, &f)),
+            _ => None,
+        })
+        .collect()
+}
+
+type Exports = (Vec<String>, Vec<ExportSig>);
+
+/// A backend's `lifecycle` functions; other exports are not called.
+fn backend_exports(
+    engine: &Engine,
+    ty: &wasmtime::component::types::Component,
+    plugin: &str,
+) -> Result<Exports, AdmissionError> {
     let expected = lifecycle_export();
-    let mut exports = Vec::new();
-    let mut found = false;
+    let mut others = Vec::new();
     for (name, item) in ty.exports(engine) {
-        if let Some(("lifecycle", version)) = cradle_interface(name) {
-            if version != WIT_VERSION {
+        match cradle_interface(name) {
+            Some(("lifecycle", version)) if version != WIT_VERSION => {
                 return Err(AdmissionError::WitVersion { plugin: plugin.into(), found: name.into() });
             }
-            found = true;
-            if let ComponentItem::ComponentInstance(inst) = item.ty {
-                for (fname, fitem) in inst.exports(engine) {
-                    if let ComponentItem::ComponentFunc(f) = fitem.ty {
-                        exports.push(ExportSig::from_func(fname, &f));
-                    }
-                }
-            }
+            Some(("lifecycle", _)) => return Ok((vec![expected], functions(engine, &item.ty))),
+            Some(_) => others.push(name.to_string()),
+            None => {}
         }
     }
-    if !found {
-        return Err(AdmissionError::NoLifecycle { plugin: plugin.into(), expected });
+    Err(AdmissionError::NoLifecycle { plugin: plugin.into(), expected, exports: others })
+}
+
+/// An integration plugin's interfaces: every export a cradle interface of
+/// this WIT version other than `lifecycle`, each function name once.
+fn integration_exports(
+    engine: &Engine,
+    ty: &wasmtime::component::types::Component,
+    plugin: &str,
+) -> Result<Exports, AdmissionError> {
+    let mut interfaces = Vec::new();
+    let mut exports: Vec<ExportSig> = Vec::new();
+    let mut owner: Vec<String> = Vec::new();
+    for (name, item) in ty.exports(engine) {
+        let Some((iface, version)) = cradle_interface(name) else {
+            return Err(AdmissionError::ForeignExport { plugin: plugin.into(), export: name.into() });
+        };
+        if version != WIT_VERSION {
+            return Err(AdmissionError::WitVersion { plugin: plugin.into(), found: name.into() });
+        }
+        if iface == "lifecycle" {
+            return Err(AdmissionError::LifecycleInIntegration { plugin: plugin.into(), found: name.into() });
+        }
+        for sig in functions(engine, &item.ty) {
+            if let Some(i) = exports.iter().position(|e| e.name == sig.name) {
+                return Err(AdmissionError::DuplicateFunction {
+                    plugin: plugin.into(),
+                    func: sig.name,
+                    first: owner[i].clone(),
+                    second: name.into(),
+                });
+            }
+            owner.push(name.to_string());
+            exports.push(sig);
+        }
+        interfaces.push(name.to_string());
     }
-    Ok(Admitted { imports, capabilities, exports })
+    if interfaces.is_empty() {
+        return Err(AdmissionError::NoIntegrationExport { plugin: plugin.into() });
+    }
+    Ok((interfaces, exports))
 }
 
 /// Inspect, then check the imports against the manifest and the grants.
@@ -166,10 +297,11 @@ pub fn admit(
     engine: &Engine,
     component: &Component,
     plugin: &str,
+    kind: PluginKind,
     manifest: &Manifest,
     grants: &Grants,
 ) -> Result<Admitted, AdmissionError> {
-    let admitted = inspect(engine, component, plugin)?;
+    let admitted = inspect(engine, component, plugin, kind)?;
     for cap in &admitted.capabilities {
         let interface = cap.interface();
         if !manifest.needs.contains(cap) {
@@ -201,6 +333,21 @@ mod tests {
         (engine, component)
     }
 
+    /// A component exporting an (empty) instance under each of `exports`.
+    fn exporting(imports: &[&str], exports: &[&str]) -> (Engine, Component) {
+        let engine = Engine::default();
+        let mut text = String::from("(component\n");
+        for i in imports {
+            text.push_str(&format!("  (import \"{i}\" (instance))\n"));
+        }
+        for (n, e) in exports.iter().enumerate() {
+            text.push_str(&format!("  (instance $i{n})\n  (export \"{e}\" (instance $i{n}))\n"));
+        }
+        text.push(')');
+        let component = Component::new(&engine, text).expect("component");
+        (engine, component)
+    }
+
     fn manifest(needs: &[Capability]) -> Manifest {
         Manifest { name: "p".into(), version: "1".into(), description: String::new(), needs: needs.to_vec(), wit: None }
     }
@@ -214,8 +361,9 @@ mod tests {
     #[test]
     fn an_import_of_another_wit_version_is_refused_naming_both_versions() {
         let (e, c) = component(&["cradle:host/log@0.0.9"], LIFE);
-        let err =
-            admit(&e, &c, "old", &manifest(&[Capability::Log]), &Grants::default()).expect_err("refused").to_string();
+        let err = admit(&e, &c, "old", PluginKind::Backend, &manifest(&[Capability::Log]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
         assert!(
             err.contains("cradle:host/log@0.0.9") && err.contains("cradle:host@0.1.0") && err.contains("rebuild"),
             "{err}"
@@ -225,7 +373,9 @@ mod tests {
     #[test]
     fn a_lifecycle_export_of_another_wit_version_is_refused() {
         let (e, c) = component(&[], "cradle:host/lifecycle@0.2.0");
-        let err = admit(&e, &c, "new", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        let err = admit(&e, &c, "new", PluginKind::Backend, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("cradle:host/lifecycle@0.2.0"), "{err}");
     }
 
@@ -233,14 +383,16 @@ mod tests {
     fn an_import_missing_from_the_manifest_is_refused() {
         let (e, c) = component(&["cradle:host/proxmox@0.1.0"], LIFE);
         let g = grants("[proxmox]\nvmids = \"100-199\"");
-        let err = admit(&e, &c, "liar", &manifest(&[Capability::Log]), &g).expect_err("refused").to_string();
+        let err = admit(&e, &c, "liar", PluginKind::Backend, &manifest(&[Capability::Log]), &g)
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("manifest does not declare `proxmox`"), "{err}");
     }
 
     #[test]
     fn an_ungranted_import_is_refused_naming_the_section_to_add() {
         let (e, c) = component(&["cradle:host/ssh@0.1.0"], LIFE);
-        let err = admit(&e, &c, "direct", &manifest(&[Capability::Ssh]), &Grants::default())
+        let err = admit(&e, &c, "direct", PluginKind::Backend, &manifest(&[Capability::Ssh]), &Grants::default())
             .expect_err("refused")
             .to_string();
         assert!(
@@ -253,14 +405,18 @@ mod tests {
     #[test]
     fn a_foreign_import_is_refused() {
         let (e, c) = component(&["acme:evil/backdoor"], LIFE);
-        let err = admit(&e, &c, "x", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        let err = admit(&e, &c, "x", PluginKind::Backend, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("acme:evil/backdoor") && err.contains("cradle does not provide"), "{err}");
     }
 
     #[test]
     fn a_component_without_the_lifecycle_export_is_refused() {
         let (e, c) = component(&[], "");
-        let err = admit(&e, &c, "x", &manifest(&[]), &Grants::default()).expect_err("refused").to_string();
+        let err = admit(&e, &c, "x", PluginKind::Backend, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("does not export `cradle:host/lifecycle@0.1.0`"), "{err}");
     }
 
@@ -268,7 +424,73 @@ mod tests {
     fn declared_granted_imports_and_wasi_are_admitted() {
         let (e, c) =
             component(&["wasi:cli/environment@0.2.6", "cradle:host/types@0.1.0", "cradle:host/log@0.1.0"], LIFE);
-        let ok = admit(&e, &c, "x", &manifest(&[Capability::Log]), &Grants::default()).expect("admitted");
+        let ok = admit(&e, &c, "x", PluginKind::Backend, &manifest(&[Capability::Log]), &Grants::default())
+            .expect("admitted");
         assert_eq!(ok.capabilities, vec![Capability::Log]);
+    }
+
+    const PIPELINE: &str = "cradle:host/pipeline@0.1.0";
+
+    #[test]
+    fn an_integration_plugin_exporting_cradle_interfaces_is_admitted_as_one() {
+        let (e, c) = exporting(&["cradle:host/log@0.1.0"], &[PIPELINE, "cradle:host/extra@0.1.0"]);
+        let ok = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[Capability::Log]), &Grants::default())
+            .expect("admitted");
+        assert_eq!(ok.kind, PluginKind::Integration);
+        assert_eq!(ok.interfaces, vec![PIPELINE.to_string(), "cradle:host/extra@0.1.0".to_string()]);
+    }
+
+    #[test]
+    fn an_integration_plugin_has_its_imports_checked_as_a_backend_does() {
+        let (e, c) = exporting(&["cradle:host/ssh@0.1.0"], &[PIPELINE]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[Capability::Ssh]), &Grants::default())
+            .expect_err("not granted")
+            .to_string();
+        assert!(err.contains("[plugins.nb.grants.ssh]"), "{err}");
+    }
+
+    #[test]
+    fn an_integration_plugin_exporting_the_lifecycle_is_refused_as_a_backend_in_disguise() {
+        let (e, c) = exporting(&[], &[PIPELINE, LIFE]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("kind = \"integration\" but exports `cradle:host/lifecycle@0.1.0`"), "{err}");
+    }
+
+    #[test]
+    fn an_integration_plugin_exporting_a_foreign_or_other_version_interface_is_refused() {
+        let (e, c) = exporting(&[], &[PIPELINE, "acme:evil/pipeline@0.1.0"]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[]), &Grants::default())
+            .expect_err("foreign")
+            .to_string();
+        assert!(err.contains("exports `acme:evil/pipeline@0.1.0`"), "{err}");
+        let (e, c) = exporting(&[], &["cradle:host/pipeline@0.2.0"]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[]), &Grants::default())
+            .expect_err("version")
+            .to_string();
+        assert!(err.contains("cradle:host/pipeline@0.2.0") && err.contains("rebuild"), "{err}");
+    }
+
+    #[test]
+    fn an_integration_plugin_exporting_nothing_is_refused() {
+        let (e, c) = exporting(&[], &[]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("exports no cradle:host@0.1.0 interface"), "{err}");
+    }
+
+    #[test]
+    fn a_backend_without_lifecycle_that_exports_cradle_interfaces_is_told_about_kind_integration() {
+        let (e, c) = exporting(&[], &[PIPELINE]);
+        let err = admit(&e, &c, "nb", PluginKind::Backend, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("does not export `cradle:host/lifecycle@0.1.0`")
+                && err.contains("set kind = \"integration\" in [plugins.nb]"),
+            "{err}"
+        );
     }
 }

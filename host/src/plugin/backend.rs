@@ -5,7 +5,9 @@
 //! The `lifecycle` exports go through the generated bindings
 //! ([`super::lifecycle`]): the VM is read from the typed `VmSpec`, so a WIT
 //! rename of its fields is a compile error. Exports beyond `lifecycle` go by
-//! name ([`LoadedPlugin::invoke`]).
+//! name ([`LoadedPlugin::invoke`]), as do all of an integration plugin's
+//! (`kind = "integration"`): the same capability context, bound the same way
+//! (a first argument that is a `vm-spec` binds that VM; otherwise no VM).
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use wasmtime::component::Val;
 
 use super::LoadedPlugin;
 use super::lifecycle::{LifecycleCall, returned_error};
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::context::CapCtx;
 use crate::caps::policy::{RunScope, ScopedVm};
 use crate::caps::run::RunData;
@@ -45,6 +48,13 @@ impl Backend for PluginBackend {
         &self.plugin.name
     }
 
+    fn kind(&self) -> &'static str {
+        match self.plugin.admitted.kind {
+            PluginKind::Backend => "backend",
+            PluginKind::Integration => "plugin",
+        }
+    }
+
     fn exports(&self) -> Vec<ExportSig> {
         self.plugin.admitted.exports.clone()
     }
@@ -58,6 +68,11 @@ impl Backend for PluginBackend {
     }
 
     fn call_typed(&self, run: &RunContext, func: &str, args: &[Dynamic]) -> Option<Result<Dynamic, CallError>> {
+        // An integration plugin has no lifecycle: every call goes by name,
+        // even one whose name a lifecycle function has.
+        if self.plugin.admitted.kind != PluginKind::Backend {
+            return None;
+        }
         let call = match LifecycleCall::parse(func, args)? {
             Ok(call) => call,
             Err(e) => return Some(Err(e)),
@@ -77,7 +92,7 @@ impl PluginBackend {
     /// The capability context of one call about `vm` (none: no VM in scope).
     fn caps(&self, run: &RunContext, vm: Option<&VmSpec>) -> Result<CapCtx, anyhow::Error> {
         let name = &self.plugin.name;
-        let data = run.data::<RunData>().ok_or_else(|| anyhow!("backend `{name}` was called outside a cradle run"))?;
+        let data = run.data::<RunData>().ok_or_else(|| anyhow!("plugin `{name}` was called outside a cradle run"))?;
         let vm = vm.map(vm_binding).map(|mut vm| {
             // SSH logins and the replacement flag come from the run's scope
             // (the inventory), never from the call's arguments; the run owns

@@ -39,6 +39,7 @@ use self::cache::{CacheOutcome, ComponentCache};
 use self::limits::{EPOCH_TICK, Limits};
 use self::manifest::{Manifest, ManifestError};
 use self::store::{Caps, StoreState, new_store};
+use crate::builtin::catalogue::PluginKind;
 use crate::caps::Grants;
 use crate::caps::budget::GuestClock;
 use crate::caps::context::CapCtx;
@@ -272,7 +273,7 @@ impl PluginHost {
         self.load_source(name, &PluginSource::File(path.to_path_buf()), grants, limits)
     }
 
-    /// Compile, admit under `grants` and pre-instantiate the plugin `name` from `source`.
+    /// Compile, admit under `grants` and pre-instantiate the backend `name` from `source`.
     pub fn load_source(
         &self,
         name: &str,
@@ -280,23 +281,47 @@ impl PluginHost {
         grants: Grants,
         limits: Limits,
     ) -> Result<LoadedPlugin, PluginError> {
+        self.load_kind(name, source, PluginKind::Backend, grants, limits)
+    }
+
+    /// Compile, admit as a plugin of `kind` under `grants` and pre-instantiate
+    /// the plugin `name` from `source`. Both kinds share the engine, linker,
+    /// cache, admission and call path; only the exports checked differ.
+    pub fn load_kind(
+        &self,
+        name: &str,
+        source: &PluginSource,
+        kind: PluginKind,
+        grants: Grants,
+        limits: Limits,
+    ) -> Result<LoadedPlugin, PluginError> {
         let compiled = self.compile_source(name, source)?;
-        let admitted = admission::admit(&self.engine, &compiled.component, name, &compiled.manifest, &grants)?;
+        let admitted = admission::admit(&self.engine, &compiled.component, name, kind, &compiled.manifest, &grants)?;
         let pre = self
             .linker
             .instantiate_pre(&compiled.component)
             .map_err(|e| PluginError::Link { name: name.into(), message: format!("{e:#}") })?;
-        // The lifecycle exports' signatures against wit/backend.wit, checked
-        // now: a plugin built against another lifecycle is refused at load,
-        // naming what differs, not at its first call.
-        let typed = crate::contract::bindings::BackendPre::new(pre.clone())
-            .map_err(|e| AdmissionError::Signature { plugin: name.into(), message: format!("{e:#}") })?;
-        let lifecycle = admission::lifecycle_export();
-        let iface = compiled.component.get_export_index(None, &lifecycle);
+        // A backend's lifecycle exports' signatures against wit/backend.wit,
+        // checked now: a plugin built against another lifecycle is refused at
+        // load, naming what differs, not at its first call. An integration
+        // plugin has no lifecycle; its functions are called by name only.
+        let typed = match kind {
+            PluginKind::Backend => Some(
+                crate::contract::bindings::BackendPre::new(pre.clone())
+                    .map_err(|e| AdmissionError::Signature { plugin: name.into(), message: format!("{e:#}") })?,
+            ),
+            PluginKind::Integration => None,
+        };
         let mut funcs = HashMap::new();
-        for sig in &admitted.exports {
-            if let Some(idx) = compiled.component.get_export_index(iface.as_ref(), &sig.name) {
-                funcs.insert(sig.name.clone(), idx);
+        for interface in &admitted.interfaces {
+            let iface = compiled.component.get_export_index(None, interface);
+            for sig in &admitted.exports {
+                if funcs.contains_key(&sig.name) {
+                    continue;
+                }
+                if let Some(idx) = compiled.component.get_export_index(iface.as_ref(), &sig.name) {
+                    funcs.insert(sig.name.clone(), idx);
+                }
             }
         }
         Ok(LoadedPlugin {
@@ -339,8 +364,9 @@ pub struct LoadedPlugin {
     pub limits: Limits,
     engine: Engine,
     pre: InstancePre<StoreState>,
-    /// The same pre-instance with the `lifecycle` exports typed ([`LoadedPlugin::lifecycle`]).
-    typed: BackendPre<StoreState>,
+    /// The same pre-instance with the `lifecycle` exports typed
+    /// ([`LoadedPlugin::lifecycle`]); `None` for an integration plugin.
+    typed: Option<BackendPre<StoreState>>,
     funcs: HashMap<String, ComponentExportIndex>,
 }
 
@@ -386,7 +412,8 @@ impl LoadedPlugin {
         call: impl FnOnce(&Lifecycle, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
         self.in_fresh_store(caps, func, |store| {
-            let bindings = self.typed.instantiate(&mut *store).map_err(CallFailure::Trap)?;
+            let typed = self.typed.as_ref().ok_or(CallFailure::NoExport)?;
+            let bindings = typed.instantiate(&mut *store).map_err(CallFailure::Trap)?;
             call(bindings.cradle_host_lifecycle(), store).map_err(CallFailure::Trap)
         })
     }

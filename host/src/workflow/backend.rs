@@ -17,8 +17,12 @@
 //! ([`Backend::call`]) is for the exports it has no bindings for. Both report
 //! to scripts the same way.
 //!
+//! An integration plugin (`cradle::plugin("ROLE")`) is the same handle over
+//! the same trait: its exports are methods as a backend's are, reported the
+//! same way, with `plugin 'NAME'` in messages ([`Backend::kind`]).
+//!
 //! Methods are registered when the engine is built, for every export name of every
-//! backend in `EngineOptions::backends`, at every arity up to a few more than the
+//! plugin in `EngineOptions::backends` (backends and integration plugins), at every arity up to a few more than the
 //! export declares, so a wrong argument count gets an error naming the export's
 //! parameters instead of Rhai's "function not found".
 
@@ -76,7 +80,12 @@ fn short_type(ty: &Type) -> String {
 pub trait Backend: Send + Sync + 'static {
     /// The backend's name (`direct`, `terraform`, `netbox`).
     fn name(&self) -> &str;
-    /// The functions the plugin exports from `cradle:host/lifecycle`.
+    /// `backend`, or `plugin` for an integration plugin: how messages name it.
+    fn kind(&self) -> &'static str {
+        "backend"
+    }
+    /// The functions the plugin exports from `cradle:host/lifecycle` (a
+    /// backend) or from its own interfaces (an integration plugin).
     fn exports(&self) -> Vec<ExportSig>;
     /// Calls export `func` (kebab name) with converted arguments. Called on a
     /// blocking thread; `run` is the context of the run making the call.
@@ -153,7 +162,7 @@ const EXTRA_ARITY: usize = 3;
 pub(crate) fn register(engine: &mut Engine, backends: &[Arc<dyn Backend>]) {
     engine.register_type_with_name::<BackendHandle>("Backend");
     engine.register_get("name", |h: &mut BackendHandle| h.name().to_string());
-    engine.register_fn("to_string", |h: &mut BackendHandle| format!("backend '{}'", h.name()));
+    engine.register_fn("to_string", |h: &mut BackendHandle| format!("{} '{}'", h.backend.kind(), h.name()));
     let mut max_arity: BTreeMap<String, usize> = BTreeMap::new();
     for backend in backends {
         for export in backend.exports() {
@@ -183,17 +192,15 @@ fn call_export(
         .read_lock::<BackendHandle>()
         .map(|h| h.clone())
         .ok_or_else(|| fail(format!("{method}: not called on a backend")))?;
-    let backend_name = handle.name().to_string();
+    // "backend 'direct'" or "plugin 'netbox'": what the script called.
+    let who = format!("{} '{}'", handle.backend.kind(), handle.name());
     let Some(sig) = handle.exports.get(method) else {
         let known: Vec<&str> = handle.exports.keys().map(String::as_str).collect();
-        return Err(fail(format!(
-            "backend '{backend_name}' has no function '{method}'; it exports: {}",
-            known.join(", ")
-        )));
+        return Err(fail(format!("{who} has no function '{method}'; it exports: {}", known.join(", "))));
     };
     if rest.len() != sig.params.len() {
         return Err(fail(format!(
-            "backend '{backend_name}': {method} takes {} argument(s), got {}: {}",
+            "{who}: {method} takes {} argument(s), got {}: {}",
             sig.params.len(),
             rest.len(),
             sig.describe()
@@ -203,13 +210,12 @@ fn call_export(
     // name the parameter and the field path.
     let mut vals = Vec::with_capacity(rest.len());
     for ((param, ty), arg) in sig.params.iter().zip(rest.iter()) {
-        let val =
-            to_val(arg, ty, &snake(param)).map_err(|e| fail(format!("backend '{backend_name}': {method}: {e}")))?;
+        let val = to_val(arg, ty, &snake(param)).map_err(|e| fail(format!("{who}: {method}: {e}")))?;
         vals.push(val);
     }
     let run = run_context(ctx).ok_or_else(|| {
         fail(format!(
-            "backend '{backend_name}': {method}: no run context; backends are called only \
+            "{who}: {method}: no run context; backends are called only \
              from a workflow run (WorkflowSet::call)"
         ))
     })?;
@@ -222,21 +228,19 @@ fn call_export(
         .zip(&vals)
         .map(|((param, ty), val)| from_val_typed(val, ty, &snake(param)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(format!("backend '{backend_name}': {method}: {e}")))?;
+        .map_err(|e| fail(format!("{who}: {method}: {e}")))?;
     if let Some(outcome) = handle.backend.call_typed(&run, &sig.name, &canonical) {
         return outcome.map_err(|e| match e {
-            CallError::Argument(msg) => fail(format!("backend '{backend_name}': {method}: {msg}")),
-            CallError::Failed(e) => thrown("failed", format!("backend '{backend_name}': {method}: {e:#}")),
+            CallError::Argument(msg) => fail(format!("{who}: {method}: {msg}")),
+            CallError::Failed(e) => thrown("failed", format!("{who}: {method}: {e:#}")),
             CallError::Returned { kind, message } => thrown(&kind, message),
-            CallError::Result(msg) => fail(format!("backend '{backend_name}': {method} returned {msg}")),
+            CallError::Result(msg) => fail(format!("{who}: {method} returned {msg}")),
         });
     }
-    let returned = handle
-        .backend
-        .call(&run, &sig.name, vals)
-        .map_err(|e| thrown("failed", format!("backend '{backend_name}': {method}: {e:#}")))?;
+    let returned =
+        handle.backend.call(&run, &sig.name, vals).map_err(|e| thrown("failed", format!("{who}: {method}: {e:#}")))?;
     let convert = |val: &Val, ty: &Type, path: &str| {
-        from_val_typed(val, ty, path).map_err(|e| fail(format!("backend '{backend_name}': {method} returned {e}")))
+        from_val_typed(val, ty, path).map_err(|e| fail(format!("{who}: {method} returned {e}")))
     };
     match (returned, &sig.result) {
         (None, _) | (Some(_), None) => Ok(Dynamic::UNIT),
@@ -248,7 +252,7 @@ fn call_export(
             (Some(v), Some(ty)) => Err(match *v {
                 Val::Variant(kind, payload) => match payload.map(|p| *p) {
                     Some(Val::String(message)) => thrown(&kind, message),
-                    None => thrown(&kind, format!("backend '{backend_name}': {method} failed")),
+                    None => thrown(&kind, format!("{who}: {method} failed")),
                     Some(other) => {
                         let variant = Val::Variant(kind, Some(Box::new(other)));
                         EvalAltResult::ErrorRuntime(convert(&variant, &ty, "err")?, pos).into()
@@ -256,7 +260,7 @@ fn call_export(
                 },
                 other => EvalAltResult::ErrorRuntime(convert(&other, &ty, "err")?, pos).into(),
             }),
-            _ => Err(thrown("failed", format!("backend '{backend_name}': {method} failed"))),
+            _ => Err(thrown("failed", format!("{who}: {method} failed"))),
         },
         (Some(v), Some(ty)) => convert(&v, ty, "result"),
     }

@@ -340,6 +340,7 @@ fn main(ip) {
             scope: Arc::new(RunScope::default()),
             backend: None,
             backend_grants: None,
+            plugins: Default::default(),
             environment: "test".into(),
         };
         let run = crate::workflow::RunContext::new(Arc::new(crate::workflow::NoopObserver), Arc::new(data));

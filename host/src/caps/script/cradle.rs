@@ -1,5 +1,6 @@
 //! The `cradle` script module: the run's helpers (`cradle::backend()`,
-//! `environment()`, `run_id()`, `lock_key(name)`, `nodes()`,
+//! `cradle::plugin(role)` (the environment's integration plugin of that role,
+//! called like a backend), `environment()`, `run_id()`, `lock_key(name)`, `nodes()`,
 //! `node_login(node)`, `guest_keys()`, `sleep(ms)`) and the preflight checks
 //! `cradle::check_inputs(vm)` (`inputs.rs`) and `cradle::check_grants(vm[,
 //! opts])` (`grants.rs`).
@@ -26,6 +27,16 @@ pub(crate) fn module() -> Module {
             .map(Dynamic::from)
             .ok_or_else(|| throw(CapError::failed("this environment's backend plugin is not loaded")))
     });
+    // An integration plugin, by the role the workflow gives it; the
+    // environment says which plugin plays it (caps/run.rs, PluginRoles).
+    FuncRegistration::new("plugin").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext, role: ImmutableString| -> Res<Dynamic> {
+            with_run(&ctx, |d| d.plugins.get(&d.environment, &role))?
+                .map(Dynamic::from)
+                .map_err(|message| throw(CapError::not_found(message)))
+        },
+    );
     // Waiting between polls of a service that has no wait of its own (a
     // Semaphore task); bounded so a typo cannot park a run for hours.
     FuncRegistration::new("sleep").set_into_module(&mut m, |ms: i64| -> Res<()> {
