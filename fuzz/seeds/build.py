@@ -233,9 +233,10 @@ for name, t, value in [
     ("floats", {"tuple": ["f32", "f64", "f64"]}, [1.5, 2, -0.25]),
     ("map-string", {"map": ["string", {"option": "u32"}]}, {"a": 1, "b": None}),
     ("map-pairs", {"map": ["u32", "string"]}, [[1, "a"], [2, "b"]]),
-    # The fuzzer's findings (regression tests in host/src/workflow/bridge/core_tests.rs).
+    # Round trips that failed (regression tests in host/src/workflow/bridge/core_tests.rs).
     ("map-pairs-empty", {"map": ["u32", "string"]}, []),
     ("map-pairs-duplicate-key", {"map": ["string", "u32"]}, [["a", 1], ["a", 2]]),
+    ("map-pairs-string-keys-unsorted", {"map": ["string", "u32"]}, [["namea", 1], ["a", 2]]),
     ("variant-unit", {"variant": [["gone", None], ["denied", "string"]]}, "gone"),
     ("nested-option", {"option": {"option": "u32"}}, 5),
     ("resource", {"record": [["handle", "resource"]]}, {"handle": 1}),
