@@ -274,6 +274,43 @@ fn a_plugin_set_host_or_hop_by_hop_or_credential_header_is_refused() {
     assert!(result.expect("an ordinary header").contains("status 200"));
 }
 
+/// The endpoint of [`http_env`] with `limit` under
+/// `[plugins.hostile.grants.http.limit.api]`.
+fn limited_http_env(limit: &str) -> (Harness, Server) {
+    let endpoint = Server::start(|path| ok(&format!("endpoint saw {path}")));
+    let table = format!(
+        "[plugins.hostile.grants.http.limit.api]\n{limit}\n[endpoints.api]\nurl = \"http://127.0.0.1:{}/base\"\n\
+         auth = \"api-key\"\ntoken = {{ command = [\"printf\", \"sekrit-api-key-42\"] }}\n",
+        endpoint.port
+    );
+    let harness = Harness::new(
+        &config("", "[\"api\"]", &table),
+        &[("probe.rhai", &format!("{PROBE_RHAI}{SCRIPT}")), ("lib/vm.rhai", VM_SPEC_RHAI)],
+    );
+    (harness, endpoint)
+}
+
+#[test]
+fn a_plugin_reaches_no_method_path_or_climb_outside_its_http_limit() {
+    let (env, endpoint) = limited_http_env("methods = [\"GET\"]\npaths = [\"/ipam/\"]");
+    let (result, _) = probe(&env, "http:get", "/ipam/prefixes/", Duration::from_secs(60));
+    assert!(result.expect("inside the limit").contains("endpoint saw /base/ipam/prefixes/"));
+    // A path under no prefix, and paths that climb out of one or read two ways.
+    for path in ["/users/tokens/", "/ipam/../users/tokens/", "/ipam/%2e%2e/users/", "/ipam//x", "/ipam/%2F..%2Fusers"] {
+        let (result, journal) = probe(&env, "http:get", path, Duration::from_secs(60));
+        let err = result.expect_err(path);
+        assert!(err.contains("plugins.hostile.grants.http.limit.api.paths"), "{path}: {err}");
+        assert!(journal.contains("\"capability\":\"http\""), "the denial is journaled: {journal}");
+    }
+    assert_eq!(endpoint.requests().len(), 1, "only the request inside the limit left: {:?}", endpoint.requests());
+    // A method the limit does not list.
+    let (env, endpoint) = limited_http_env("methods = [\"POST\"]");
+    let (result, _) = probe(&env, "http:get", "/ipam/prefixes/", Duration::from_secs(60));
+    let err = result.expect_err("GET is not listed");
+    assert!(err.contains("GET is not in plugins.hostile.grants.http.limit.api.methods"), "{err}");
+    assert!(endpoint.requests().is_empty(), "{:?}", endpoint.requests());
+}
+
 // --- terminal escaping ---------------------------------------------------------
 
 fn cradle(fx: &Fixture, args: &[&str]) -> Out {

@@ -9,15 +9,23 @@ use crate::caps::Call;
 use crate::caps::budget::TimeoutArg;
 use crate::caps::context::CapCtx;
 use crate::contract::CapError;
-use crate::contract::bindings::cradle::host::http::{Host, Request, Response};
+use crate::contract::bindings::cradle::host::http::{Host, Method, Request, Response};
 use crate::contract::bindings::cradle::host::types::Error as WitError;
 
 impl Host for CapCtx {
     fn send(&mut self, req: Request) -> Result<Response, WitError> {
-        let endpoint = req.endpoint.clone();
+        let (endpoint, path) = (req.endpoint.clone(), req.path.clone());
+        let method = match req.method {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+        };
         let http = self.services.http.clone();
         let limit = TimeoutArg::Http.max().as_millis() as u64;
-        self.guard("send", Call::Http(HttpCall { target: HttpTarget::Endpoint(&endpoint) }), || {
+        let call = HttpCall { target: HttpTarget::Endpoint(&endpoint), method, path: &path };
+        self.guard("send", Call::Http(call), || {
             let timeout = self.clamp_timeout(limit, TimeoutArg::Http);
             self.block_on(http.send(req, timeout))
         })
@@ -33,7 +41,8 @@ impl CapCtx {
         let parsed = super::probe_url(url)?;
         let host = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
         let port = parsed.port_or_known_default().unwrap_or(80);
-        self.guard("probe", Call::Http(HttpCall { target: HttpTarget::Guest { host: &host, port } }), || {
+        let call = HttpCall { target: HttpTarget::Guest { host: &host, port }, method: "GET", path: parsed.path() };
+        self.guard("probe", Call::Http(call), || {
             let timeout = self.clamp_timeout(timeout_ms, TimeoutArg::Http);
             self.block_on(super::probe(parsed.clone(), timeout))
         })
