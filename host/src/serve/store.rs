@@ -130,7 +130,8 @@ impl Event {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Record {
-    Accepted { event: Event },
+    // Boxed: an event is many times the size of the other lines.
+    Accepted { event: Box<Event> },
     Started { seq: u64, attempt: u32 },
     Finished { seq: u64, ok: bool, run_id: Option<String>, detail: String },
 }
@@ -200,7 +201,7 @@ impl Index {
                     self.in_flight.insert((event.source.clone(), event.vm_id), event.seq);
                 }
                 self.digests.insert(event.digest.clone(), event.seq);
-                self.events.insert(event.seq, event);
+                self.events.insert(event.seq, *event);
             }
             Record::Started { seq, attempt } => {
                 let e = self.events.get_mut(&seq).ok_or_else(|| format!("start of unknown event {seq}"))?;
@@ -259,7 +260,7 @@ impl EventStore {
         index.trim();
         let mut compact = Vec::new();
         for event in index.events.values() {
-            compact.extend(line(&Record::Accepted { event: event.clone() }));
+            compact.extend(line(&Record::Accepted { event: Box::new(event.clone()) }));
         }
         write_private_file_atomic(&path, &compact)?;
         let file = open_private_append(&path)?;
@@ -311,8 +312,8 @@ impl EventStore {
                 detail: None,
             };
             // Held before it is durable, so a concurrent duplicate waits behind it.
-            index.apply(Record::Accepted { event: event.clone() }).map_err(|_| StoreError::Closed)?;
-            (event.clone(), self.send(&Record::Accepted { event })?)
+            index.apply(Record::Accepted { event: Box::new(event.clone()) }).map_err(|_| StoreError::Closed)?;
+            (event.clone(), self.send(&Record::Accepted { event: Box::new(event) })?)
         };
         match ack.await {
             Ok(Ok(())) => Ok(Admission::Accepted(Box::new(event))),
