@@ -162,3 +162,36 @@ fn without_a_provider_an_allowed_call_fails_saying_what_to_configure() {
         other => panic!("expected failed, got {other:?}"),
     }
 }
+
+#[test]
+fn a_dhcp_provider_or_environment_naming_what_is_not_defined_is_refused_at_load() {
+    let text = r#"
+[clusters.lab]
+kind = "sim"
+[environments.test]
+cluster = "lab"
+backend = "sample"
+dhcp = "lan"
+[plugins.sample]
+path = "sample.wasm"
+[endpoints.unifi]
+url = "https://127.0.0.1:8443"
+auth = "api-key"
+token = { file = "/etc/cradle/unifi.key" }
+[dhcp.lan]
+kind = "unifi"
+endpoint = "unifi"
+"#;
+    let load = |t: &str| {
+        crate::config::Config::parse(t, std::path::Path::new("cradle.toml"), std::path::Path::new("/proj"))
+            .map_err(|e| e.to_string())
+    };
+    let c = load(text).expect("valid");
+    assert_eq!((c.dhcp["lan"].site.as_str(), c.environments["test"].dhcp.as_deref()), ("default", Some("lan")));
+    let e = load(&text.replace("endpoint = \"unifi\"", "endpoint = \"controller\"")).expect_err("endpoint");
+    assert!(e.contains("dhcp.lan: endpoint = \"controller\" is not defined in [endpoints]"), "{e}");
+    let e = load(&text.replace("dhcp = \"lan\"", "dhcp = \"wan\"")).expect_err("environment");
+    assert!(e.contains("environments.test.dhcp = \"wan\" is not defined in [dhcp]"), "{e}");
+    let e = load(&text.replace("kind = \"unifi\"", "kind = \"kea\"")).expect_err("kind");
+    assert!(e.contains("kea"), "{e}");
+}

@@ -154,3 +154,48 @@ fn a_technitium_section_needs_its_endpoint_and_refuses_tsig_keys() {
     cfg.key_name = Some("cradle-key".into());
     assert!(cfg.validate().expect_err("tsig").to_string().contains("key_name is not a key of kind = \"technitium\""));
 }
+
+/// `cradle.toml` with a BIND and a Technitium provider on one environment.
+fn two_providers(tech_zones: &str) -> String {
+    format!(
+        r#"
+[clusters.lab]
+kind = "sim"
+[environments.test]
+cluster = "lab"
+backend = "sample"
+dns = ["bind", "tech"]
+[plugins.sample]
+path = "sample.wasm"
+[endpoints.technitium]
+url = "http://127.0.0.1:5380"
+token = {{ file = "/etc/cradle/technitium.token" }}
+[dns.bind]
+kind = "rfc2136"
+server = "127.0.0.1:53"
+key_name = "cradle-key"
+secret = {{ file = "/etc/cradle/tsig.key" }}
+zones = ["10.0.10.in-addr.arpa."]
+[dns.tech]
+kind = "technitium"
+endpoint = "technitium"
+zones = {tech_zones}
+"#
+    )
+}
+
+fn load(text: &str) -> Result<crate::config::Config, String> {
+    let (path, base) = (std::path::Path::new("cradle.toml"), std::path::Path::new("/proj"));
+    crate::config::Config::parse(text, path, base).map_err(|e| e.to_string())
+}
+
+#[test]
+fn an_environment_takes_several_dns_providers_but_not_two_for_one_zone() {
+    let c = load(&two_providers(r#"["lab.example"]"#)).expect("valid");
+    assert_eq!(c.environments["test"].dns, ["bind", "tech"]);
+    let twice = load(&two_providers(r#"["lab.example", "10.0.10.in-addr.arpa"]"#)).expect_err("zone twice");
+    assert!(twice.contains("zone `10.0.10.in-addr.arpa.` is in the zones of both [dns.bind] and [dns.tech]"), "{twice}");
+    let unknown = load(&two_providers(r#"["lab.example"]"#).replace("endpoint = \"technitium\"", "endpoint = \"dns\""))
+        .expect_err("endpoint");
+    assert!(unknown.contains("dns.tech.endpoint = \"dns\" is not defined in [endpoints]"), "{unknown}");
+}
