@@ -5,7 +5,7 @@
 //!   listed in `$OUT_DIR/builtin_workflows.rs` as an `include_str!`, so the
 //!   compiler tracks each file and a new file is picked up through
 //!   `rerun-if-changed` on the directory.
-//! - Plugins: `cradle-plugin-direct`, `-sample` and `-terraform` are built for
+//! - Plugins: `cradle-plugin-direct`, `-sample`, `-terraform` and `-netbox` are built for
 //!   `wasm32-wasip2` with the workspace's `plugin` profile by a nested
 //!   `cargo build` whose target directory is `<target>/embedded`, separate from
 //!   the outer build's (the outer cargo holds the lock of its own target
@@ -14,7 +14,7 @@
 //!   `include_bytes!`ed. The nested build inherits the outer jobserver, so it
 //!   respects `-j`, and only compiles wit-bindgen and the small plugin crates.
 //! - `CRADLE_PLUGIN_WASM_DIR=DIR` skips the nested build and embeds
-//!   `DIR/cradle_plugin_{direct,sample,terraform}.wasm` instead (for packagers, or a
+//!   `DIR/cradle_plugin_{direct,sample,terraform,netbox}.wasm` instead (for packagers, or a
 //!   machine building the components elsewhere).
 //!
 //! Failure modes: a missing `wasm32-wasip2` target or missing sources fail the
@@ -27,8 +27,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// (name in cradle, crate) of every built-in plugin.
-const PLUGINS: [(&str, &str); 3] =
-    [("direct", "cradle-plugin-direct"), ("sample", "cradle-plugin-sample"), ("terraform", "cradle-plugin-terraform")];
+const PLUGINS: [(&str, &str); 4] = [
+    ("direct", "cradle-plugin-direct"),
+    ("sample", "cradle-plugin-sample"),
+    ("terraform", "cradle-plugin-terraform"),
+    ("netbox", "cradle-plugin-netbox"),
+];
 const WASM_TARGET: &str = "wasm32-wasip2";
 const WASM_DIR_ENV: &str = "CRADLE_PLUGIN_WASM_DIR";
 
@@ -96,7 +100,7 @@ fn embed_plugins(workspace: &Path, out_dir: &Path) -> Result<(), String> {
     for (name, _) in PLUGINS {
         if !workspace.join("plugins").join(name).join("Cargo.toml").is_file() {
             return Err(format!(
-                "the sources of the built-in plugin `{name}` are not in {}/plugins; build cradle from its workspace, or set {WASM_DIR_ENV} to a directory holding cradle_plugin_direct.wasm, cradle_plugin_sample.wasm and cradle_plugin_terraform.wasm",
+                "the sources of the built-in plugin `{name}` are not in {}/plugins; build cradle from its workspace, or set {WASM_DIR_ENV} to a directory holding cradle_plugin_direct.wasm, cradle_plugin_sample.wasm, cradle_plugin_terraform.wasm and cradle_plugin_netbox.wasm",
                 workspace.display()
             ));
         }

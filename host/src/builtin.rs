@@ -1,6 +1,7 @@
 //! What ships inside the `cradle` binary: the built-in workflows (the
-//! workspace's `workflows/` tree) and the built-in backend plugins (`direct`,
-//! `sample`), so cradle runs from any directory.
+//! workspace's `workflows/` tree) and the built-in plugins (the backends
+//! `direct`, `sample`, `terraform`; the integration plugin `netbox`), so cradle
+//! runs from any directory.
 //!
 //! Contract:
 //! - [`WORKFLOWS`] holds every `*.rhai` of `workflows/` (including `lib/`) by
@@ -53,6 +54,7 @@ pub static PLUGINS: &[BuiltinPlugin] = &[
     BuiltinPlugin { about: &catalogue::DIRECT, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/direct.wasm")) },
     BuiltinPlugin { about: &catalogue::SAMPLE, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/sample.wasm")) },
     BuiltinPlugin { about: &catalogue::TERRAFORM, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/terraform.wasm")) },
+    BuiltinPlugin { about: &catalogue::NETBOX, wasm: include_bytes!(concat!(env!("OUT_DIR"), "/netbox.wasm")) },
 ];
 
 /// The built-in plugin `name`.
@@ -101,7 +103,7 @@ mod tests {
         let embedded: Vec<&str> = PLUGINS.iter().map(|p| p.name).collect();
         let catalogue: Vec<&str> = catalogue::CATALOGUE.iter().map(|p| p.name).collect();
         assert_eq!(embedded, catalogue);
-        assert_eq!(plugin_names(), "direct, sample, terraform");
+        assert_eq!(plugin_names(), "direct, sample, terraform, netbox");
     }
 
     #[test]

@@ -98,8 +98,31 @@ module_root = "terraform"   # relative to cradle.toml: one module (and state) pe
     destructive_on_sim: true,
 };
 
+/// The built-in `netbox` integration plugin (plugins/netbox, wit/pipeline.wit):
+/// the NetBox pipeline's steps. Its grants name the NetBox endpoint and the
+/// statuses it sets, the DHCP networks and DNS zones it writes, and the
+/// Proxmox scope of its HA calls (the VMIDs and nodes of the rules); the
+/// networks and zones are the operator's, so none is granted by default.
+pub static NETBOX: BuiltinDefaults = BuiltinDefaults {
+    name: "netbox",
+    kind: PluginKind::Integration,
+    summary: "the NetBox pipeline's steps: admit a Staged VM, write its MAC, DHCP reservation, HA rule, DNS, Active or Failed (docs/NETBOX.md)",
+    config: r#"[grants.netbox]
+endpoint = "netbox"
+statuses = ["active", "failed"]
+[grants.dhcp]
+networks = []       # the subnets it may reserve in, e.g. ["10.0.10.0/24"]
+[grants.dns]
+zones = []          # the zones it may write, e.g. ["lab.example"]
+[grants.proxmox]
+nodes = ["*"]
+vmids = "100-999999"
+"#,
+    destructive_on_sim: false,
+};
+
 /// Every built-in plugin, in `super::PLUGINS` order.
-pub static CATALOGUE: &[&BuiltinDefaults] = &[&DIRECT, &SAMPLE, &TERRAFORM];
+pub static CATALOGUE: &[&BuiltinDefaults] = &[&DIRECT, &SAMPLE, &TERRAFORM, &NETBOX];
 
 /// The built-in plugin `name`'s catalogue entry.
 pub fn defaults(name: &str) -> Option<&'static BuiltinDefaults> {
