@@ -102,6 +102,7 @@ impl Fixture {
             http: Endpoints::default(),
             ssh: None,
             dns: None,
+            dhcp: None,
             ansible: None,
             terraform: None,
             rt: rt.handle().clone(),
