@@ -13,6 +13,7 @@ mod crash_sequence;
 mod crash_terraform;
 mod grants;
 mod hardening;
+mod integration_plugins;
 mod least_privilege;
 mod lxc;
 mod metrics;
