@@ -25,9 +25,12 @@
 //! `cloudinit` works through the `checkpoint`, `proxmox` and `ssh` checks.
 //!
 //! The [`registry`] generates [`Capability`], [`Grants`] and [`Call`] from
-//! its lines; [`policy`] holds the shared rules; [`script`] the Rhai glue and
-//! the script-only modules; [`context`] carries the services, [`budget`] the
-//! plugin call's budget, [`run`] a run's data.
+//! its lines; [`policy`] holds the shared rules; [`script`] the script-only
+//! modules; [`script_glue`] and [`script_run`] the Rhai glue every script
+//! module uses (leaves: they import no capability), and each capability's
+//! `script_args.rs` reads script values into its typed requests;
+//! [`context`] carries the services, [`budget`] the plugin call's budget,
+//! [`run`] a run's data.
 
 pub mod budget;
 pub mod checkpoint;
