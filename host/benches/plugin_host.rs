@@ -145,6 +145,7 @@ impl Fixture {
             scope: Arc::new(RunScope::default()),
             backend: Some(backend.clone()),
             backend_grants: None,
+            plugins: Default::default(),
             environment: "bench".into(),
         };
         RunContext::new(Arc::new(NoopObserver), Arc::new(data))
