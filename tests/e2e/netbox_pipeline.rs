@@ -195,15 +195,20 @@ endpoints = ["semaphore"]
 [workflow.grants.http.limit.semaphore]
 methods = ["GET", "POST"]
 paths = ["/api/project/"]
-[workflow.grants.netbox]
+# The pipeline's integration steps are the built-in netbox plugin's: NetBox,
+# DHCP, DNS and the HA calls are its grants, not the workflow's.
+[plugins.netbox.grants.netbox]
 endpoint = "netbox"
 statuses = ["active", "failed"]
-[workflow.grants.dhcp]
+[plugins.netbox.grants.dhcp]
 networks = ["127.78.0.0/16"]
 # not-served.example: a zone the operator listed that the server lacks
 # (a_dns_record_technitium_refuses_...).
-[workflow.grants.dns]
+[plugins.netbox.grants.dns]
 zones = ["{ZONE}", "not-served.example"]
+[plugins.netbox.grants.proxmox]
+nodes = ["*"]
+vmids = "100-999"
 
 [dns.technitium]
 kind = "technitium"

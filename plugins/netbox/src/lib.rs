@@ -193,7 +193,7 @@ impl Guest for Netbox {
         netbox::set_status(netbox_id, "active")
     }
 
-    fn failed(netbox_id: u64, step: String, message: String, run_id: Option<String>) -> Result<bool, Error> {
+    fn report_failure(netbox_id: u64, step: String, message: String, run_id: Option<String>) -> Result<bool, Error> {
         if netbox::read_vm(netbox_id)?.status == "failed" {
             return Ok(false);
         }
@@ -203,7 +203,7 @@ impl Guest for Netbox {
         Ok(true)
     }
 
-    fn staged(filters: Vec<Entry>, limit: u32) -> Result<Vec<netbox::VmSummary>, Error> {
+    fn list_staged(filters: Vec<Entry>, limit: u32) -> Result<Vec<netbox::VmSummary>, Error> {
         netbox::list_vms("staged", &filters, limit)
     }
 }
