@@ -399,7 +399,7 @@ fn referenced_file(value: &str) -> PathBuf {
 }
 
 #[test]
-fn sim_serve_write_config_holds_each_stand_ins_endpoint_and_the_http_grant_and_they_answer() {
+fn sim_serve_write_config_holds_each_stand_ins_endpoint_provider_and_grant_and_a_workflow_reaches_them_through_it() {
     let tmp = tempfile::tempdir().expect("tmp");
     let state = tmp.path().join("sim");
     let written = tmp.path().join("cluster.toml");
@@ -438,13 +438,71 @@ fn sim_serve_write_config_holds_each_stand_ins_endpoint_and_the_http_grant_and_t
         assert_eq!(got.status, 200, "{name}: {got:?}");
     }
 
-    // The NetBox workflow's http grant names the three.
+    // The providers over UniFi and Technitium, the environment naming them, and
+    // the NetBox workflow's grants as docs/NETBOX.md sets them up: http only for
+    // Semaphore, limited to what lib/semaphore.rhai sends.
+    let d = toml_section(&text, "dhcp.unifi");
+    assert_eq!((toml_value(&d, "kind"), toml_value(&d, "endpoint")), ("\"unifi\"", "\"unifi\""), "{text}");
+    assert_eq!(toml_value(&d, "site"), "\"default\"", "{text}");
+    let t = toml_section(&text, "dns.technitium");
+    assert_eq!((toml_value(&t, "kind"), toml_value(&t, "endpoint")), ("\"technitium\"", "\"technitium\""), "{text}");
+    assert_eq!(toml_value(&t, "zones"), "[\"e2e.example.org\", \"second.example.net\"]", "{text}");
+    assert_eq!((toml_value(&t, "ttl"), toml_value(&t, "ptr")), ("300", "true"), "{text}");
+    let env = toml_section(&text, "environments.sim");
+    assert_eq!((toml_value(&env, "cluster"), toml_value(&env, "backend")), ("\"sim\"", "\"direct\""), "{text}");
+    assert_eq!((toml_value(&env, "dhcp"), toml_value(&env, "dns")), ("\"unifi\"", "\"technitium\""), "{text}");
+    let grant = toml_section(&text, "workflow.grants.dhcp");
+    assert_eq!(toml_value(&grant, "networks"), "[\"127.77.0.0/24\"]", "the UniFi site's subnet: {text}");
+    let grant = toml_section(&text, "workflow.grants.dns");
+    assert_eq!(toml_value(&grant, "zones"), "[\"e2e.example.org\", \"second.example.net\"]", "{text}");
+    let grant = toml_section(&text, "workflow.grants.netbox");
+    assert_eq!(toml_value(&grant, "endpoint"), "\"netbox\"", "{text}");
+    assert_eq!(toml_value(&grant, "statuses"), "[\"active\", \"failed\"]", "{text}");
     let grant = toml_section(&text, "workflow.grants.http");
-    assert_eq!(toml_value(&grant, "endpoints"), "[\"unifi\", \"technitium\", \"semaphore\"]", "{text}");
+    assert_eq!(toml_value(&grant, "endpoints"), "[\"semaphore\"]", "{text}");
+    let limit = toml_section(&text, "workflow.grants.http.limit.semaphore");
+    assert_eq!(toml_value(&limit, "methods"), "[\"GET\", \"POST\"]", "{text}");
+    assert_eq!(toml_value(&limit, "paths"), "[\"/api/project/\"]", "{text}");
     // No secret is in the file itself: only references.
     for secret in [unifi.secret("unifi.api-key"), dns.secret("technitium.token"), sem.secret("semaphore.token")] {
         assert!(!text.contains(&secret), "a credential was written into the config");
     }
+
+    // The file is a cradle.toml as it is (only a workflow directory added): cradle
+    // loads it, and a workflow's dhcp reserve and dns upsert go through the
+    // written providers to the stand-ins.
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(project.join("workflows")).expect("mkdir workflows");
+    std::fs::write(
+        project.join("workflows/probe.rhai"),
+        "fn main(mac, ip, fqdn) {\n    dhcp::reserve(\"\", mac, ip, \"probe-0\");\n    \
+         dns::upsert(#{ zone: \"e2e.example.org\", name: fqdn, kind: \"a\", value: ip });\n    \"done\"\n}\n",
+    )
+    .expect("probe.rhai");
+    let config = project.join("cradle.toml");
+    std::fs::write(&config, format!("[workflow]\ndir = \"workflows\"\n{text}")).expect("cradle.toml");
+    let (mac, ip, fqdn) = ("02:00:00:00:33:01", "127.77.0.50", "probe-0.e2e.example.org");
+    let run = Out::from(
+        Command::new(cradle_bin())
+            .arg("--config")
+            .arg(&config)
+            .args(["run", "probe", "--env", "sim", mac, ip, fqdn])
+            .env_remove("CRADLE_CONFIG")
+            .env_remove("CRADLE_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cradle run"),
+    );
+    assert_eq!(run.code, 0, "{run:#?}\n{text}");
+    let seen = curl(&["--cacert", &ca, "-H", &key], &format!("{}/api/s/default/stat/user/{mac}", unifi.url));
+    let client = &seen.json()["data"][0];
+    assert_eq!((client["use_fixedip"].as_bool(), client["fixed_ip"].as_str()), (Some(true), Some(ip)), "{seen:?}");
+    let bearer = format!("Authorization: Bearer {}", dns.secret("technitium.token"));
+    let got = curl(&["-H", &bearer], &format!("{}/api/zones/records/get?domain={fqdn}&zone=e2e.example.org", dns.url));
+    let records = got.json()["response"]["records"].clone();
+    let a: Vec<&Value> = records.as_array().expect("records").iter().filter(|r| r["type"] == "A").collect();
+    assert_eq!(a.len(), 1, "{got:?}");
+    assert_eq!(a[0]["rData"]["ipAddress"], ip, "{got:?}");
 }
 
 #[test]

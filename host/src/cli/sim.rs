@@ -15,8 +15,11 @@
 //! for DHCP get their NIC's reservation, else a pool address). The UniFi URL
 //! printed is the one an endpoint takes (`…/proxy/network` for a UniFi OS
 //! controller); with `--write-config` the file also gets each stand-in's
-//! `[endpoints.NAME]` (credentials by `{ file = … }`) and the
-//! `[workflow.grants.http]` the NetBox workflow needs (docs/NETBOX.md).
+//! `[endpoints.NAME]` (credentials by `{ file = … }`), the `[dhcp.unifi]` and
+//! `[dns.technitium]` providers over them, an `[environments.NAME]` (the
+//! cluster's name, backend `direct`) whose `dhcp`/`dns` name them, and the
+//! `[workflow.grants.dhcp|dns|netbox|http]` the NetBox workflow needs, as
+//! docs/NETBOX.md sets them up: the file loads as a cradle.toml as it is.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -183,18 +186,35 @@ fn unifi_endpoint(u: &cradle_sim::services::unifi::Unifi) -> String {
 }
 
 impl StandIns {
-    /// The `[endpoints.*]` sections of the stand-ins (credentials by file, in
-    /// `dir` as [`StandIns::announce`] wrote them) and the `[workflow.grants.http]`
-    /// the NetBox workflow needs; empty without stand-ins.
-    fn config(&self, dir: &std::path::Path) -> String {
+    /// The sections a cradle.toml needs to use the stand-ins as docs/NETBOX.md
+    /// sets the real services up (empty without stand-ins): each stand-in's
+    /// `[endpoints.*]` (credentials by file, in `dir` as [`StandIns::announce`]
+    /// wrote them); the `[dhcp.unifi]` and `[dns.technitium]` providers over
+    /// them and an `[environments.ENV]` on cluster `env` naming them; and the
+    /// NetBox workflow's grants of these services: `dhcp` (the UniFi site's
+    /// subnets), `dns` (the Technitium zones), `netbox` (NetBox is not
+    /// simulated: its `[endpoints.netbox]` is the operator's) and `http`
+    /// (Semaphore only, limited to what lib/semaphore.rhai sends).
+    fn config(&self, dir: &std::path::Path, env: &str) -> String {
         use std::fmt::Write as _;
+        if self.unifi.is_none() && self.technitium.is_none() && self.semaphore.is_none() {
+            return String::new();
+        }
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let list = |items: &[String]| items.iter().map(|s| q(s)).collect::<Vec<_>>().join(", ");
         let abs = |name: &str| {
             let p = dir.join(name);
             q(&std::path::absolute(&p).unwrap_or(p).display().to_string())
         };
         let mut out = String::new();
-        let mut names = Vec::new();
+        let mut grants = String::new();
+        let _ = writeln!(out, "\n[environments.{env}]\ncluster = {}\nbackend = \"direct\"", q(env));
+        if self.unifi.is_some() {
+            let _ = writeln!(out, "dhcp = \"unifi\"");
+        }
+        if self.technitium.is_some() {
+            let _ = writeln!(out, "dns = \"technitium\"");
+        }
         if let Some(u) = &self.unifi {
             let _ = writeln!(out, "\n[endpoints.unifi]\nurl = {}", q(&unifi_endpoint(u)));
             if u.api_key().is_some() {
@@ -206,28 +226,53 @@ impl StandIns {
             if u.ca_pem().is_some() {
                 let _ = writeln!(out, "ca_file = {}", abs("unifi-ca.pem"));
             }
-            names.push("\"unifi\"");
+            let _ = writeln!(out, "\n[dhcp.unifi]\nkind = \"unifi\"\nendpoint = \"unifi\"\nsite = \"{UNIFI_SITE}\"");
+            let _ = writeln!(out, "\n[workflow.grants.dhcp]\nnetworks = [{}]", list(&unifi_subnets(u)));
         }
         if let Some(t) = &self.technitium {
             let _ = writeln!(out, "\n[endpoints.technitium]\nurl = {}", q(&t.url()));
             let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"bearer\"", abs("technitium.token"));
-            names.push("\"technitium\"");
+            let zones = list(&t.zones());
+            let _ = writeln!(
+                out,
+                "\n[dns.technitium]\nkind = \"technitium\"\nendpoint = \"technitium\"\nzones = [{zones}]\nttl = 300\nptr = true"
+            );
+            let _ = writeln!(out, "\n[workflow.grants.dns]\nzones = [{zones}]");
         }
         if let Some(s) = &self.semaphore {
             let _ = writeln!(out, "\n[endpoints.semaphore]\nurl = {}", q(&s.url()));
             let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"bearer\"", abs("semaphore.token"));
-            names.push("\"semaphore\"");
-        }
-        if !names.is_empty() {
             let _ = writeln!(
-                out,
-                "\n# The NetBox workflow's http grant (docs/NETBOX.md; NetBox itself is [workflow.grants.netbox]).\n\
-                 [workflow.grants.http]\nendpoints = [{}]",
-                names.join(", ")
+                grants,
+                "\n# The NetBox workflow reaches Semaphore by http: what lib/semaphore.rhai sends.\n\
+                 [workflow.grants.http]\nendpoints = [\"semaphore\"]\n\
+                 [workflow.grants.http.limit.semaphore]\nmethods = [\"GET\", \"POST\"]\npaths = [\"/api/project/\"]"
             );
         }
+        let _ = writeln!(
+            out,
+            "\n# NetBox is not simulated: add [endpoints.netbox] (url, token) for a real one (docs/NETBOX.md).\n\
+             [workflow.grants.netbox]\nendpoint = \"netbox\"\nstatuses = [\"active\", \"failed\"]{grants}"
+        );
         out
     }
+}
+
+/// The UniFi site the written `[dhcp.unifi]` names: the one the stand-in's
+/// DHCP serves the cluster from.
+const UNIFI_SITE: &str = "default";
+
+/// The subnets (`10.0.10.0/24`) of the stand-in's networks in [`UNIFI_SITE`],
+/// for `[workflow.grants.dhcp] networks`.
+fn unifi_subnets(u: &cradle_sim::services::unifi::Unifi) -> Vec<String> {
+    u.networks()
+        .iter()
+        .filter(|n| n.site == UNIFI_SITE)
+        .map(|n| {
+            let mask = u32::MAX.checked_shl(32 - u32::from(n.prefix.min(32))).unwrap_or(0);
+            format!("{}/{}", std::net::Ipv4Addr::from(u32::from(n.gateway) & mask), n.prefix)
+        })
+        .collect()
 }
 
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
@@ -263,14 +308,14 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
         config.guest_mode = cradle_sim::GuestMode::Qemu(q);
     }
     let stand_ins = StandIns::start(args).await?;
-    config.dhcp = stand_ins.unifi.as_ref().map(|u| u.dhcp("default"));
+    config.dhcp = stand_ins.unifi.as_ref().map(|u| u.dhcp(UNIFI_SITE));
     let cluster = cradle_sim::Cluster::start(config).await?;
     print!("{}", cluster.banner());
     let credentials = args.stand_in_credentials.clone().unwrap_or_else(|| cluster.root().join("stand-ins"));
     print!("{}", stand_ins.announce(&credentials)?);
     if let Some(path) = &args.write_config {
         crate::cluster::write_client_config(&cluster, &args.cluster_name, path).map_err(anyhow::Error::msg)?;
-        let endpoints = stand_ins.config(&credentials);
+        let endpoints = stand_ins.config(&credentials, &args.cluster_name);
         if !endpoints.is_empty() {
             let mut text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("cannot read back {}: {e}", path.display()))?;
