@@ -2,6 +2,7 @@
 //! names the hole it closes and fails if the fix is reverted.
 
 mod budget;
+mod integration;
 mod lock_ssh;
 mod network;
 mod proxmox;
