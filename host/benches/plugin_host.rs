@@ -25,6 +25,7 @@ use cradle::caps::http::Endpoints;
 use cradle::caps::lock::{FsLockStore, LockStore};
 use cradle::caps::policy::RunScope;
 use cradle::caps::run::RunData;
+use cradle::contract::bindings::cradle::host::types::VmSpec;
 use cradle::plugin::backend::{PluginBackend, vm_binding};
 use cradle::plugin::cache::CacheOutcome;
 use cradle::plugin::limits::Limits;
@@ -83,6 +84,8 @@ struct Fixture {
     run: Arc<RunHandle>,
     vm_map: Dynamic,
     vm_val: Val,
+    /// `vm_val` as the typed record the lifecycle path binds the VM from.
+    vm_spec: VmSpec,
     // Dropped last: the plugin's engine ticks on the host's epoch thread.
     host: PluginHost,
 }
@@ -118,12 +121,14 @@ impl Fixture {
         let plan = plugin.admitted.exports.iter().find(|e| e.name == "plan").expect("the sample plugin exports `plan`");
         let (param, ty) = plan.params.first().expect("`plan` takes a vm-spec");
         let vm_val = to_val(&vm_map, ty, param).expect("the map is a vm-spec");
-        Fixture { _state: state, _rt: rt, plugin, services, run, vm_map, vm_val, host }
+        let canonical = cradle::workflow::from_val_typed(&vm_val, ty, param).expect("a vm-spec converts back");
+        let vm_spec: VmSpec = rhai::serde::from_dynamic(&canonical).expect("the typed vm-spec");
+        Fixture { _state: state, _rt: rt, plugin, services, run, vm_map, vm_val, vm_spec, host }
     }
 
     /// The capability context `PluginBackend::call` builds for a call about `vm_val`.
     fn caps(&self) -> CapCtx {
-        let vm = vm_binding(&self.vm_val).expect("a vm-spec binds a VM");
+        let vm = vm_binding(&self.vm_spec);
         CapCtx {
             caller: PLUGIN.into(),
             origin: format!("plugins.{PLUGIN}.grants"),
