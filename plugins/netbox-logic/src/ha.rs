@@ -1,7 +1,9 @@
 //! Proxmox VE 9 HA for a VM: a member of its node's node-affinity rule.
-//! PVE facts (pve-ha-manager src/PVE/API2/HA/Rules.pm): a resource can be in
-//! one node-affinity rule only, and a rule's `resources` is replaced as a
-//! whole, so the rule is read, extended and written back with its digest (or
+//! PVE facts: a resource can be in
+//! one node-affinity rule only (proxmox/pve-ha-manager
+//! b71218f279d57417dbcdd957128499695fe55171 src/PVE/HA/Rules/NodeAffinity.pm:245,
+//! "resource '$sid' is already used in another node affinity rule"), and a
+//! rule's `resources` is replaced as a whole, so the rule is read, extended and written back with its digest (or
 //! created when missing). The HA resource itself is added `stopped` (a
 //! `started` one is started by HA at once); that needs no decision here.
 
