@@ -458,6 +458,16 @@ fn sim_serve_write_config_holds_each_stand_ins_endpoint_provider_and_grant_and_a
     let grant = toml_section(&text, "workflow.grants.netbox");
     assert_eq!(toml_value(&grant, "endpoint"), "\"netbox\"", "{text}");
     assert_eq!(toml_value(&grant, "statuses"), "[\"active\", \"failed\"]", "{text}");
+    // The NetBox pipeline's integration plugin (the built-in `netbox`) gets
+    // its own grants of the same services, and its HA calls' proxmox scope.
+    let grant = toml_section(&text, "plugins.netbox.grants.netbox");
+    assert_eq!(toml_value(&grant, "statuses"), "[\"active\", \"failed\"]", "{text}");
+    let grant = toml_section(&text, "plugins.netbox.grants.dhcp");
+    assert_eq!(toml_value(&grant, "networks"), "[\"127.77.0.0/24\"]", "{text}");
+    let grant = toml_section(&text, "plugins.netbox.grants.dns");
+    assert_eq!(toml_value(&grant, "zones"), "[\"e2e.example.org\", \"second.example.net\"]", "{text}");
+    let grant = toml_section(&text, "plugins.netbox.grants.proxmox");
+    assert_eq!(toml_value(&grant, "vmids"), "\"100-999999\"", "{text}");
     let grant = toml_section(&text, "workflow.grants.http");
     assert_eq!(toml_value(&grant, "endpoints"), "[\"semaphore\"]", "{text}");
     let limit = toml_section(&text, "workflow.grants.http.limit.semaphore");

@@ -18,8 +18,10 @@
 //! `[endpoints.NAME]` (credentials by `{ file = … }`), the `[dhcp.unifi]` and
 //! `[dns.technitium]` providers over them, an `[environments.NAME]` (the
 //! cluster's name, backend `direct`) whose `dhcp`/`dns` name them, and the
-//! `[workflow.grants.dhcp|dns|netbox|http]` the NetBox workflow needs, as
-//! docs/NETBOX.md sets them up: the file loads as a cradle.toml as it is.
+//! `[workflow.grants.dhcp|dns|netbox|http]` the NetBox workflow needs, and
+//! the built-in `netbox` integration plugin's `[plugins.netbox.grants.*]`
+//! (NetBox, the subnets, the zones, HA), as docs/NETBOX.md sets them up: the
+//! file loads as a cradle.toml as it is.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -208,6 +210,13 @@ impl StandIns {
         };
         let mut out = String::new();
         let mut grants = String::new();
+        // The NetBox pipeline's integration steps are the built-in `netbox`
+        // plugin's (docs/NETBOX.md): its own grants of the same services.
+        let mut plugin = String::from(
+            "\n# The NetBox pipeline's integration plugin (built in): NetBox, DHCP, DNS and HA are its grants.\n\
+             [plugins.netbox.grants.netbox]\nendpoint = \"netbox\"\nstatuses = [\"active\", \"failed\"]\n\
+             [plugins.netbox.grants.proxmox]\nnodes = [\"*\"]\nvmids = \"100-999999\"\n",
+        );
         let _ = writeln!(out, "\n[environments.{env}]\ncluster = {}\nbackend = \"direct\"", q(env));
         if self.unifi.is_some() {
             let _ = writeln!(out, "dhcp = \"unifi\"");
@@ -228,6 +237,7 @@ impl StandIns {
             }
             let _ = writeln!(out, "\n[dhcp.unifi]\nkind = \"unifi\"\nendpoint = \"unifi\"\nsite = \"{UNIFI_SITE}\"");
             let _ = writeln!(out, "\n[workflow.grants.dhcp]\nnetworks = [{}]", list(&unifi_subnets(u)));
+            let _ = writeln!(plugin, "[plugins.netbox.grants.dhcp]\nnetworks = [{}]", list(&unifi_subnets(u)));
         }
         if let Some(t) = &self.technitium {
             let _ = writeln!(out, "\n[endpoints.technitium]\nurl = {}", q(&t.url()));
@@ -238,6 +248,7 @@ impl StandIns {
                 "\n[dns.technitium]\nkind = \"technitium\"\nendpoint = \"technitium\"\nzones = [{zones}]\nttl = 300\nptr = true"
             );
             let _ = writeln!(out, "\n[workflow.grants.dns]\nzones = [{zones}]");
+            let _ = writeln!(plugin, "[plugins.netbox.grants.dns]\nzones = [{zones}]");
         }
         if let Some(s) = &self.semaphore {
             let _ = writeln!(out, "\n[endpoints.semaphore]\nurl = {}", q(&s.url()));
@@ -254,6 +265,7 @@ impl StandIns {
             "\n# NetBox is not simulated: add [endpoints.netbox] (url, token) for a real one (docs/NETBOX.md).\n\
              [workflow.grants.netbox]\nendpoint = \"netbox\"\nstatuses = [\"active\", \"failed\"]{grants}"
         );
+        out.push_str(&plugin);
         out
     }
 }
