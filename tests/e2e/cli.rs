@@ -211,7 +211,7 @@ fn an_environment_naming_a_missing_plugin_is_refused_naming_the_field() {
     let err = fails(&out);
     assert!(err.contains("cradle.toml"), "{err}");
     assert!(
-        err.contains("environments.test.backend = \"ghost\" is neither defined in [plugins] (known: sample) nor built in (built-in: direct, sample, terraform)"),
+        err.contains("environments.test.backend = \"ghost\" is neither defined in [plugins] (known: sample) nor built in (built-in: direct, sample, terraform, netbox)"),
         "{err}"
     );
 }
