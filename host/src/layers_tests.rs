@@ -160,10 +160,10 @@ fn the_file_reader_resolves_use_groups_super_self_and_re_exports() {
     // `use super::{HostName, Inventory, InventoryError, Scope}` in inventory/vmid.rs:
     // its parent's own items are left out.
     assert!(edge("inventory/vmid.rs", "inventory/mod.rs").is_empty(), "{graph:#?}");
-    // `use crate::caps::ssh::{ClientKind, SshClient, SshSettings}` in project.rs:
+    // `use crate::caps::ssh::{ClientKind, SshClient, SshSettings}` in project/services.rs:
     // SshClient through ssh/mod.rs's `pub use client::SshClient`.
-    assert!(edge("project.rs", "caps/ssh/client.rs").contains("SshClient"), "{graph:#?}");
-    assert!(edge("project.rs", "caps/ssh/mod.rs").contains("SshSettings"), "{graph:#?}");
+    assert!(edge("project/services.rs", "caps/ssh/client.rs").contains("SshClient"), "{graph:#?}");
+    assert!(edge("project/services.rs", "caps/ssh/mod.rs").contains("SshSettings"), "{graph:#?}");
     // `super::super::transport::{Trust, check_identity}` in a file of a child module.
     assert!(edge("caps/ssh/native/connect.rs", "caps/ssh/transport.rs").contains("check_identity"), "{graph:#?}");
     // A group below a module path: `use crate::contract::{CapError, ErrorKind}`.

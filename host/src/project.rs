@@ -1,6 +1,10 @@
 //! A project: `cradle.toml`, its state directory, the plugin host, and the
 //! swappable [`Loaded`] unit (plugins + compiled workflows) that runs use.
 //!
+//! A run's services (cluster connection, SSH, providers, lock and checkpoint
+//! stores) are made by `services.rs`'s `ServicesBuilder`, which keeps what is
+//! made once per project.
+//!
 //! [`Project::run`] is the one way a workflow runs: it opens the journal,
 //! builds the run's capability context, calls the script function on the
 //! calling (blocking) thread, then — whatever happened — releases the locks
@@ -14,20 +18,11 @@ use std::time::Instant;
 use rhai::Dynamic;
 
 use crate::builtin::catalogue::PluginKind;
-use crate::caps::checkpoint::CheckpointStore;
 use crate::caps::context::{RunHandle, Services};
-use crate::caps::coordination::CoordinationBackend;
-use crate::caps::coordination::etcd::EtcdConn;
-use crate::caps::coordination::records::{Sealer, SharedRecords};
-use crate::caps::dns::providers::{DnsProviders, Provider};
-use crate::caps::dns::technitium::Technitium;
-use crate::caps::dns::{DnsProviderKind, Rfc2136};
-use crate::caps::http::Endpoints;
-use crate::caps::lock::{EtcdLockStore, FsLockStore, LockStore};
+use crate::caps::coordination::records::SharedRecords;
+use crate::caps::lock::LockStore;
 use crate::caps::policy::{RunScope, ScopedVm, SshLogin};
 use crate::caps::run::{BackendGrants, PluginRoles, RunData};
-use crate::caps::ssh::{ClientKind, SshClient, SshSettings};
-use crate::caps::terraform::Terraform;
 use crate::cluster::ClusterError;
 use crate::config::{Config, ConfigError, EnvironmentError};
 use crate::journal::{JournalError, JournalWriter, LogLevel, PluginVersion, RunStart, RunStatus};
@@ -39,6 +34,10 @@ use crate::workflow::{
     Backend, BackendHandle, EngineOptions, RunContext, RunObserver, WorkflowError, WorkflowLimits, WorkflowSet,
     WorkflowSource,
 };
+
+mod services;
+
+use services::ServicesBuilder;
 
 /// A step starting or ending, for live progress displays.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,17 +193,9 @@ pub struct Project {
     pub host: PluginHost,
     /// Simulated clusters this project started (kept for the process's life).
     pub sims: crate::cluster::SimClusters,
-    /// Each cluster's connection, made by the first run that needs it and
-    /// shared by the runs after it: one API client (its TLS connections and
-    /// its shared VM listings, `caps::proxmox::client::flights`) for a whole
-    /// `cradle provision`, instead of a new client, TLS handshake and
-    /// credential file per VM.
-    connections: Mutex<BTreeMap<String, crate::cluster::ClusterAccess>>,
-    /// The lock store of `[coordination]`, made (for etcd: connected) by the
-    /// first run that needs it and shared by every run after it.
-    locks: Mutex<Option<Arc<dyn LockStore>>>,
-    /// The etcd connection and sealing key of `[coordination]`, made once.
-    shared: Mutex<Option<SharedRecords>>,
+    /// The run services' builder and the connections, lock store and shared
+    /// records it made once for every run after the first.
+    services: ServicesBuilder,
     /// Where every run's step events go (the CLI's live progress display).
     pub progress: ProgressSink,
 }
@@ -282,9 +273,7 @@ impl Project {
             state,
             host,
             sims: Default::default(),
-            connections: Mutex::default(),
-            locks: Mutex::default(),
-            shared: Mutex::default(),
+            services: ServicesBuilder::default(),
             progress: ProgressSink::default(),
         })
     }
@@ -395,173 +384,36 @@ impl Project {
         Ok(WorkflowSet::load_from(&self.workflow_source()?, &opts)?)
     }
 
+    /// The builder's view of this project: what every service is made from.
+    fn service_inputs(&self) -> services::Inputs<'_> {
+        services::Inputs { config: &self.config, state: &self.state, sims: &self.sims }
+    }
+
     /// The lock store `[coordination]` names: this node's state directory, or
-    /// etcd (connected here, once per project).
+    /// etcd (connected once per project; `project/services.rs`).
     pub fn locks(&self) -> Result<Arc<dyn LockStore>, ProjectError> {
-        let mut slot = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(store) = &*slot {
-            return Ok(store.clone());
-        }
-        let store: Arc<dyn LockStore> = match self.shared_records()? {
-            Some(shared) => Arc::new(EtcdLockStore::new(shared.conn)),
-            None => Arc::new(FsLockStore::new(self.state.locks()?)),
-        };
-        *slot = Some(store.clone());
-        Ok(store)
+        self.services.locks(self.service_inputs())
     }
 
     /// With `[coordination] backend = "etcd"`: the connection and the sealing
-    /// key of the shared records (checkpoints, creation records), made once
-    /// per project and shared with the lock store. `None` for the file backend.
+    /// key of the shared records (checkpoints, creation records), made once per
+    /// project and shared with the lock store. `None` for the file backend.
     pub fn shared_records(&self) -> Result<Option<SharedRecords>, ProjectError> {
-        let config = &self.config.coordination;
-        if config.backend != CoordinationBackend::Etcd {
-            return Ok(None);
-        }
-        let mut slot = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = &*slot {
-            return Ok(Some(shared.clone()));
-        }
-        let env = |e: String| ProjectError::Environment(format!("[coordination]: {e}"));
-        let key = config.records_key.as_ref().ok_or_else(|| env("records_key is required with etcd".into()))?;
-        let sealer = Arc::new(Sealer::from_ref(key).map_err(|e| env(e.to_string()))?);
-        let conn = Arc::new(EtcdConn::connect(config, &self.config.base_dir).map_err(|e| env(e.to_string()))?);
-        let shared = SharedRecords { conn, sealer };
-        *slot = Some(shared.clone());
-        Ok(Some(shared))
+        self.services.shared_records(self.service_inputs())
     }
 
-    /// The services of environment `env` (its cluster connection is made here).
+    /// The services of environment `env` (its cluster connection is made by the
+    /// first call and shared after; `project/services.rs`).
     pub fn services(&self, env: &str) -> Result<Services, ProjectError> {
-        let (_, environment) = self.config.environment(Some(env))?;
-        let cluster = &self.config.clusters[&environment.cluster];
-        let rt = tokio::runtime::Handle::try_current().map_err(|_| {
-            ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
-        })?;
-        let access = self.connection(&environment.cluster, &rt)?;
-        let locks = self.locks()?;
-        let ssh = SshClient::new(SshSettings {
-            known_hosts: self.state.known_hosts(),
-            identity: access.identity.clone(),
-            connect_timeout: std::time::Duration::from_secs(10),
-            control_dir: if self.config.ssh.multiplex && !access.ssh_builtin {
-                crate::caps::ssh::control_dir(self.state.root())
-            } else {
-                None
-            },
-            client: if access.ssh_builtin {
-                ClientKind::Builtin {
-                    share: self.config.ssh.multiplex,
-                    agent: std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from),
-                }
-            } else {
-                ClientKind::OpenSsh
-            },
-        })
-        .map_err(|e| ProjectError::Environment(e.message))?;
-        for (node, node_ssh) in &access.nodes {
-            if let Some(key) = &node_ssh.host_key {
-                let pinned = if access.own_nodes {
-                    ssh.pin_own_server_key(&node_ssh.host, node_ssh.port, key)
-                } else {
-                    ssh.trust_host_key(&node_ssh.host, node_ssh.port, key)
-                };
-                pinned.map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
-            }
-        }
-        let http = Endpoints::new(&self.config.endpoints);
-        let mut dns_list = Vec::new();
-        for name in &environment.dns {
-            let cfg = self.config.dns.get(name).ok_or_else(|| {
-                ProjectError::Environment(format!("environment `{env}` names dns = \"{name}\", which is not in [dns]"))
-            })?;
-            let provider = match cfg.kind {
-                DnsProviderKind::Rfc2136 => Rfc2136::new(name, cfg).map(|p| Provider::Rfc2136(Box::new(p))),
-                DnsProviderKind::Technitium => Technitium::new(name, cfg, http.clone()).map(Provider::Technitium),
-            };
-            dns_list.push((name.clone(), provider.map_err(|e| ProjectError::Environment(e.message))?));
-        }
-        let dns = (!dns_list.is_empty()).then(|| Arc::new(DnsProviders::new(dns_list)));
-        let dhcp = match &environment.dhcp {
-            Some(name) => {
-                let cfg = self.config.dhcp.get(name).ok_or_else(|| {
-                    ProjectError::Environment(format!(
-                        "environment `{env}` names dhcp = \"{name}\", which is not in [dhcp]"
-                    ))
-                })?;
-                let provider = crate::caps::dhcp::Unifi::new(name, cfg, http.clone());
-                Some(Arc::new(provider.map_err(|e| ProjectError::Environment(e.message))?))
-            }
-            None => None,
-        };
-        let terraform = Some(Arc::new(self.terraform(&environment.cluster, access.terraform)));
-        Ok(Services {
-            locks,
-            checkpoints: CheckpointStore::new(self.state.checkpoints()?).shared(self.shared_records()?),
-            proxmox: Some(Arc::new(access.proxmox)),
-            http,
-            ssh: Some(Arc::new(ssh)),
-            dns,
-            dhcp,
-            ansible: Some(Arc::new(crate::caps::ssh::playbook::Ansible {
-                command: self.config.ansible.resolved(&self.config.base_dir),
-                log_dir: self.state.root().join("ansible"),
-            })),
-            terraform,
-            rt,
-            cluster_id: crate::cluster::cluster_id(&environment.cluster, cluster),
-            nodes: access.nodes,
-            guest_keys: access.guest_keys,
-            project_dir: self.config.base_dir.clone(),
-            // Simulated guests live on the simulator's clock; qemu guests and
-            // real clusters on the wall clock.
-            wait_scale: match cluster.kind {
-                crate::config::ClusterKind::Sim if cluster.sim.qemu.is_none() => cluster.sim.time_scale,
-                _ => 1.0,
-            },
-        })
+        self.services.services(self.service_inputs(), env)
     }
 
     /// Whether environment `env`'s cluster can be connected to at all, asked once
-    /// before a command works on its VMs (`crate::cluster::check_reachable`), so
-    /// an endpoint that refuses connections is one error naming the cluster and
-    /// URL, not one per VM. The in-process simulator always answers: not asked.
+    /// before a command works on its VMs, so an endpoint that refuses connections
+    /// is one error naming the cluster and URL, not one per VM. The in-process
+    /// simulator always answers: not asked.
     pub fn check_reachable(&self, env: Option<&str>) -> Result<(), ProjectError> {
-        let (_, environment) = self.config.environment(env)?;
-        if self.config.clusters[&environment.cluster].kind == crate::config::ClusterKind::Sim {
-            return Ok(());
-        }
-        let rt = tokio::runtime::Handle::try_current().map_err(|_| {
-            ProjectError::Environment("cradle runs workflows inside its tokio runtime; none is running".into())
-        })?;
-        let access = self.connection(&environment.cluster, &rt)?;
-        crate::cluster::check_reachable(&environment.cluster, &access, &rt)?;
-        Ok(())
-    }
-
-    /// The connection to cluster `name`, made once per project (see `connections`).
-    fn connection(
-        &self,
-        name: &str,
-        rt: &tokio::runtime::Handle,
-    ) -> Result<crate::cluster::ClusterAccess, ProjectError> {
-        let mut made = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(access) = made.get(name) {
-            return Ok(access.clone());
-        }
-        let cluster = &self.config.clusters[name];
-        let access = crate::cluster::connect(name, cluster, &self.config, &self.sims, &self.state, rt)?;
-        made.insert(name.to_string(), access.clone());
-        Ok(access)
-    }
-
-    /// The environment's terraform: `[terraform]` (its paths resolved against
-    /// cradle.toml by the config loader), on the cluster `cluster` as `creds`
-    /// reach it.
-    fn terraform(&self, cluster: &str, creds: crate::caps::terraform::Credentials) -> Terraform {
-        let cfg = &self.config.terraform;
-        let cache = cfg.plugin_cache_dir.clone().unwrap_or_else(|| self.state.root().join("terraform/plugin-cache"));
-        Terraform::new(cfg, creds, cluster, cache)
+        self.services.check_reachable(self.service_inputs(), env)
     }
 
     /// Run `req` against `loaded`, on the calling thread (which must be a
