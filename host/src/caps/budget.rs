@@ -166,6 +166,8 @@ pub enum TimeoutArg {
     Terraform,
     /// One `ssh::playbook` run.
     Playbook,
+    /// `post.run` `timeout-ms`: one post-provision task, start to end.
+    PostTask,
 }
 
 impl TimeoutArg {
@@ -175,7 +177,7 @@ impl TimeoutArg {
             TimeoutArg::WaitTask | TimeoutArg::SshExec => Duration::from_secs(30 * 60),
             TimeoutArg::SshWaitFor => Duration::from_secs(15 * 60),
             TimeoutArg::Http => Duration::from_secs(60),
-            TimeoutArg::Terraform | TimeoutArg::Playbook => Duration::from_secs(24 * 60 * 60),
+            TimeoutArg::Terraform | TimeoutArg::Playbook | TimeoutArg::PostTask => Duration::from_secs(24 * 60 * 60),
         }
     }
 
@@ -198,6 +200,7 @@ impl TimeoutArg {
             TimeoutArg::Http => "http.send",
             TimeoutArg::Terraform => "terraform",
             TimeoutArg::Playbook => "ssh::playbook",
+            TimeoutArg::PostTask => "post.run",
         }
     }
 }

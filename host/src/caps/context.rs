@@ -91,6 +91,8 @@ pub struct Services {
     pub dns: Option<Arc<super::dns::providers::DnsProviders>>,
     /// The environment's DHCP provider (`dhcp = "NAME"` → `[dhcp.NAME]`), when it has one.
     pub dhcp: Option<Arc<super::dhcp::Unifi>>,
+    /// The environment's post-provision task provider (`post = "NAME"` → `[post.NAME]`), when it has one.
+    pub post: Option<Arc<super::post::Semaphore>>,
     /// How to run Ansible playbooks (`[ansible]`), for `ssh::playbook`.
     pub ansible: Option<Arc<super::ssh::playbook::Ansible>>,
     /// The environment's terraform (`[terraform]`, talking to its cluster).
@@ -157,6 +159,7 @@ impl Services {
             ssh: None,
             dns: None,
             dhcp: None,
+            post: None,
             ansible: None,
             terraform: None,
             rt: rt.handle().clone(),

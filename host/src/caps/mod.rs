@@ -44,6 +44,7 @@ pub mod image;
 pub mod lock;
 pub mod log;
 pub mod netbox;
+pub mod post;
 pub mod policy;
 pub mod proxmox;
 pub mod registry;

@@ -49,6 +49,10 @@ capabilities! {
         Dns = dns(DnsGrant, DnsCall<'a>), rhai dns;
         /// DHCP reservations (a fixed address for a MAC) in granted subnets.
         Dhcp = dhcp(DhcpGrant, DhcpCall<'a>), rhai dhcp;
+        /// Post-provision tasks (Semaphore task templates) of granted
+        /// projects and templates. Its script module is `post_task`:
+        /// workflows import `lib/post` as `post`, which would shadow it.
+        Post = post(PostGrant, PostCall), rhai post_task;
         /// Workflow locks.
         Lock = lock(LockGrant, LockCall<'a>), rhai lock;
         /// Finalization checkpoints of the run's VMs (and the creation records'

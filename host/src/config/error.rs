@@ -96,6 +96,12 @@ pub enum ConfigProblem {
     /// A `[dhcp.NAME]` value.
     #[error("dhcp.{name}: {problem}")]
     DhcpProvider { name: String, problem: String },
+    /// An environment's post-provision task provider is not defined.
+    #[error("environments.{env}.post = \"{post}\" is not defined in [post] (known: {known})")]
+    Post { env: String, post: String, known: String },
+    /// A `[post.NAME]` value.
+    #[error("post.{name}: {problem}")]
+    PostProvider { name: String, problem: String },
     /// A `[dns.NAME]` value.
     #[error("dns.{name}: {problem}")]
     DnsProvider { name: String, problem: DnsConfigError },

@@ -197,6 +197,15 @@ impl Config {
                     known: join_keys(&self.dhcp),
                 });
             }
+            if let Some(post) = &env.post
+                && !self.post.contains_key(post)
+            {
+                return Err(ConfigProblem::Post {
+                    env: name.clone(),
+                    post: post.clone(),
+                    known: join_keys(&self.post),
+                });
+            }
         }
         self.validate_plugin_kinds()?;
         self.terraform.validate().map_err(ConfigProblem::Terraform)?;
@@ -227,6 +236,20 @@ impl Config {
             });
             if let Some(problem) = problem {
                 return Err(ConfigProblem::DhcpProvider { name: name.clone(), problem });
+            }
+        }
+        for (name, post) in &self.post {
+            let problem = post.validate().err().or_else(|| {
+                (!self.endpoints.contains_key(&post.endpoint)).then(|| {
+                    format!(
+                        "endpoint = \"{}\" is not defined in [endpoints] (known: {})",
+                        post.endpoint,
+                        join_keys(&self.endpoints)
+                    )
+                })
+            });
+            if let Some(problem) = problem {
+                return Err(ConfigProblem::PostProvider { name: name.clone(), problem });
             }
         }
         for (name, cluster) in &self.clusters {

@@ -25,6 +25,7 @@ pub use crate::caps::dhcp::DhcpProviderConfig;
 pub use crate::caps::dns::DnsProviderConfig;
 pub use crate::caps::http::{EndpointAuth, EndpointConfig};
 pub use crate::caps::lock::{CoordinationBackend, CoordinationConfig};
+pub use crate::caps::post::PostProviderConfig;
 pub use crate::caps::terraform::{Flavour, TerraformConfig};
 
 mod ansible;
@@ -81,6 +82,9 @@ pub struct Config {
     /// DHCP providers by name (`[dhcp.NAME]`), chosen per environment with `dhcp = "NAME"`.
     #[serde(default)]
     pub dhcp: BTreeMap<String, DhcpProviderConfig>,
+    /// Post-provision task providers by name (`[post.NAME]`), chosen per environment with `post = "NAME"`.
+    #[serde(default)]
+    pub post: BTreeMap<String, PostProviderConfig>,
     /// SSH login settings.
     #[serde(default)]
     pub ssh: SshConfig,
@@ -117,6 +121,9 @@ pub struct EnvironmentConfig {
     /// The DHCP provider the `dhcp` capability uses (a key of `[dhcp]`); none means DHCP calls fail.
     #[serde(default)]
     pub dhcp: Option<String>,
+    /// The task provider the `post` capability uses (a key of `[post]`); none means post calls fail.
+    #[serde(default)]
+    pub post: Option<String>,
     /// The integration plugin of each role workflows ask for with
     /// `cradle::plugin("ROLE")`: `plugins = { netbox = "my-netbox" }` (role →
     /// a key of `[plugins]` of kind `integration`); a role not listed is the

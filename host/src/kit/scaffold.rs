@@ -43,6 +43,7 @@ const WIT_FILES: &[(&str, &str)] = &[
     ("log.wit", include_str!("../../../wit/log.wit")),
     ("netbox.wit", include_str!("../../../wit/netbox.wit")),
     ("pipeline.wit", include_str!("../../../wit/pipeline.wit")),
+    ("post.wit", include_str!("../../../wit/post.wit")),
     ("proxmox.wit", include_str!("../../../wit/proxmox.wit")),
     ("ssh.wit", include_str!("../../../wit/ssh.wit")),
     ("terraform.wit", include_str!("../../../wit/terraform.wit")),

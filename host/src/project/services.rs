@@ -162,6 +162,18 @@ impl ServicesBuilder {
             }
             None => None,
         };
+        let post = match &environment.post {
+            Some(name) => {
+                let cfg = on.config.post.get(name).ok_or_else(|| {
+                    ProjectError::Environment(format!(
+                        "environment `{env}` names post = \"{name}\", which is not in [post]"
+                    ))
+                })?;
+                let provider = crate::caps::post::Semaphore::new(name, cfg, http.clone());
+                Some(Arc::new(provider.map_err(|e| ProjectError::Environment(e.message))?))
+            }
+            None => None,
+        };
         let terraform = Some(Arc::new(Self::terraform(on, &environment.cluster, access.terraform)));
         Ok(Services {
             locks,
@@ -171,6 +183,7 @@ impl ServicesBuilder {
             ssh: Some(Arc::new(ssh)),
             dns,
             dhcp,
+            post,
             ansible: Some(Arc::new(crate::caps::ssh::playbook::Ansible {
                 command: on.config.ansible.resolved(&on.config.base_dir),
                 log_dir: on.state.root().join("ansible"),

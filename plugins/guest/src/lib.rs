@@ -66,6 +66,10 @@ pub use bindings::cradle::host::dns;
 /// granted subnets (the host's UniFi provider holds the credentials).
 pub use bindings::cradle::host::dhcp;
 
+/// `post`: run a post-provision task template (Semaphore) of the granted
+/// projects and templates and wait for it (the host holds the API token).
+pub use bindings::cradle::host::post;
+
 /// `lock`: named locks, released by the run that took them.
 pub use bindings::cradle::host::lock;
 
