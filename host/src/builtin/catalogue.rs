@@ -133,3 +133,15 @@ pub fn defaults(name: &str) -> Option<&'static BuiltinDefaults> {
 pub fn names() -> String {
     CATALOGUE.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
 }
+
+/// The names of the built-in plugins of `kind`, for a message about a field
+/// that takes only that kind (a backend error lists no integration plugin).
+pub fn names_of(kind: PluginKind) -> String {
+    CATALOGUE.iter().filter(|p| p.kind == kind).map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The built-in plugins' names with their kinds (`direct (backend), …`), for
+/// a message about a field that takes either.
+pub fn names_with_kinds() -> String {
+    CATALOGUE.iter().map(|p| format!("{} ({})", p.name, p.kind)).collect::<Vec<_>>().join(", ")
+}

@@ -163,7 +163,26 @@ pub fn check(grants: &Grants, origin: &str, scope: &RunScope, call: &Call<'_>) -
         return Err(Denied { capability: cap, scope: format!("not granted (add [{origin}.{cap}] to cradle.toml)") });
     }
     let caller = Caller { origin, scope, builtin_defaults: grants.builtin_defaults };
-    grants.check_granted(&caller, call).map_err(|OutOfScope(scope)| Denied { capability: cap, scope })
+    grants.check_granted(&caller, call).map_err(|OutOfScope(scope)| Denied {
+        capability: cap,
+        scope: with_defaults_hint(scope, origin, cap, grants.builtin_defaults),
+    })
+}
+
+/// A denial under a built-in plugin's default grants names the section to
+/// write: there is no `[plugins.NAME]` in cradle.toml to edit, and writing
+/// only the one section would drop every other default (a table replaces
+/// the built-in's defaults as a whole).
+fn with_defaults_hint(scope: String, origin: &str, cap: Capability, builtin_defaults: bool) -> String {
+    const HINT: &str = "the built-in plugin's default grants";
+    if !builtin_defaults || scope.contains(HINT) {
+        return scope;
+    }
+    let table = origin.strip_suffix(".grants").unwrap_or(origin);
+    format!(
+        "{scope}; these are {HINT} (cradle.toml has no [{table}]): write [{table}] out with its defaults \
+         (`cradle init` prints them) and widen [{origin}.{cap}] there"
+    )
 }
 
 /// The grants, scope and helpers the capabilities' denied-case tests share
@@ -247,5 +266,29 @@ mod tests {
         let call = Call::Lock(LockCall { key: "k", op: LockOp::Acquire });
         let msg = check(&Grants::default(), "plugins.x.grants", &scope(), &call).expect_err("denied").to_string();
         assert_eq!(msg, "lock: not granted (add [plugins.x.grants.lock] to cradle.toml)");
+    }
+
+    #[test]
+    fn a_denial_under_the_built_in_netbox_defaults_names_the_table_and_section_to_write() {
+        use crate::caps::dhcp::scope::DhcpCall;
+        use crate::caps::dns::scope::DnsCall;
+        let netbox = crate::config::PluginConfig::builtin(&crate::builtin::catalogue::NETBOX);
+        let origin = "plugins.netbox.grants";
+        let dhcp = Call::Dhcp(DhcpCall { network: "10.0.10.0/24", ip: Some("10.0.10.5") });
+        let msg = check(&netbox.grants, origin, &scope(), &dhcp).expect_err("no network by default").to_string();
+        assert!(msg.contains("network `10.0.10.0/24` is not inside plugins.netbox.grants.dhcp.networks"), "{msg}");
+        assert!(
+            msg.contains("cradle.toml has no [plugins.netbox]")
+                && msg.contains("widen [plugins.netbox.grants.dhcp] there")
+                && msg.contains("`cradle init`"),
+            "{msg}"
+        );
+        let dns = Call::Dns(DnsCall { zone: "lab.example", name: "a.lab.example" });
+        let msg = check(&netbox.grants, origin, &scope(), &dns).expect_err("no zone by default").to_string();
+        assert!(msg.contains("widen [plugins.netbox.grants.dns] there"), "{msg}");
+        let mut written = netbox.grants.clone();
+        written.builtin_defaults = false;
+        let msg = check(&written, origin, &scope(), &dns).expect_err("still no zone").to_string();
+        assert!(!msg.contains("cradle init"), "a written table has a section to edit already: {msg}");
     }
 }

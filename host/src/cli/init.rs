@@ -134,7 +134,10 @@ backend = "direct"
 cluster = "sim"
 backend = "sample"
 
-# The backends built into cradle, with their default grants written out.
+# The plugins built into cradle (backends, named by an environment's
+# `backend`, and integration plugins, reached from a workflow with
+# cradle::plugin("ROLE")), with their default grants written out. Without its
+# table a built-in keeps exactly these defaults; a table replaces them whole.
 # No `path`: the component inside the cradle binary. `path = "x.wasm"` uses a
 # component file instead. Nothing granted means nothing allowed.
 "#;
@@ -145,7 +148,7 @@ fn config_text() -> String {
     text.push_str(WORKFLOW_GRANTS);
     text.push_str(CLUSTER_AND_ENVIRONMENTS);
     for p in builtin::PLUGINS {
-        text.push_str(&format!("\n# {}: {}\n[plugins.{}]\n", p.name, p.summary, p.name));
+        text.push_str(&format!("\n# {} ({}): {}\n[plugins.{}]\n", p.name, p.kind, p.summary, p.name));
         // The built-in's body: top-level keys first, then its grant tables
         // (renamed under this plugin).
         for line in p.config.lines() {
@@ -269,6 +272,13 @@ mod tests {
             assert_eq!(format!("{:?}", written.limits), format!("{:?}", default.limits), "{}", p.name);
         }
         assert_eq!(c.workflow_dir(), PathBuf::from("/p/workflows"));
+    }
+
+    #[test]
+    fn the_starter_config_says_each_built_ins_kind() {
+        let text = config_text();
+        assert!(text.contains("\n# direct (backend): ") && text.contains("\n# netbox (integration): "), "{text}");
+        assert!(text.contains("cradle::plugin(\"ROLE\")"), "how an integration plugin is reached: {text}");
     }
 
     #[test]

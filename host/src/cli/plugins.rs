@@ -2,7 +2,8 @@
 //! kit's `cradle plugin new NAME [--backend]`, `cradle plugin build [DIR]`
 //! and `cradle plugin test [PATH]` (`plugin` is an alias of `plugins`).
 //!
-//! `list` loads every plugin in the project's `[plugins]` and shows its version,
+//! `list` loads every plugin in the project's `[plugins]` (with the built-in
+//! integration plugins, implied without a table) and shows its kind, version,
 //! hash, source and where its grants come from, plus the built-in plugins the
 //! project does not use; it exits 1 if any plugin fails to load (its row says
 //! why). `inspect` compiles one plugin and shows its manifest, imports, exports,
@@ -159,15 +160,16 @@ fn list(cli: &Cli) -> anyhow::Result<ExitCode> {
     for (name, pc) in &project.config.plugins {
         let source = if pc.is_builtin() { "built-in" } else { "file" };
         let grants = crate::config::grants_source(pc);
+        let kind = pc.kind(name).as_str();
         match project.load_plugin(name) {
             Ok(p) => rows.push(json!({
-                "name": name, "version": p.manifest.version, "path": p.path.display().to_string(),
+                "name": name, "kind": kind, "version": p.manifest.version, "path": p.path.display().to_string(),
                 "source": source, "grants": grants,
                 "hash": p.hash, "status": "ok", "description": p.manifest.description,
             })),
             Err(e) => {
                 all_ok = false;
-                rows.push(json!({ "name": name, "source": source, "grants": grants, "status": "error", "error": e.to_string() }));
+                rows.push(json!({ "name": name, "kind": kind, "source": source, "grants": grants, "status": "error", "error": e.to_string() }));
             }
         }
     }
@@ -183,14 +185,15 @@ fn list(cli: &Cli) -> anyhow::Result<ExitCode> {
             for r in &rows {
                 match r["status"].as_str() {
                     Some("ok") => outln!(
-                        "{:<12} {:<8} {}  {:<40} {}",
+                        "{:<12} {:<11} {:<8} {}  {:<40} {}",
                         s(&r["name"]),
+                        s(&r["kind"]),
                         s(&r["version"]),
                         s(&r["hash"]).chars().take(12).collect::<String>(),
                         source_label(r),
                         s(&r["description"])
                     )?,
-                    _ => outln!("{:<12} ERROR    {}", s(&r["name"]), s(&r["error"]))?,
+                    _ => outln!("{:<12} {:<11} ERROR    {}", s(&r["name"]), s(&r["kind"]), s(&r["error"]))?,
                 }
             }
             if !available.is_empty() {
@@ -278,6 +281,7 @@ fn print_inspect(doc: &serde_json::Value) -> std::io::Result<()> {
     let s = |v: &serde_json::Value| crate::text::printable(v.as_str().unwrap_or("")).into_owned();
     outln!("plugin      {} ({} {})", s(&doc["name"]), s(&doc["manifest"]["name"]), s(&doc["manifest"]["version"]))?;
     outln!("            {}", s(&doc["manifest"]["description"]))?;
+    outln!("kind        {}", s(&doc["kind"]))?;
     outln!("file        {} ({}, grants from {})", s(&doc["path"]), s(&doc["source"]), s(&doc["grants_from"]))?;
     outln!("sha256      {}", s(&doc["hash"]))?;
     outln!("cache       {}", s(&doc["cache"]))?;

@@ -5,29 +5,40 @@
 //! Contract: after [`Config::parse`](super::Config::parse), every
 //! environment's `backend` is a plugin of kind `backend`, every plugin its
 //! `plugins` table maps a role to is configured (or a built-in integration
-//! plugin, added like an implied backend) and of kind `integration`, and a
+//! plugin: every built-in integration plugin without a table is added with its
+//! default table, like a built-in backend an environment names) and of kind
+//! `integration`, and a
 //! built-in's table does not contradict the built-in's own kind. A role an
 //! environment does not map defaults to the integration plugin of the role's
 //! name ([`Config::role_plugin`]); which roles a workflow asks for is only
 //! known when it runs, so an unresolvable role is refused then, naming the
 //! environment and the role.
 
-use super::{Config, ConfigProblem, PluginConfig, join_keys};
+use super::{Config, ConfigProblem, PluginConfig};
 use crate::builtin::catalogue::PluginKind;
 
 impl Config {
-    /// A built-in integration plugin that an environment maps a role to and
-    /// `[plugins]` does not configure gets its built-in table.
+    /// Every built-in integration plugin that `[plugins]` does not configure
+    /// gets its built-in table, like a built-in backend an environment names:
+    /// a role defaults to the integration plugin of its name, so
+    /// `cradle::plugin("netbox")` reaches the built-in `netbox` with no
+    /// `[plugins.netbox]`. Its default grants are never destructive and name
+    /// no operator resource it could not already reach (no DHCP network, no
+    /// DNS zone); a denial under them says which section to write out.
     pub(super) fn add_implied_integrations(&mut self) {
-        let named: Vec<String> = self.environments.values().flat_map(|e| e.plugins.values().cloned()).collect();
-        for name in named {
-            if self.plugins.contains_key(&name) {
-                continue;
-            }
-            if let Some(builtin) = crate::builtin::catalogue::defaults(&name) {
-                self.plugins.insert(name, PluginConfig::builtin(builtin));
+        for builtin in crate::builtin::catalogue::CATALOGUE {
+            if builtin.kind == PluginKind::Integration && !self.plugins.contains_key(builtin.name) {
+                self.plugins.insert(builtin.name.to_string(), PluginConfig::builtin(builtin));
             }
         }
+    }
+
+    /// The configured (or implied) plugins of `kind`, for a message about a
+    /// field that takes only that kind.
+    pub(super) fn plugin_names_of(&self, kind: PluginKind) -> String {
+        let names: Vec<&str> =
+            self.plugins.iter().filter(|(n, p)| p.kind(n) == kind).map(|(n, _)| n.as_str()).collect();
+        if names.is_empty() { "none".to_string() } else { names.join(", ") }
     }
 
     /// Each plugin is used as the kind it is declared.
@@ -52,7 +63,7 @@ impl Config {
                         env: env_name.clone(),
                         role: role.clone(),
                         plugin: name.clone(),
-                        known: join_keys(&self.plugins),
+                        known: self.plugin_names_of(PluginKind::Integration),
                     });
                 };
                 if plugin.kind(name) != PluginKind::Integration {
@@ -139,7 +150,10 @@ mod tests {
     fn a_role_mapped_to_an_unknown_plugin_is_refused() {
         let text = GOOD.replace("backend = \"sample\"", "backend = \"sample\"\nplugins = { netbox = \"ghost\" }");
         let err = parse(&text).expect_err("unknown").to_string();
-        assert!(err.contains("environments.test.plugins.netbox = \"ghost\"") && err.contains("known: sample"), "{err}");
+        assert!(
+            err.contains("environments.test.plugins.netbox = \"ghost\"") && err.contains("(known: netbox)"),
+            "integration plugins only, not the backend `sample`: {err}"
+        );
     }
 
     #[test]
@@ -154,5 +168,29 @@ mod tests {
         let text = format!("{GOOD}[plugins.x]\npath = \"x.wasm\"\nkind = \"frontend\"\n");
         let err = parse(&text).expect_err("bad kind").to_string();
         assert!(err.contains("frontend") && err.contains("kind"), "{err}");
+    }
+
+    #[test]
+    fn the_built_in_netbox_is_the_netbox_roles_plugin_without_a_table_with_its_default_grants() {
+        let c = parse(GOOD).expect("valid");
+        assert_eq!(c.role_plugin("test", "netbox"), Some("netbox"), "an unlisted role defaults to the built-in");
+        assert!(c.roles("test").contains(&("netbox".to_string(), "netbox".to_string())));
+        let netbox = &c.plugins["netbox"];
+        assert!(netbox.is_builtin() && netbox.implicit && netbox.grants.builtin_defaults);
+        assert_eq!(netbox.kind("netbox"), PluginKind::Integration);
+        let dhcp = netbox.grants.dhcp.as_ref().expect("a dhcp section");
+        let dns = netbox.grants.dns.as_ref().expect("a dns section");
+        assert!(dhcp.networks.is_empty() && dns.zones.is_empty(), "no operator network or zone by default");
+        assert!(!netbox.grants.proxmox.as_ref().is_some_and(|g| g.destructive), "never destructive by default");
+    }
+
+    #[test]
+    fn a_netbox_table_replaces_the_built_ins_defaults_and_a_role_map_overrides_the_default() {
+        let written = format!("{GOOD}[plugins.netbox.grants.dns]\nzones = [\"lab.example\"]\n");
+        let c = parse(&written).expect("valid");
+        assert!(!c.plugins["netbox"].implicit && c.plugins["netbox"].grants.dhcp.is_none(), "the table as written");
+        let mapped = format!("{GOOD}{INTEGRATION}")
+            .replace("backend = \"sample\"", "backend = \"sample\"\nplugins = { netbox = \"pipe\" }");
+        assert_eq!(parse(&mapped).expect("valid").role_plugin("test", "netbox"), Some("pipe"));
     }
 }

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{ClusterKind, Config, ConfigError, ConfigProblem, EndpointAuth, PluginConfig, join_keys};
+use crate::builtin::catalogue::PluginKind;
 
 impl Config {
     /// Read and validate `path`.
@@ -167,8 +168,8 @@ impl Config {
                 return Err(ConfigProblem::Backend {
                     env: name.clone(),
                     backend: env.backend.clone(),
-                    known: join_keys(&self.plugins),
-                    builtin: crate::builtin::catalogue::names(),
+                    known: self.plugin_names_of(PluginKind::Backend),
+                    builtin: crate::builtin::catalogue::names_of(PluginKind::Backend),
                 });
             }
             if let Some(dns) = env.dns.iter().find(|d| !self.dns.contains_key(*d)) {
@@ -259,7 +260,7 @@ impl Config {
             if plugin.path.is_none() && crate::builtin::catalogue::defaults(name).is_none() {
                 return Err(ConfigProblem::PluginPath {
                     name: name.clone(),
-                    builtin: crate::builtin::catalogue::names(),
+                    builtin: crate::builtin::catalogue::names_with_kinds(),
                 });
             }
             plugin.grants.validate().map_err(|problem| ConfigProblem::PluginGrants { name: name.clone(), problem })?;
@@ -416,6 +417,28 @@ mod tests {
         let err = parse(&GOOD.replace("backend = \"sample\"", "backend = \"ghost\"")).expect_err("bad");
         assert!(err.to_string().contains("environments.test.backend = \"ghost\""), "{err}");
         assert!(err.to_string().contains("built-in: direct, sample"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_backend_error_lists_only_backends_not_the_built_in_integration_plugins() {
+        let text = format!("{GOOD}[plugins.pipe]\npath = \"p.wasm\"\nkind = \"integration\"\n")
+            .replace("backend = \"sample\"", "backend = \"ghost\"");
+        let err = parse(&text).expect_err("no such backend").to_string();
+        assert!(
+            err.contains("(known: sample) nor built in (built-in: direct, sample, terraform)"),
+            "backends only, configured and built in: {err}"
+        );
+        assert!(
+            !err.contains("netbox") && !err.contains("pipe"),
+            "no integration plugin is offered as a backend: {err}"
+        );
+    }
+
+    #[test]
+    fn a_plugin_without_path_error_says_which_built_ins_are_which_kind() {
+        let err = parse(&format!("{GOOD}[plugins.custom]\nkind = \"integration\"\n")).expect_err("no path").to_string();
+        assert!(err.contains("plugins.custom: path is required"), "{err}");
+        assert!(err.contains("direct (backend)") && err.contains("netbox (integration)"), "{err}");
     }
 
     #[test]
