@@ -66,10 +66,12 @@ fn a_project_without_workflows_or_plugin_files_provisions_with_the_built_ins() {
 
     let plugins = cradle(elsewhere.path(), &[&base[..], &["plugins", "list"]].concat()).json();
     let rows = plugins["plugins"].as_array().expect("plugins");
-    assert_eq!(rows.len(), 2, "both environments' built-ins: {plugins}");
+    assert_eq!(rows.len(), 3, "both environments' built-in backends and the built-in netbox: {plugins}");
     for row in rows {
         assert_eq!((row["status"].as_str(), row["source"].as_str()), (Some("ok"), Some("built-in")), "{row}");
         let name = row["name"].as_str().unwrap_or("");
+        let kind = if name == "netbox" { "integration" } else { "backend" };
+        assert_eq!(row["kind"], kind, "each row says its kind: {row}");
         let expected = if name == "direct" {
             "default (built-in, destructive on the simulated cluster)"
         } else {

@@ -211,7 +211,7 @@ fn an_environment_naming_a_missing_plugin_is_refused_naming_the_field() {
     let err = fails(&out);
     assert!(err.contains("cradle.toml"), "{err}");
     assert!(
-        err.contains("environments.test.backend = \"ghost\" is neither defined in [plugins] (known: sample) nor built in (built-in: direct, sample, terraform, netbox)"),
+        err.contains("environments.test.backend = \"ghost\" is neither defined in [plugins] (known: sample) nor built in (built-in: direct, sample, terraform)"),
         "{err}"
     );
 }
@@ -422,12 +422,26 @@ fn plugins_list_shows_each_plugin_with_its_version() {
     let stdout = succeeds(&out);
     for name in ["sample", "hostile"] {
         let line = stdout.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {stdout}"));
-        assert!(line.split_whitespace().nth(1) == Some(env!("CARGO_PKG_VERSION")), "{line}");
+        let mut words = line.split_whitespace().skip(1);
+        assert_eq!((words.next(), words.next()), (Some("backend"), Some(env!("CARGO_PKG_VERSION"))), "{line}");
     }
+    let netbox = stdout.lines().find(|l| l.starts_with("netbox")).unwrap_or_else(|| panic!("no netbox: {stdout}"));
+    assert_eq!(netbox.split_whitespace().nth(1), Some("integration"), "the built-in's kind: {netbox}");
     let doc = cradle(&fx, &["--output", "json", "plugins", "list"]).json();
     let plugins = doc["plugins"].as_array().expect("plugins");
-    assert_eq!(plugins.len(), 2, "{doc}");
+    assert_eq!(plugins.len(), 3, "the two configured and the implied built-in netbox: {doc}");
     assert!(plugins.iter().all(|p| p["status"] == "ok" && p["version"] == env!("CARGO_PKG_VERSION")), "{doc}");
+}
+
+#[test]
+fn plugins_inspect_shows_the_built_in_netbox_as_an_integration_plugin_under_its_default_grants() {
+    let fx = project(CONFIG);
+    let out = cradle(&fx, &["plugins", "inspect", "netbox"]);
+    let stdout = succeeds(&out);
+    assert!(stdout.lines().any(|l| l.split_whitespace().eq(["kind", "integration"])), "{stdout}");
+    assert!(stdout.contains("built-in, grants from default (built-in)"), "{stdout}");
+    let doc = cradle(&fx, &["--output", "json", "plugins", "inspect", "sample"]).json();
+    assert_eq!(doc["kind"], "backend", "{doc}");
 }
 
 #[test]

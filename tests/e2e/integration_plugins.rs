@@ -13,7 +13,9 @@
 //! refused as a backend and a backend as an integration plugin, naming
 //! cradle.toml and the field; the plugin's proxmox and http calls meet its
 //! own grants; a looping export is ended by the plugin's deadline and the
-//! next call still works.
+//! next call still works; the built-in `netbox` plays the `netbox` role with
+//! no `[plugins.netbox]`, under its default grants, whose denials name the
+//! section to write.
 
 use cradle::project::{Project, RunRequest};
 use cradle_tests::{Harness, plugin_wasm};
@@ -85,6 +87,16 @@ fn spin_then_admit(role) {
 fn role(name) {
     cradle::plugin(name).name
 }
+fn netbox_dns() {
+    let p = cradle::plugin("netbox");
+    let out = caught(|| p.set_dns("lab.example", "web1", "10.0.10.5", 300, true));
+    out.plugin = p.name;
+    out
+}
+fn netbox_dhcp() {
+    let p = cradle::plugin("netbox");
+    caught(|| p.reserve((), "bc:24:11:00:00:01", "10.0.10.5", "web1"))
+}
 "#;
 
 fn config(text: &str) -> String {
@@ -143,6 +155,25 @@ fn a_role_with_no_plugin_is_an_error_naming_the_environment_and_the_role() {
     // A backend is no role's default.
     let err = call(&h, "test", "role", vec!["sample".into()]).expect_err("a backend plays no role");
     assert!(err.contains("no plugin for role `sample`"), "{err}");
+}
+
+#[test]
+fn the_built_in_netbox_plugin_plays_its_role_without_a_table_and_its_denials_name_the_section_to_write() {
+    // CONFIG has no [plugins.netbox] and no environment maps the role.
+    let h = harness();
+    let dns = call(&h, "test", "netbox_dns", vec![]).expect("run");
+    assert_eq!(text(&dns, "plugin"), "netbox", "the built-in plays the role of its name: {dns:?}");
+    assert_eq!(text(&dns, "kind"), "denied", "the defaults grant no DNS zone: {dns:?}");
+    let message = text(&dns, "message");
+    assert!(
+        message.contains("zone `lab.example` is not in plugins.netbox.grants.dns.zones")
+            && message.contains("cradle.toml has no [plugins.netbox]")
+            && message.contains("widen [plugins.netbox.grants.dns] there"),
+        "{dns:?}"
+    );
+    let dhcp = call(&h, "test", "netbox_dhcp", vec![]).expect("run");
+    assert_eq!(text(&dhcp, "kind"), "denied", "the defaults grant no DHCP network: {dhcp:?}");
+    assert!(text(&dhcp, "message").contains("widen [plugins.netbox.grants.dhcp] there"), "{dhcp:?}");
 }
 
 #[test]
