@@ -164,7 +164,7 @@ fn project_with(dir: &Path, lab: &Lab, netbox: &NetBox, secret: &str, setup: &Se
     std::fs::write(
         dir.join("netbox-defaults.yml"),
         format!(
-            "vms_config:\n  cores: 1\n  memory: 512\n{nics}ansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\nsemaphore_poll_ms: 100\n{extra}",
+            "vms_config:\n  cores: 1\n  memory: 512\n{nics}ansible_user: cradle\ndns_zone: {ZONE}\nunifi_site: default\n{extra}",
             nics = setup.nics.unwrap_or(NIC0),
             extra = setup.extra,
         ),
@@ -179,6 +179,7 @@ cluster = "pve"
 backend = "{backend}"
 dhcp = "unifi"
 dns = "technitium"
+post = "semaphore"
 
 [workflow.grants.lock]
 prefixes = ["*"]
@@ -190,11 +191,11 @@ storages = ["*"]
 [workflow.grants.ssh]
 hosts = ["guests", "nodes"]
 upload_dirs = ["/var/lib/vz/snippets"]
-[workflow.grants.http]
-endpoints = ["semaphore"]
-[workflow.grants.http.limit.semaphore]
-methods = ["GET", "POST"]
-paths = ["/api/project/"]
+# The OS configuration's Semaphore template: the host's [post.semaphore]
+# provider holds the token; the workflow may run template 1 of project 1.
+[workflow.grants.post]
+projects = [1]
+templates = [1]
 # The pipeline's integration steps are the built-in netbox plugin's: NetBox,
 # DHCP, DNS and the HA calls are its grants, not the workflow's.
 [plugins.netbox.grants.netbox]
@@ -214,6 +215,11 @@ vmids = "100-999"
 kind = "technitium"
 endpoint = "technitium"
 zones = ["{ZONE}", "not-served.example"]
+
+[post.semaphore]
+kind = "semaphore"
+endpoint = "semaphore"
+poll_ms = 100
 
 [dhcp.unifi]
 kind = "unifi"

@@ -59,13 +59,14 @@ impl Lab {
 
     fn open(&self) -> SimSession {
         let extra = format!(
-            "\n[workflow.grants.http]\nendpoints = [\"semaphore\"]\n[endpoints.semaphore]\nurl = \"{}\"\ntoken = {{ file = \
-             \"semaphore.token\" }}\nauth = \"bearer\"\n[ansible]\ncommand = \"{}\"\n",
-            self.semaphore.url(),
+            "{}[ansible]\ncommand = \"{}\"\n",
+            post_toml(&self.semaphore),
             cradle_testkit::ansible::playbook_command().display(),
         );
-        let config =
-            ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0))).append(&extra).write(self.dir.path());
+        let config = ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.0)))
+            .environment_line("post = \"os\"")
+            .append(&extra)
+            .write(self.dir.path());
         SimSession::open(&config)
     }
 
@@ -231,13 +232,10 @@ fn kill_9_around_the_post_provision_stage_then_unlock_and_rerun_configure_the_vm
     for (subnet, at, tasks) in [(8u8, "before:post-provision@vm-0", 1usize), (9, "after:post-provision@vm-0", 2)] {
         let lab = Lab::new(subnet, "{ semaphore: { project: 1, template: 1 } }");
         let sim = cradle_tests::remote_sim::RemoteSim::start(lab.dir.path(), "0");
-        let extra = format!(
-            "\n[workflow.grants.http]\nendpoints = [\"semaphore\"]\n[endpoints.semaphore]\nurl = \"{}\"\ntoken = {{ file = \
-             \"semaphore.token\" }}\nauth = \"bearer\"\n",
-            lab.semaphore.url(),
-        );
-        let config =
-            ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).append(&extra).write(lab.dir.path());
+        let config = ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))
+            .environment_line("post = \"os\"")
+            .append(&post_toml(&lab.semaphore))
+            .write(lab.dir.path());
         let inventory = lab.dir.path().join("inventory");
         let cradle = |args: &[&str], crash: Option<&str>| {
             let mut cmd = std::process::Command::new(cradle_tests::cradle_bin());
@@ -272,4 +270,16 @@ fn kill_9_around_the_post_provision_stage_then_unlock_and_rerun_configure_the_vm
         assert_eq!(results(&provision(None)), ["skipped"], "{at}");
         assert_eq!(lab.semaphore.tasks().len(), tasks, "{at}");
     }
+}
+
+/// The environment's post provider `[post.os]` (Semaphore over the endpoint
+/// `semaphore`, its token in `semaphore.token`) and the workflow's grant of
+/// template 1 of project 1: no `http` grant, the host holds the token.
+fn post_toml(semaphore: &Semaphore) -> String {
+    format!(
+        "\n[workflow.grants.post]\nprojects = [1]\ntemplates = [1]\n[post.os]\nkind = \"semaphore\"\nendpoint = \
+         \"semaphore\"\npoll_ms = 100\n[endpoints.semaphore]\nurl = \"{}\"\ntoken = {{ file = \"semaphore.token\" }}\n\
+         auth = \"bearer\"\n",
+        semaphore.url(),
+    )
 }

@@ -130,6 +130,7 @@ pub struct ProjectConfig {
     cluster: Cluster,
     backend: Backend,
     dns: Option<DnsProvider>,
+    environment_lines: String,
     extra: String,
     workflow_destructive: bool,
     privileges: Privileges,
@@ -147,6 +148,7 @@ impl ProjectConfig {
             cluster,
             backend: Backend::Plugin { destructive: true },
             dns: None,
+            environment_lines: String::new(),
             extra: String::new(),
             workflow_destructive: false,
             privileges: Privileges::Cradle { without: Vec::new() },
@@ -185,6 +187,14 @@ impl ProjectConfig {
     /// `[dns.lab]`, `dns = "lab"` on the environment and `[workflow.grants.dns]`.
     pub fn dns(mut self, dns: DnsProvider) -> Self {
         self.dns = Some(dns);
+        self
+    }
+
+    /// A line of `[environments.test]` (`post = "os"`: a provider the
+    /// appended tables define).
+    pub fn environment_line(mut self, line: &str) -> Self {
+        self.environment_lines.push_str(line);
+        self.environment_lines.push('\n');
         self
     }
 
@@ -266,6 +276,7 @@ playbooks = ["playbooks"]
         }
         let backend = if matches!(self.backend, Backend::Terraform { .. }) { "terraform" } else { "direct" };
         let _ = writeln!(out, "\n[environments.test]\ncluster = \"sim\"\nbackend = \"{backend}\"");
+        out.push_str(&self.environment_lines);
         if let Some(dns) = &self.dns {
             let _ = writeln!(
                 out,

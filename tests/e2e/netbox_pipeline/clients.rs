@@ -1,6 +1,7 @@
-//! The pipeline's service clients (workflows/lib/unifi.rhai, semaphore.rhai,
-//! technitium.rhai) run as the built-in workflow runs them — the same files,
-//! through the `dhcp`, `dns` and `http` capabilities — against the stand-ins alone (no NetBox), on
+//! The pipeline's service clients (workflows/lib/unifi.rhai, technitium.rhai,
+//! and the OS configuration's `post_task::run`) run as the built-in workflow
+//! runs them — the same files, through the `dhcp`, `dns` and `post`
+//! capabilities — against the stand-ins alone (no NetBox), on
 //! what a plain run never meets: a Semaphore template without an Environment, a
 //! token without `CanRunProjectTasks`, a task waiting for confirmation, a MAC
 //! UniFi knows without listing it, a subnet UniFi refuses, an address whose old
@@ -16,18 +17,16 @@ use cradle_sim::services::unifi::{self, Unifi, UnifiConfig};
 use cradle_tests::Harness;
 
 /// The libraries, byte for byte as the built-in workflows import them.
-const LIBS: [(&str, &str); 3] = [
-    ("lib/semaphore.rhai", include_str!("../../../workflows/lib/semaphore.rhai")),
+const LIBS: [(&str, &str); 2] = [
     ("lib/unifi.rhai", include_str!("../../../workflows/lib/unifi.rhai")),
     ("lib/technitium.rhai", include_str!("../../../workflows/lib/technitium.rhai")),
 ];
 
 const SCRIPT: &str = r#"
-import "lib/semaphore" as semaphore;
 import "lib/unifi" as unifi;
 import "lib/technitium" as technitium;
 fn os_config(template, limit_ms) {
-    step("vm01", "os-config", || semaphore::run(1, template, #{ vm_name: "vm01", vm_address: "192.0.2.10" }, 10, limit_ms))
+    step("vm01", "os-config", || post_task::run(1, template, #{ vm_name: "vm01", vm_address: "192.0.2.10" }, limit_ms))
 }
 fn reserve(mac, ip) { step("vm01", "dhcp", || unifi::reserve("default", mac, ip, "vm01")) }
 fn set_a(fqdn, ip) { step("vm01", "dns", || technitium::set_a("lab.example", fqdn, ip, 300, true)) }
@@ -56,8 +55,13 @@ pub(super) fn harness(dir: &Path, endpoints: &[Endpoint]) -> Harness {
         "default_environment = \"demo\"\nstate_dir = \"state\"\n[clusters.sim]\nkind = \"sim\"\n\
          [environments.demo]\ncluster = \"sim\"\nbackend = \"sample\"\n",
     );
+    let semaphore = endpoints.iter().any(|e| e.name == "semaphore");
     if unifi {
         toml += "dhcp = \"unifi\"\n";
+    }
+    if semaphore {
+        toml += "post = \"semaphore\"\n[post.semaphore]\nkind = \"semaphore\"\nendpoint = \"semaphore\"\npoll_ms = 10\n\
+                 [workflow.grants.post]\nprojects = [1]\ntemplates = [1, 2]\n";
     }
     if technitium {
         toml += "dns = \"technitium\"\n[dns.technitium]\nkind = \"technitium\"\nendpoint = \"technitium\"\n\
@@ -70,7 +74,7 @@ pub(super) fn harness(dir: &Path, endpoints: &[Endpoint]) -> Harness {
     toml += "[plugins.sample]\npath = \"@SAMPLE@\"\n[workflow.grants.http]\nendpoints = [";
     toml += &endpoints
         .iter()
-        .filter(|e| e.name != "unifi" && e.name != "technitium")
+        .filter(|e| !["unifi", "technitium", "semaphore"].contains(&e.name))
         .map(|e| format!("\"{}\"", e.name))
         .collect::<Vec<_>>()
         .join(", ");
