@@ -439,8 +439,8 @@ fn sim_serve_write_config_holds_each_stand_ins_endpoint_provider_and_grant_and_a
     }
 
     // The providers over UniFi and Technitium, the environment naming them, and
-    // the NetBox workflow's grants as docs/NETBOX.md sets them up: http only for
-    // Semaphore, limited to what lib/semaphore.rhai sends.
+    // the NetBox workflow's grants as docs/NETBOX.md sets them up: Semaphore
+    // through the typed `post` provider, no http grant.
     let d = toml_section(&text, "dhcp.unifi");
     assert_eq!((toml_value(&d, "kind"), toml_value(&d, "endpoint")), ("\"unifi\"", "\"unifi\""), "{text}");
     assert_eq!(toml_value(&d, "site"), "\"default\"", "{text}");
@@ -468,25 +468,27 @@ fn sim_serve_write_config_holds_each_stand_ins_endpoint_provider_and_grant_and_a
     assert_eq!(toml_value(&grant, "zones"), "[\"e2e.example.org\", \"second.example.net\"]", "{text}");
     let grant = toml_section(&text, "plugins.netbox.grants.proxmox");
     assert_eq!(toml_value(&grant, "vmids"), "\"100-999999\"", "{text}");
-    let grant = toml_section(&text, "workflow.grants.http");
-    assert_eq!(toml_value(&grant, "endpoints"), "[\"semaphore\"]", "{text}");
-    let limit = toml_section(&text, "workflow.grants.http.limit.semaphore");
-    assert_eq!(toml_value(&limit, "methods"), "[\"GET\", \"POST\"]", "{text}");
-    assert_eq!(toml_value(&limit, "paths"), "[\"/api/project/\"]", "{text}");
+    let p = toml_section(&text, "post.semaphore");
+    assert_eq!((toml_value(&p, "kind"), toml_value(&p, "endpoint")), ("\"semaphore\"", "\"semaphore\""), "{text}");
+    assert_eq!(toml_value(&env, "post"), "\"semaphore\"", "{text}");
+    let grant = toml_section(&text, "workflow.grants.post");
+    assert_eq!((toml_value(&grant, "projects"), toml_value(&grant, "templates")), ("[1]", "[1, 2]"), "{text}");
+    assert!(!text.contains("[workflow.grants.http"), "Semaphore needs no http grant: {text}");
     // No secret is in the file itself: only references.
     for secret in [unifi.secret("unifi.api-key"), dns.secret("technitium.token"), sem.secret("semaphore.token")] {
         assert!(!text.contains(&secret), "a credential was written into the config");
     }
 
     // The file is a cradle.toml as it is (only a workflow directory added): cradle
-    // loads it, and a workflow's dhcp reserve and dns upsert go through the
-    // written providers to the stand-ins.
+    // loads it, and a workflow's dhcp reserve, dns upsert and Semaphore task go
+    // through the written providers to the stand-ins.
     let project = tmp.path().join("project");
     std::fs::create_dir_all(project.join("workflows")).expect("mkdir workflows");
     std::fs::write(
         project.join("workflows/probe.rhai"),
         "fn main(mac, ip, fqdn) {\n    dhcp::reserve(\"\", mac, ip, \"probe-0\");\n    \
-         dns::upsert(#{ zone: \"e2e.example.org\", name: fqdn, kind: \"a\", value: ip });\n    \"done\"\n}\n",
+         dns::upsert(#{ zone: \"e2e.example.org\", name: fqdn, kind: \"a\", value: ip });\n    \
+         post_task::run(1, 1, #{ vm_name: \"probe-0\" }, 60000);\n    \"done\"\n}\n",
     )
     .expect("probe.rhai");
     let config = project.join("cradle.toml");
@@ -513,6 +515,13 @@ fn sim_serve_write_config_holds_each_stand_ins_endpoint_provider_and_grant_and_a
     let a: Vec<&Value> = records.as_array().expect("records").iter().filter(|r| r["type"] == "A").collect();
     assert_eq!(a.len(), 1, "{got:?}");
     assert_eq!(a[0]["rData"]["ipAddress"], ip, "{got:?}");
+    let bearer = format!("Authorization: Bearer {}", sem.secret("semaphore.token"));
+    let task = curl(&["-H", &bearer], &format!("{}/api/project/1/tasks/1", sem.url));
+    assert_eq!(
+        (task.json()["template_id"].as_i64(), task.json()["status"].as_str()),
+        (Some(1), Some("success")),
+        "{task:?}"
+    );
 }
 
 #[test]

@@ -191,12 +191,13 @@ impl StandIns {
     /// The sections a cradle.toml needs to use the stand-ins as docs/NETBOX.md
     /// sets the real services up (empty without stand-ins): each stand-in's
     /// `[endpoints.*]` (credentials by file, in `dir` as [`StandIns::announce`]
-    /// wrote them); the `[dhcp.unifi]` and `[dns.technitium]` providers over
-    /// them and an `[environments.ENV]` on cluster `env` naming them; and the
-    /// NetBox workflow's grants of these services: `dhcp` (the UniFi site's
-    /// subnets), `dns` (the Technitium zones), `netbox` (NetBox is not
-    /// simulated: its `[endpoints.netbox]` is the operator's) and `http`
-    /// (Semaphore only, limited to what lib/semaphore.rhai sends).
+    /// wrote them); the `[dhcp.unifi]`, `[dns.technitium]` and
+    /// `[post.semaphore]` providers over them and an `[environments.ENV]` on
+    /// cluster `env` naming them; and the NetBox workflow's grants of these
+    /// services: `dhcp` (the UniFi site's subnets), `dns` (the Technitium
+    /// zones), `post` (the Semaphore stand-in's projects and templates) and
+    /// `netbox` (NetBox is not simulated: its `[endpoints.netbox]` is the
+    /// operator's).
     fn config(&self, dir: &std::path::Path, env: &str) -> String {
         use std::fmt::Write as _;
         if self.unifi.is_none() && self.technitium.is_none() && self.semaphore.is_none() {
@@ -223,6 +224,9 @@ impl StandIns {
         }
         if self.technitium.is_some() {
             let _ = writeln!(out, "dns = \"technitium\"");
+        }
+        if self.semaphore.is_some() {
+            let _ = writeln!(out, "post = \"semaphore\"");
         }
         if let Some(u) = &self.unifi {
             let _ = writeln!(out, "\n[endpoints.unifi]\nurl = {}", q(&unifi_endpoint(u)));
@@ -253,11 +257,16 @@ impl StandIns {
         if let Some(s) = &self.semaphore {
             let _ = writeln!(out, "\n[endpoints.semaphore]\nurl = {}", q(&s.url()));
             let _ = writeln!(out, "token = {{ file = {} }}\nauth = \"bearer\"", abs("semaphore.token"));
+            let _ = writeln!(out, "\n[post.semaphore]\nkind = \"semaphore\"\nendpoint = \"semaphore\"");
+            // The stand-in runs with its default projects (see `start`).
+            let projects = cradle_sim::services::semaphore::SemaphoreConfig::default().projects;
+            let ids = |ids: Vec<u32>| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let templates = ids(projects.iter().flat_map(|p| p.templates.iter().map(|t| t.id)).collect());
             let _ = writeln!(
                 grants,
-                "\n# The NetBox workflow reaches Semaphore by http: what lib/semaphore.rhai sends.\n\
-                 [workflow.grants.http]\nendpoints = [\"semaphore\"]\n\
-                 [workflow.grants.http.limit.semaphore]\nmethods = [\"GET\", \"POST\"]\npaths = [\"/api/project/\"]"
+                "\n# The OS configuration's Semaphore templates, run by the host's [post.semaphore].\n\
+                 [workflow.grants.post]\nprojects = [{}]\ntemplates = [{templates}]",
+                ids(projects.iter().map(|p| p.id).collect())
             );
         }
         let _ = writeln!(
