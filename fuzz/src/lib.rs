@@ -85,7 +85,7 @@ pub mod types {
 /// `cradle.toml`: the loader (`host/src/config`) and the closure of what it
 /// parses into and validates with, each from its host file: the grant
 /// sections and their registry (`caps/registry.rs`, `caps/*/scope.rs`), the
-/// capability sections (`caps/{dns,dhcp,http,coordination,terraform}`'s
+/// capability sections (`caps/{dns,dhcp,post,http,coordination,terraform}`'s
 /// config files), `node_ssh` entries, plugin limits and the call budget,
 /// cloud-init snippet names (the proxmox grant's rules use them), the PVE
 /// role table and the built-in plugins' catalogue (their default tables).
@@ -191,6 +191,12 @@ pub mod caps {
     }
     pub mod netbox {
         pub mod scope;
+        rhai_stand_in!();
+    }
+    pub mod post {
+        pub mod config;
+        pub mod scope;
+        pub use config::{PostProviderConfig, PostProviderKind};
         rhai_stand_in!();
     }
     pub mod proxmox {
