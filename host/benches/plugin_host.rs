@@ -106,6 +106,7 @@ impl Fixture {
             ssh: None,
             dns: None,
             dhcp: None,
+            post: None,
             ansible: None,
             terraform: None,
             rt: rt.handle().clone(),
