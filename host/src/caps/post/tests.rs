@@ -220,3 +220,41 @@ endpoint = "semaphore"
     let e = load(&format!("{text}poll_ms = 0\n")).expect_err("poll");
     assert!(e.contains("post.os: poll_ms = 0 is outside"), "{e}");
 }
+
+#[test]
+fn workflows_run_a_template_through_post_task_and_a_bad_id_is_invalid_before_semaphore_is_asked() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+    let state = tempfile::tempdir().expect("tmp");
+    let s = rt.block_on(stand(TaskOutcome::Success, 0.0));
+    let dir = state.path().join("workflows");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("os.rhai"),
+        "fn main(template) {\n    let t = post_task::run(1, template, #{ vm_name: \"web-0\", vmid: 150 }, 10000);\n    \
+         `${t.id} ${t.status} ${t.template_name}`\n}\n",
+    )
+    .expect("script");
+    let opts = crate::workflow::EngineOptions { host_modules: crate::caps::script::modules(), ..Default::default() };
+    let set = crate::workflow::WorkflowSet::load(&dir, &opts).expect("load");
+    let provider = provider(state.path(), &s, s.api_token().expose(), 10);
+    let data = crate::caps::run::RunData {
+        run: Arc::new(crate::caps::context::RunHandle::new("post-wf".into(), None)),
+        services: Arc::new(Services { post: Some(Arc::new(provider)), ..Services::for_tests(state.path(), &rt) }),
+        workflow_grants: Arc::new(toml::from_str("[post]\nprojects = [1]\ntemplates = [1]").expect("grants")),
+        scope: Arc::new(RunScope::default()),
+        backend: None,
+        backend_grants: None,
+        plugins: Default::default(),
+        environment: "test".into(),
+    };
+    let data = Arc::new(data);
+    let call = |template: i64| {
+        let run = crate::workflow::RunContext::new(Arc::new(crate::workflow::NoopObserver), data.clone());
+        set.call("os", "main", vec![template.into()], run)
+    };
+    assert_eq!(call(1).expect("run").to_string(), "1 success configure-vm");
+    assert_eq!(s.tasks()[0].environment, r#"{"vm_name":"web-0","vmid":150}"#);
+    let e = call(0).expect_err("template 0");
+    assert!(format!("{e:?}").contains("template must be a Semaphore id"), "{e:?}");
+    assert_eq!(s.tasks().len(), 1, "no task for a bad id");
+}
