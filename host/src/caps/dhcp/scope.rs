@@ -53,7 +53,8 @@ impl Grant for DhcpGrant {
     fn check(&self, caller: &Caller<'_>, call: &DhcpCall<'_>) -> Result<(), OutOfScope> {
         let origin = caller.origin;
         let granted: Vec<Subnet> = self.networks.iter().filter_map(|n| Subnet::parse(n).ok()).collect();
-        let listed = || self.networks.join(", ");
+        // "(none granted)" rather than "()" for the built-in defaults, which list no network.
+        let listed = || if self.networks.is_empty() { "none granted".to_string() } else { self.networks.join(", ") };
         let network = if call.network.is_empty() {
             None
         } else {
@@ -106,6 +107,17 @@ mod tests {
         allowed(reserve("10.0.10.0/24", "10.0.10.5"));
         allowed(reserve("10.0.10.1/24", "10.0.10.5"));
         allowed(Call::Dhcp(DhcpCall { network: "10.0.10.0/24", ip: None }));
+    }
+
+    #[test]
+    fn a_grant_listing_no_network_says_none_granted_not_an_empty_list() {
+        let mut grants = crate::caps::policy::fixture::grants();
+        grants.dhcp = Some(DhcpGrant { networks: vec![] });
+        let scope = crate::caps::policy::fixture::scope();
+        let msg = crate::caps::policy::check(&grants, "plugins.netbox.grants", &scope, &reserve("", "10.0.10.5"))
+            .expect_err("no network granted")
+            .to_string();
+        assert!(msg.contains("plugins.netbox.grants.dhcp.networks (none granted)"), "{msg}");
     }
 
     #[test]
