@@ -75,9 +75,8 @@ fn parse(json: &serde_json::Value, depth: usize) -> Option<WitType> {
             _ => None,
         }
     };
-    let optional = |v: &Value| -> Option<Option<Box<WitType>>> {
-        if v.is_null() { Some(None) } else { sub(v).map(Some) }
-    };
+    let optional =
+        |v: &Value| -> Option<Option<Box<WitType>>> { if v.is_null() { Some(None) } else { sub(v).map(Some) } };
     Some(match kind.as_str() {
         "list" => WitType::List(sub(arg)?),
         "fixed" => {
@@ -109,7 +108,8 @@ fn parse(json: &serde_json::Value, depth: usize) -> Option<WitType> {
             WitType::Variant(cases)
         }
         "enum" | "flags" => {
-            let names: Vec<String> = arg.as_array()?.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<_>>()?;
+            let names: Vec<String> =
+                arg.as_array()?.iter().map(|n| n.as_str().map(str::to_string)).collect::<Option<_>>()?;
             unique_names(names.iter().map(String::as_str))?;
             if kind == "enum" { WitType::Enum(names) } else { WitType::Flags(names) }
         }

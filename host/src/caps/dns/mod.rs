@@ -65,8 +65,8 @@ mod errors;
 mod host;
 pub mod providers;
 pub(crate) mod rhai;
-pub(crate) mod script_args;
 pub mod scope;
+pub(crate) mod script_args;
 pub mod technitium;
 mod wire;
 
@@ -117,7 +117,9 @@ impl Rfc2136 {
         let (Some(server), Some(key_name), Some(secret), DnsProviderKind::Rfc2136) =
             (cfg.server, cfg.key_name.as_deref(), cfg.secret.clone(), cfg.kind)
         else {
-            return Err(CapError::invalid(format!("{section}: not an rfc2136 provider with server, key_name and secret")));
+            return Err(CapError::invalid(format!(
+                "{section}: not an rfc2136 provider with server, key_name and secret"
+            )));
         };
         Ok(Rfc2136 {
             server,

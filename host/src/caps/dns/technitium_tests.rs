@@ -194,7 +194,10 @@ fn an_environment_takes_several_dns_providers_but_not_two_for_one_zone() {
     let c = load(&two_providers(r#"["lab.example"]"#)).expect("valid");
     assert_eq!(c.environments["test"].dns, ["bind", "tech"]);
     let twice = load(&two_providers(r#"["lab.example", "10.0.10.in-addr.arpa"]"#)).expect_err("zone twice");
-    assert!(twice.contains("zone `10.0.10.in-addr.arpa.` is in the zones of both [dns.bind] and [dns.tech]"), "{twice}");
+    assert!(
+        twice.contains("zone `10.0.10.in-addr.arpa.` is in the zones of both [dns.bind] and [dns.tech]"),
+        "{twice}"
+    );
     let unknown = load(&two_providers(r#"["lab.example"]"#).replace("endpoint = \"technitium\"", "endpoint = \"dns\""))
         .expect_err("endpoint");
     assert!(unknown.contains("dns.tech.endpoint = \"dns\" is not defined in [endpoints]"), "{unknown}");
