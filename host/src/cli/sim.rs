@@ -242,6 +242,10 @@ impl StandIns {
             let _ = writeln!(out, "\n[dhcp.unifi]\nkind = \"unifi\"\nendpoint = \"unifi\"\nsite = \"{UNIFI_SITE}\"");
             let _ = writeln!(out, "\n[workflow.grants.dhcp]\nnetworks = [{}]", list(&unifi_subnets(u)));
             let _ = writeln!(plugin, "[plugins.netbox.grants.dhcp]\nnetworks = [{}]", list(&unifi_subnets(u)));
+        } else {
+            // The plugin imports `dhcp` whether or not a controller is served:
+            // a table without the section is refused when the project loads.
+            let _ = writeln!(plugin, "[plugins.netbox.grants.dhcp]\nnetworks = []   # no UniFi stand-in served");
         }
         if let Some(t) = &self.technitium {
             let _ = writeln!(out, "\n[endpoints.technitium]\nurl = {}", q(&t.url()));
@@ -253,6 +257,8 @@ impl StandIns {
             );
             let _ = writeln!(out, "\n[workflow.grants.dns]\nzones = [{zones}]");
             let _ = writeln!(plugin, "[plugins.netbox.grants.dns]\nzones = [{zones}]");
+        } else {
+            let _ = writeln!(plugin, "[plugins.netbox.grants.dns]\nzones = []      # no Technitium stand-in served");
         }
         if let Some(s) = &self.semaphore {
             let _ = writeln!(out, "\n[endpoints.semaphore]\nurl = {}", q(&s.url()));
