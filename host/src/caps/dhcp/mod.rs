@@ -34,9 +34,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use self::cidr::Subnet;
-use super::http::Endpoints;
-use crate::contract::bindings::cradle::host::http::{Method, Request};
-use crate::contract::bindings::cradle::host::types::Entry;
+use super::http::{Endpoints, json_request};
+use crate::contract::bindings::cradle::host::http::Method;
 use crate::contract::{CapError, ErrorKind};
 
 pub use self::config::{DhcpProviderConfig, DhcpProviderKind};
@@ -292,21 +291,9 @@ impl Unifi {
         body: Option<Value>,
         timeout: Duration,
     ) -> Result<(u16, Value), CapError> {
-        let headers = match body {
-            Some(_) => vec![Entry { key: "content-type".into(), value: "application/json".into() }],
-            None => Vec::new(),
-        };
-        let req = Request {
-            endpoint: self.endpoint.clone(),
-            method,
-            path: format!("/api/s/{}/{tail}", self.site),
-            query: Vec::new(),
-            headers,
-            body: body.map(|b| b.to_string().into_bytes()),
-        };
-        let resp = self.http.send(req, timeout).await.map_err(|e| {
-            CapError::new(e.kind, format!("{} (endpoint `{}`): {}", self.section, self.endpoint, e.message))
-        })?;
+        let path = format!("/api/s/{}/{tail}", self.site);
+        let req = json_request(&self.endpoint, method, path, Vec::new(), body.as_ref(), false);
+        let resp = self.http.send_for(&self.section, req, timeout).await?;
         Ok((resp.status, serde_json::from_slice(&resp.body).unwrap_or(Value::Null)))
     }
 }

@@ -32,8 +32,8 @@ use serde_json::Value;
 
 use super::config::{DnsProviderConfig, parse_name};
 use super::{DnsRecord, RecordKind};
-use crate::caps::http::Endpoints;
-use crate::contract::bindings::cradle::host::http::{Method, Request};
+use crate::caps::http::{Endpoints, json_request};
+use crate::contract::bindings::cradle::host::http::Method;
 use crate::contract::bindings::cradle::host::types::Entry;
 use crate::contract::{CapError, ErrorKind};
 
@@ -268,18 +268,11 @@ impl Technitium {
     /// `path?query` (Technitium takes every parameter in the query);
     /// the status and the body as JSON (`null` when it is none).
     async fn send(&self, path: &str, query: Vec<(&str, String)>, timeout: Duration) -> Result<(u16, Value), CapError> {
-        let req = Request {
-            endpoint: self.endpoint.clone(),
-            // Reads as the workflows made them (GET), changes as POST.
-            method: if path.ends_with("/get") { Method::Get } else { Method::Post },
-            path: path.to_string(),
-            query: query.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v }).collect(),
-            headers: Vec::new(),
-            body: None,
-        };
-        let resp = self.http.send(req, timeout).await.map_err(|e| {
-            CapError::new(e.kind, format!("{} (endpoint `{}`): {}", self.section, self.endpoint, e.message))
-        })?;
+        // Reads as the workflows made them (GET), changes as POST.
+        let method = if path.ends_with("/get") { Method::Get } else { Method::Post };
+        let query = query.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v }).collect();
+        let req = json_request(&self.endpoint, method, path.to_string(), query, None, false);
+        let resp = self.http.send_for(&self.section, req, timeout).await?;
         Ok((resp.status, serde_json::from_slice(&resp.body).unwrap_or(Value::Null)))
     }
 }

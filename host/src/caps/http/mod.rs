@@ -88,6 +88,35 @@ struct Endpoint {
     session: tokio::sync::Mutex<Option<unifi::Session>>,
 }
 
+/// A request to named endpoint `endpoint` as the typed providers send them:
+/// the body, if any, as JSON with its `content-type`; `accept:
+/// application/json` when `accept_json` (NetBox answers HTML without it on
+/// some paths).
+pub(crate) fn json_request(
+    endpoint: &str,
+    method: Method,
+    path: String,
+    query: Vec<Entry>,
+    body: Option<&serde_json::Value>,
+    accept_json: bool,
+) -> Request {
+    let mut headers = Vec::new();
+    if accept_json {
+        headers.push(Entry { key: "accept".into(), value: "application/json".into() });
+    }
+    if body.is_some() {
+        headers.push(Entry { key: "content-type".into(), value: "application/json".into() });
+    }
+    Request {
+        endpoint: endpoint.to_string(),
+        method,
+        path,
+        query,
+        headers,
+        body: body.map(|b| b.to_string().into_bytes()),
+    }
+}
+
 impl Endpoints {
     /// Endpoints from `[endpoints]`.
     pub fn new(config: &BTreeMap<String, EndpointConfig>) -> Endpoints {
@@ -104,6 +133,16 @@ impl Endpoints {
             })
             .collect();
         Endpoints { map: Arc::new(map) }
+    }
+
+    /// [`send`](Self::send) for a typed provider (`[dhcp.NAME]`, `[post.NAME]`,
+    /// `[dns.NAME]`): a failure to reach the endpoint names the provider's
+    /// section and the endpoint, so the operator knows which table to fix.
+    pub(crate) async fn send_for(&self, section: &str, req: Request, timeout: Duration) -> Result<Response, CapError> {
+        let endpoint = req.endpoint.clone();
+        self.send(req, timeout)
+            .await
+            .map_err(|e| CapError::new(e.kind, format!("{section} (endpoint `{endpoint}`): {}", e.message)))
     }
 
     pub(crate) async fn send(&self, req: Request, timeout: Duration) -> Result<Response, CapError> {

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::http::Endpoints;
-use crate::contract::bindings::cradle::host::http::{Method, Request};
+use super::http::{Endpoints, json_request};
+use crate::contract::bindings::cradle::host::http::Method;
 use crate::contract::bindings::cradle::host::netbox::{IpAddress, JournalKind, MacWrite, Vm, VmInterface, VmSummary};
 use crate::contract::bindings::cradle::host::types::Entry;
 use crate::contract::{CapError, ErrorKind};
@@ -68,18 +68,7 @@ impl NetboxClient {
         body: Option<Value>,
         what: &str,
     ) -> Result<Value, CapError> {
-        let mut headers = vec![Entry { key: "accept".into(), value: "application/json".into() }];
-        if body.is_some() {
-            headers.push(Entry { key: "content-type".into(), value: "application/json".into() });
-        }
-        let req = Request {
-            endpoint: self.endpoint.clone(),
-            method,
-            path: path.to_string(),
-            query,
-            headers,
-            body: body.map(|b| b.to_string().into_bytes()),
-        };
+        let req = json_request(&self.endpoint, method, path.to_string(), query, body.as_ref(), true);
         let resp = self.endpoints.send(req, self.timeout).await?;
         let text = String::from_utf8_lossy(&resp.body);
         if !(200..300).contains(&resp.status) {

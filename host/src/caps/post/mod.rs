@@ -36,9 +36,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::http::Endpoints;
-use crate::contract::bindings::cradle::host::http::{Method, Request};
-use crate::contract::bindings::cradle::host::types::Entry;
+use super::http::{Endpoints, json_request};
+use crate::contract::bindings::cradle::host::http::Method;
 use crate::contract::{CapError, ErrorKind};
 
 pub use self::config::{PostProviderConfig, PostProviderKind};
@@ -166,21 +165,8 @@ impl Semaphore {
 
     /// One request to the server.
     async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Result<Answer, CapError> {
-        let headers = match body {
-            Some(_) => vec![Entry { key: "content-type".into(), value: "application/json".into() }],
-            None => Vec::new(),
-        };
-        let req = Request {
-            endpoint: self.endpoint.clone(),
-            method,
-            path: path.to_string(),
-            query: Vec::new(),
-            headers,
-            body: body.map(|b| b.to_string().into_bytes()),
-        };
-        let resp = self.http.send(req, REQUEST_TIMEOUT).await.map_err(|e| {
-            CapError::new(e.kind, format!("{} (endpoint `{}`): {}", self.section, self.endpoint, e.message))
-        })?;
+        let req = json_request(&self.endpoint, method, path.to_string(), Vec::new(), body.as_ref(), false);
+        let resp = self.http.send_for(&self.section, req, REQUEST_TIMEOUT).await?;
         let text = String::from_utf8_lossy(&resp.body).into_owned();
         Ok(Answer { status: resp.status, json: serde_json::from_str(&text).unwrap_or(Value::Null), text })
     }
