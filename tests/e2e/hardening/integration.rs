@@ -48,7 +48,12 @@ fn try_attack(name, arg) {
 
 /// The attack's outcome: the host's error kind and message (a success fails the test).
 fn attack(name: &str, arg: &str) -> (String, String) {
-    let config = CONFIG.replace("@HOSTILE@", &plugin_wasm("hostile_pipeline").display().to_string());
+    attack_under(CONFIG, name, arg)
+}
+
+/// [`attack`] under another cradle.toml (`@HOSTILE@` for the plugin's path).
+fn attack_under(config: &str, name: &str, arg: &str) -> (String, String) {
+    let config = config.replace("@HOSTILE@", &plugin_wasm("hostile_pipeline").display().to_string());
     let h = Harness::new(&config, &[("hostile.rhai", SCRIPT)]);
     let req = RunRequest {
         env: Some("test".into()),
@@ -113,4 +118,28 @@ fn a_pipeline_plugin_cannot_reach_the_netbox_endpoint_raw_over_http() {
     let (kind, message) = attack("endpoint", "netbox");
     assert_eq!(kind, "denied", "{message}");
     assert!(message.contains("netbox") && message.contains("plugins.netbox.grants.http"), "{message}");
+}
+
+/// [`CONFIG`] with an http grant of endpoint `api` limited to GET below `/ipam/`
+/// (nothing listens at its URL: a denial comes before any connection).
+fn limited_http_config() -> String {
+    CONFIG.replace(
+        "[plugins.netbox.grants.http]\nendpoints = []\n",
+        "[plugins.netbox.grants.http]\nendpoints = [\"api\"]\n\
+         [plugins.netbox.grants.http.limit.api]\nmethods = [\"GET\"]\npaths = [\"/ipam/\"]\n\
+         [endpoints.api]\nurl = \"http://127.0.0.1:9/base\"\nauth = \"api-key\"\n\
+         token = { command = [\"printf\", \"sekrit-api-key-42\"] }\n",
+    )
+}
+
+#[test]
+fn a_pipeline_plugin_cannot_use_a_method_or_path_outside_its_http_limit() {
+    let config = limited_http_config();
+    assert_ne!(config, CONFIG, "the http grant was replaced");
+    let (kind, message) = attack_under(&config, "method", "api DELETE /ipam/prefixes/1/");
+    assert_eq!(kind, "denied", "{message}");
+    assert!(message.contains("DELETE is not in plugins.netbox.grants.http.limit.api.methods"), "{message}");
+    let (kind, message) = attack_under(&config, "method", "api GET /users/tokens/");
+    assert_eq!(kind, "denied", "{message}");
+    assert!(message.contains("plugins.netbox.grants.http.limit.api.paths"), "{message}");
 }

@@ -97,6 +97,30 @@ impl Guest for Hostile {
                 };
                 http::send(&req).map(|r| format!("{arg} answered {}", r.status))
             }
+            // A granted endpoint with a method or path its `limit` does not
+            // list. `arg`: `ENDPOINT METHOD PATH`, e.g. `api DELETE /ipam/x/`.
+            "method" => {
+                let mut parts = arg.splitn(3, ' ');
+                let (endpoint, method, path) =
+                    (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
+                let method = match method {
+                    "GET" => http::Method::Get,
+                    "POST" => http::Method::Post,
+                    "PUT" => http::Method::Put,
+                    "PATCH" => http::Method::Patch,
+                    "DELETE" => http::Method::Delete,
+                    other => return Err(Error::Invalid(format!("unknown method {other}"))),
+                };
+                let req = http::Request {
+                    endpoint: endpoint.into(),
+                    method,
+                    path: path.into(),
+                    query: Vec::new(),
+                    headers: Vec::new(),
+                    body: None,
+                };
+                http::send(&req).map(|r| format!("{arg} answered {}", r.status))
+            }
             other => Err(Error::Invalid(format!("unknown attack {other}"))),
         }
     }
