@@ -327,9 +327,10 @@ fn hide_quoted_secrets(message: &str) -> String {
         .join("\n")
 }
 
-/// The configuration the section tests parse, and how they parse it.
+/// The configuration the section tests parse, and how they parse it (also the
+/// capabilities' provider-section tests, through `crate::config::fixture`).
 #[cfg(test)]
-pub(super) mod fixture {
+pub(crate) mod fixture {
     use std::path::Path;
 
     use super::super::{Config, ConfigError};

@@ -33,6 +33,8 @@ mod cluster;
 mod error;
 mod integrations;
 mod load;
+#[cfg(test)]
+pub(crate) use load::fixture;
 mod plugins;
 mod serve;
 mod ssh;

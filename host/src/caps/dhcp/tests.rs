@@ -182,10 +182,7 @@ token = { file = "/etc/cradle/unifi.key" }
 kind = "unifi"
 endpoint = "unifi"
 "#;
-    let load = |t: &str| {
-        crate::config::Config::parse(t, std::path::Path::new("cradle.toml"), std::path::Path::new("/proj"))
-            .map_err(|e| e.to_string())
-    };
+    let load = |t: &str| crate::config::fixture::parse(t).map_err(|e| e.to_string());
     let c = load(text).expect("valid");
     assert_eq!((c.dhcp["lan"].site.as_str(), c.environments["test"].dhcp.as_deref()), ("default", Some("lan")));
     let e = load(&text.replace("endpoint = \"unifi\"", "endpoint = \"controller\"")).expect_err("endpoint");

@@ -207,10 +207,7 @@ token = { file = "/etc/cradle/semaphore.token" }
 kind = "semaphore"
 endpoint = "semaphore"
 "#;
-    let load = |t: &str| {
-        crate::config::Config::parse(t, std::path::Path::new("cradle.toml"), std::path::Path::new("/proj"))
-            .map_err(|e| e.to_string())
-    };
+    let load = |t: &str| crate::config::fixture::parse(t).map_err(|e| e.to_string());
     let c = load(text).expect("valid");
     assert_eq!((c.post["os"].poll_ms, c.environments["test"].post.as_deref()), (2000, Some("os")));
     let e = load(&text.replace("endpoint = \"semaphore\"", "endpoint = \"tasks\"")).expect_err("endpoint");
