@@ -43,6 +43,7 @@ pub mod http;
 pub mod image;
 pub mod lock;
 pub mod log;
+pub mod maintenance;
 pub mod netbox;
 pub mod policy;
 pub mod post;

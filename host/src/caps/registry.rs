@@ -72,5 +72,6 @@ capabilities! {
         disk_image = image::rhai::module;
         cradle = script::cradle::module;
         guestnet = script::guestnet::module;
+        maintenance = maintenance::rhai::module;
     }
 }
