@@ -89,6 +89,7 @@ pub mod types {
 /// config files), `node_ssh` entries, plugin limits and the call budget,
 /// cloud-init snippet names (the proxmox grant's rules use them), the PVE
 /// role table and the built-in plugins' catalogue (their default tables).
+/// `config/mod.rs` declares its section files itself (`maintenance.rs`, ...).
 #[path = "../../host/src/config/mod.rs"]
 pub mod config;
 

@@ -11,7 +11,7 @@
 //! that holds `cradle.toml`.
 //!
 //! One file per section: `workflow.rs`, `cluster.rs` (with the simulator's
-//! settings), `ssh.rs`, `ansible.rs`, `plugins.rs`, `serve.rs`; the sections
+//! settings), `ssh.rs`, `ansible.rs`, `plugins.rs`, `serve.rs`, `maintenance.rs`; the sections
 //! of capabilities are their capability's (`caps::dns`, `caps::http`,
 //! `caps::coordination`, `caps::terraform`). `load.rs` reads, resolves and
 //! validates the whole file.
@@ -35,6 +35,7 @@ mod integrations;
 mod load;
 #[cfg(test)]
 pub(crate) use load::fixture;
+mod maintenance;
 mod plugins;
 mod serve;
 mod ssh;
@@ -45,6 +46,7 @@ pub use cluster::{
     ClusterConfig, ClusterKind, SimAppliance, SimPrivileges, SimQemu, SimSettings, SimTemplate, default_guest_image,
 };
 pub use error::{ClusterProblem, ConfigError, ConfigProblem, EnvironmentError};
+pub use maintenance::{DEFAULT_PLAN_MAX_AGE, MaintenanceConfig, human as human_duration};
 pub use plugins::{PluginConfig, grants_source};
 pub use serve::{ServeConfig, SourceConfig, SourceKind};
 pub use ssh::{SshClientChoice, SshConfig};
@@ -102,6 +104,9 @@ pub struct Config {
     /// `cradle serve`: listener, bounds and webhook sources (`[serve]`).
     #[serde(default)]
     pub serve: ServeConfig,
+    /// `cradle plan` / `cradle apply` (`[maintenance]`: how old a plan may be).
+    #[serde(default)]
+    pub maintenance: MaintenanceConfig,
     /// The directory that held `cradle.toml` (set by [`Config::load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -55,6 +55,26 @@ impl CapCtx {
         })
     }
 
+    /// `resize-disk` with the config `digest` the caller read (`None`: none
+    /// sent, the WIT function's behaviour): the same call description, guard
+    /// and journal entry as the WIT function, so the policy check is the same.
+    /// Workflows reach it as `proxmox::resize_disk(node, vmid, disk, size,
+    /// digest)`; PVE refuses a stale digest inside the task (a failed task).
+    pub(crate) fn resize_disk_at(
+        &self,
+        node: &str,
+        vmid: u32,
+        disk: &str,
+        size: &str,
+        digest: Option<&str>,
+    ) -> Result<String, WitError> {
+        self.pve(
+            "resize-disk",
+            vm_call(node, vmid),
+            |c| async move { c.resize_disk(node, vmid, disk, size, digest).await },
+        )
+    }
+
     /// The environment's client, or a `failed` error saying there is none.
     fn pve_client(&self) -> Result<Arc<ProxmoxClient>, CapError> {
         self.services.proxmox.clone().ok_or_else(|| {
@@ -206,10 +226,7 @@ impl Host for CapCtx {
     }
 
     fn resize_disk(&mut self, node: String, vmid: u32, disk: String, size: String) -> Result<String, WitError> {
-        let node = node.as_str();
-        let disk = disk.as_str();
-        let size = size.as_str();
-        self.pve("resize-disk", vm_call(node, vmid), |c| async move { c.resize_disk(node, vmid, disk, size).await })
+        self.resize_disk_at(&node, vmid, &disk, &size, None)
     }
 
     fn migrate(

@@ -11,6 +11,8 @@
 
 pub mod client;
 pub mod config_scope;
+#[cfg(test)]
+mod digest_tests;
 pub mod errors;
 pub mod held;
 #[cfg(test)]

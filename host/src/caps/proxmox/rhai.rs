@@ -9,6 +9,11 @@
 //! against `[workflow.grants.proxmox]` and journaled. Results are the WIT
 //! records converted by serde (`()` for a none), except where scripts see a
 //! different shape (the view structs below).
+//!
+//! `set_config` and `resize_disk` also take a last `digest` argument (a string,
+//! or `()` for none): PVE refuses the write when the VM's config no longer has
+//! that digest (`checksum mismatch (file change by other user?)`); the same
+//! guard and `Call::Proxmox` as the WIT functions, whose signatures stay.
 
 use rhai::serde::to_dynamic;
 use rhai::{Array, Dynamic, FuncRegistration, ImmutableString, Map, Module, NativeCallContext};
@@ -74,6 +79,19 @@ fn power_action(name: &str) -> Res<PowerAction> {
             );
         }
     })
+}
+
+/// A config digest argument: a string, or `()` for none (the write is then
+/// not fenced).
+fn digest_arg(digest: &Dynamic, function: &str) -> Res<Option<String>> {
+    if digest.is_unit() {
+        return Ok(None);
+    }
+    match digest.clone().into_immutable_string() {
+        Ok(d) if !d.is_empty() => Ok(Some(d.to_string())),
+        Ok(_) => Err(format!("proxmox::{function}: the digest is empty; pass the config's `digest` or ()").into()),
+        Err(t) => Err(format!("proxmox::{function}: the digest must be a string or (), not {t}").into()),
+    }
 }
 
 /// The `proxmox` module.
@@ -151,6 +169,25 @@ pub fn module() -> Module {
                 .map_err(wit_throw)
         },
     );
+    // `set_config(node, vmid, set, delete, digest)`: the write PVE refuses
+    // (`checksum mismatch (file change by other user?)`, a `conflict`) when the
+    // config's digest is no longer `digest` — a maintenance plan's recorded one.
+    FuncRegistration::new("set_config").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         vmid: i64,
+         set: Map,
+         delete: Array,
+         digest: Dynamic|
+         -> Res<()> {
+            let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+            let delete = delete.into_iter().map(|d| d.to_string()).collect();
+            let digest = digest_arg(&digest, "set_config")?;
+            Host::set_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, digest)
+                .map_err(wit_throw)
+        },
+    );
     FuncRegistration::new("migrate").set_into_module(
         &mut m,
         |ctx: NativeCallContext,
@@ -213,6 +250,24 @@ pub fn module() -> Module {
             let upid =
                 Host::resize_disk(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, disk.into(), size.into())
                     .map_err(wit_throw)?;
+            Ok(upid.into())
+        },
+    );
+    // `resize_disk(node, vmid, disk, size, digest)`: PVE checks `digest` in the
+    // task's worker, so a stale one is a failed task (`wait_task`'s status).
+    FuncRegistration::new("resize_disk").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         vmid: i64,
+         disk: ImmutableString,
+         size: ImmutableString,
+         digest: Dynamic|
+         -> Res<ImmutableString> {
+            let digest = digest_arg(&digest, "resize_disk")?;
+            let upid = caps(&ctx)?
+                .resize_disk_at(&node, int_arg(vmid, "vmid")?, &disk, &size, digest.as_deref())
+                .map_err(wit_throw)?;
             Ok(upid.into())
         },
     );

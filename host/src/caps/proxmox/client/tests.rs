@@ -187,7 +187,7 @@ async fn a_taken_nextid_hint_is_a_conflict_naming_the_vmid() {
 async fn parameter_errors_keep_the_errors_map() {
     let body = json!({"data": null, "message": "Parameter verification failed.\n", "errors": {"size": "unable to parse size"}}).to_string();
     let (_server, client) = serve(vec![Canned::Reply(400, "Parameter verification failed.".into(), body)]).await;
-    match client.resize_disk("pve1", 100, "scsi0", "ten").await.expect_err("bad size") {
+    match client.resize_disk("pve1", 100, "scsi0", "ten", None).await.expect_err("bad size") {
         ProxmoxError::Api { status: 400, errors, kind: ErrorKind::Invalid, .. } => {
             assert_eq!(errors.get("size").map(String::as_str), Some("unable to parse size"));
         }

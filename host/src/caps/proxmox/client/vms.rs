@@ -152,11 +152,23 @@ impl ProxmoxClient {
         self.call(&call).await.map(drop)
     }
 
-    /// `PUT .../resize` with `disk` and `size` (`+10G` or absolute); returns the UPID.
-    pub async fn resize_disk(&self, node: &str, vmid: u32, disk: &str, size: &str) -> Result<String, ProxmoxError> {
+    /// `PUT .../resize` with `disk`, `size` (`+10G` or absolute) and, when
+    /// given, the config `digest` the caller read; returns the UPID. PVE checks
+    /// the digest inside the task's worker (qemu-server e6352be,
+    /// src/PVE/API2/Qemu.pm:6006), so a stale one is a failed task, not an
+    /// error of this call.
+    pub async fn resize_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        disk: &str,
+        size: &str,
+        digest: Option<&str>,
+    ) -> Result<String, ProxmoxError> {
         let call = Call::new(Method::PUT, self.vm_path(node, vmid, "/resize")?, Idempotency::NotIdempotent)
             .param("disk", disk)
-            .param("size", size);
+            .param("size", size)
+            .opt_param("digest", digest);
         self.fetch(call, upid_from).await
     }
 
