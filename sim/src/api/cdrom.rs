@@ -3,8 +3,7 @@
 //!
 //! Contract: an ISO volume (`STORAGE:iso/F`) without `media=cdrom` is the parameter
 //! error `explicit 'media=cdrom' is required for iso images`; an ISO that exists on the
-//! node gets its `size=`; a new medium in a drive that already is a CD-ROM (not the
-//! cloud-init drive) is a medium change that applies to a running VM at once.
+//! node gets its `size=`. A medium change on a running VM is `hotplug.rs`'s.
 
 use crate::model::{ids, props};
 use crate::sim::Sim;
@@ -28,11 +27,4 @@ pub fn iso_drive(sim: &Sim, node: &str, v: &str) -> Result<String, String> {
         Some(len) if props::prop(v, "size").is_none() => Ok(format!("{v},size={}", ids::format_size_exact(len))),
         _ => Ok(v.to_string()),
     }
-}
-
-/// A CD-ROM drive that stays a CD-ROM: `vmconfig_update_disk` changes its medium on a
-/// running VM at once (`change_medium`; `none` ejects), no restart needed.
-pub fn medium_change(old: Option<&String>, new: &str) -> bool {
-    let cd = |v: &str| props::prop(v, "media").as_deref() == Some("cdrom") && !v.contains("cloudinit");
-    old.is_some_and(|o| cd(o)) && cd(new)
 }

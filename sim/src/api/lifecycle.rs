@@ -43,6 +43,7 @@ pub fn cold_start(sim: &Arc<Sim>, vmid: u32, skiplock: bool) -> Result<(), Strin
     }
     let mut staged = vm.clone();
     staged.apply_pending();
+    super::hotplug::start_check(&staged.config)?;
     let seed = crate::guest::read_seed(sim, &staged)?;
     vm.apply_pending();
     vm.power = Power::Running;

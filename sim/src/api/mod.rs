@@ -15,6 +15,7 @@ mod cdrom;
 pub(crate) mod clone;
 mod cluster;
 mod create;
+mod hotplug;
 mod ha;
 mod lifecycle;
 mod lxc;

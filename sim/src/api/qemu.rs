@@ -1,16 +1,18 @@
 //! `/nodes/{node}/qemu[/{vmid}]`: listing, config GET/POST/PUT, pending, status/current
-//! (the guest agent is in `agent.rs`).
+//! (the guest agent is in `agent.rs`, what a running VM takes live in `hotplug.rs`).
 //!
 //! Contract (from qemu-server): GET config shows pending values unless `current=1` and
 //! carries a `digest`; PUT applies synchronously and fails with HTTP 500 on a lock or a
 //! digest mismatch; POST forks a `qmconfig` worker and returns its UPID, so lock errors
 //! surface as the task's exit status (or as `failed to update VM N: ...` when
-//! `background_delay` waited for it). On a running VM, changing or deleting ide/sata
-//! drives and restart-only keys goes to pending until a cold start or an API reboot;
-//! a write of the value a key already has leaves no pending entry (PVE's
-//! `vmconfig_cleanup_pending`). `PUT unlink` is `PUT config` with `delete = idlist`.
+//! `background_delay` waited for it). Every change is written to `[PENDING]` first; a
+//! stopped VM's pending is applied at once, a running VM's goes through
+//! `hotplug::hotplug_pending` (what stays pending waits for a cold start or an API
+//! reboot; a hotplug error is a 400 parameter error — the task's failure for POST —
+//! after the pending write). A write of the value a key already has leaves no pending
+//! entry (PVE's `cleanup_pending`). `PUT unlink` is `PUT config` with `delete = idlist`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -148,11 +150,6 @@ type Update = (BTreeMap<String, String>, Vec<String>, Vec<String>);
 
 const CONFIG_META: &[&str] = &["delete", "revert", "digest", "skiplock", "background_delay", "force"];
 
-/// Keys that a running VM only picks up at the next cold start.
-fn deferred_on_running(key: &str) -> bool {
-    props::needs_restart(key) || key.starts_with("ide") || key.starts_with("sata")
-}
-
 /// Validate all parameters (400 before any worker), returning normalised sets.
 fn validate(sim: &Sim, node: &str, vmid: u32, p: &Params, counter: &mut u64) -> Result<Update, ApiError> {
     let mut errors = BTreeMap::new();
@@ -223,63 +220,142 @@ fn allocate_drive(key: &str, v: &str, vmid: u32) -> String {
     v.to_string()
 }
 
-/// Apply a validated update under the lock; the error text is PVE's.
+/// Why an update was refused or only partly applied.
+#[derive(Debug)]
+enum Refused {
+    /// PVE's `die` before anything was written (lock, digest, ...).
+    Die(String),
+    /// Hotplug errors, raised as parameter errors after the pending write
+    /// (`raise_param_exc($errors)`, Qemu.pm:2588): the values stay pending.
+    Hotplug(BTreeMap<String, String>),
+}
+
+impl Refused {
+    /// The text of a `qmconfig` task's failure: pve-common's `PVE::Exception`
+    /// stringified (`400 Parameter verification failed.` then `key: msg` lines),
+    /// newlines turned into spaces as `fork_worker` writes `TASK ERROR:`.
+    fn task_text(&self) -> String {
+        match self {
+            Refused::Die(e) => e.clone(),
+            Refused::Hotplug(errors) => {
+                let mut out = "400 Parameter verification failed.".to_string();
+                for (k, v) in errors {
+                    out.push_str(&format!(" {k}: {v}"));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Apply a validated update under the lock, as qemu-server's `update_vm_api`
+/// (e6352be, src/PVE/API2/Qemu.pm:2206-2590) does: checks, then every delete and
+/// change written to `[PENDING]` (a `tags` or `unusedN` delete and `cipassword` go
+/// straight to the config), `cleanup_pending`, then a stopped VM's pending applied
+/// (`vmconfig_apply_pending`) or a running VM's hotplugged as far as it goes
+/// (`hotplug::hotplug_pending`, selection = the keys this request named).
 fn apply(
     vm: &mut Vm,
     p: &Params,
-    sets: BTreeMap<String, String>,
-    deletes: Vec<String>,
+    mut sets: BTreeMap<String, String>,
+    mut deletes: Vec<String>,
     reverts: Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     if !p.bool("skiplock", false).unwrap_or(false) {
-        check_lock(vm)?;
+        check_lock(vm).map_err(Refused::Die)?;
     }
     if let Some(d) = p.get("digest")
         && d != vm.digest()
     {
         // qemu-server e6352be, src/PVE/API2/Qemu.pm:2211 (containers and HA say
         // pve-common's `detected modified configuration`).
-        return Err("checksum mismatch (file change by other user?)".into());
+        return Err(Refused::Die("checksum mismatch (file change by other user?)".into()));
     }
     if sets.contains_key("lock") {
-        return Err("option 'lock' is not allowed".into());
+        return Err(Refused::Die("option 'lock' is not allowed".into()));
     }
-    let running = vm.power == Power::Running;
+    // Qemu.pm:2230-2236: a revert sets the current value again, or deletes a value
+    // that is only pending.
     for k in reverts {
-        vm.pending.remove(&k);
-        vm.pending_delete.remove(&k);
-    }
-    for k in deletes {
-        vm.pending.remove(&k);
-        if running && deferred_on_running(&k) && vm.config.contains_key(&k) {
-            vm.pending_delete.insert(k);
-        } else {
-            vm.config.remove(&k);
+        if let Some(v) = vm.config.get(&k) {
+            sets.insert(k, v.clone());
+        } else if vm.pending.contains_key(&k) {
+            deletes.push(k);
         }
     }
-    for (k, v) in sets {
+    for (k, v) in &sets {
         if k.starts_with("ide") && v.contains("-cloudinit") {
-            let other = vm.config.iter().find(|(ok, ov)| **ok != k && ov.contains("-cloudinit"));
+            let other = vm.config.iter().find(|(ok, ov)| *ok != k && ov.contains("-cloudinit"));
             if let Some((ok, _)) = other {
-                return Err(format!("unable to add a second cloudinit drive ('{ok}' is one already)"));
+                return Err(Refused::Die(format!("unable to add a second cloudinit drive ('{ok}' is one already)")));
             }
         }
-        vm.pending_delete.remove(&k);
-        if running && super::cdrom::medium_change(vm.config.get(&k), &v) {
-            vm.pending.remove(&k);
-            vm.config.insert(k, v);
-        } else if running && deferred_on_running(&k) && vm.config.get(&k) == Some(&v) {
-            // PVE drops a pending entry equal to the current value
-            // (`vmconfig_cleanup_pending`): writing the value a key already has
-            // leaves nothing pending (and clears an earlier pending change).
-            vm.pending.remove(&k);
-        } else if running && deferred_on_running(&k) {
-            vm.pending.insert(k, v);
+    }
+    let mut modified = BTreeSet::new();
+    // Qemu.pm:2290-2395: deletes.
+    for k in deletes {
+        if !vm.config.contains_key(&k) && !vm.pending.contains_key(&k) {
+            // `cannot delete 'K' - not set in current configuration!` (a warning).
+            continue;
+        }
+        modified.insert(k.clone());
+        let pending_value = vm.pending.remove(&k);
+        if k.starts_with("unused") {
+            // `try_deallocate_drive`: the volume is freed, the key gone at once.
+            if let Some(volid) = vm.config.remove(&k) {
+                vm.volumes.remove(&volid);
+            }
+        } else if k == "tags" {
+            vm.config.remove(&k);
         } else {
-            vm.config.insert(k, v);
+            if props::is_drive_key(&k)
+                && let Some(pv) = pending_value
+            {
+                vm.register_unused(&pv);
+            }
+            vm.pending_delete.insert(k);
         }
     }
-    Ok(())
+    // Qemu.pm:2397-2560: changes.
+    for (k, v) in sets {
+        modified.insert(k.clone());
+        if vm.pending.get(&k) == Some(&v) {
+            continue;
+        }
+        if k == "cipassword" {
+            vm.config.insert(k, v);
+            continue;
+        }
+        if props::is_drive_key(&k)
+            && let Some(pv) = vm.pending.get(&k).cloned()
+        {
+            vm.register_unused(&pv);
+        }
+        vm.pending_delete.remove(&k);
+        vm.pending.insert(k, v);
+    }
+    cleanup_pending(vm);
+    if vm.pending.is_empty() && vm.pending_delete.is_empty() {
+        vm.drop_reused_unused();
+        return Ok(());
+    }
+    let errors = if vm.power == Power::Running {
+        super::hotplug::hotplug_pending(vm, &modified)
+    } else {
+        vm.apply_pending();
+        BTreeMap::new()
+    };
+    vm.drop_reused_unused();
+    if errors.is_empty() { Ok(()) } else { Err(Refused::Hotplug(errors)) }
+}
+
+/// `cleanup_pending` (pve-guest-common 4a8f6cb src/PVE/AbstractConfig.pm:138-167): a
+/// pending value equal to the current one and a pending delete of an absent key are
+/// dropped, so writing the value a key already has leaves nothing pending.
+fn cleanup_pending(vm: &mut Vm) {
+    let config = &vm.config;
+    vm.pending.retain(|k, v| config.get(k) != Some(v));
+    vm.pending_delete.retain(|k| config.contains_key(k));
 }
 
 pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronous: bool) -> ApiResult {
@@ -296,13 +372,14 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
     st.id_counter = counter;
     let result = match vm_on_mut(&mut st, node, vmid) {
         Ok(vm) => apply(vm, p, sets, deletes, reverts),
-        Err(_) => Err(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid))),
+        Err(_) => Err(Refused::Die(format!("Configuration file '{}' does not exist", Vm::conf_path(node, vmid)))),
     };
     if !asynchronous {
         sim.changed();
         return match result {
             Ok(()) => Ok(Reply::data(Value::Null)),
-            Err(e) => Err(ApiError::die(e)),
+            Err(Refused::Die(e)) => Err(ApiError::die(e)),
+            Err(Refused::Hotplug(errors)) => Err(ApiError::Params(errors)),
         };
     }
     let upid = sim.new_task(&mut st, node, "qmconfig", &vmid.to_string(), Some(vmid));
@@ -314,8 +391,8 @@ pub fn config_set(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params, asynchronou
     {
         Sim::task_log(&mut st, &upid, line);
     }
-    let failed = result.as_ref().err().cloned();
-    Sim::finish_task_in(&mut st, &upid, result);
+    let failed = result.as_ref().err().map(Refused::task_text);
+    Sim::finish_task_in(&mut st, &upid, result.map_err(|e| e.task_text()));
     sim.changed();
     match (background_delay, failed) {
         (Some(_), Some(e)) => Err(ApiError::die(format!("failed to update VM {vmid}: {e}"))),

@@ -272,14 +272,75 @@ impl Vm {
         hex::encode(h.finalize())[..40].to_string()
     }
 
-    /// Apply the pending changes (cold start / API reboot).
+    /// Apply the pending changes (cold start / API reboot, a stopped VM's config
+    /// update): qemu-server's `vmconfig_apply_pending` (e6352be,
+    /// src/PVE/QemuServer.pm:4985-5100): a deleted or replaced drive's volume is
+    /// registered as `unusedN` (`vmconfig_delete_or_detach_drive` without `force`,
+    /// `vmconfig_register_unused_drive`), its data kept.
     pub fn apply_pending(&mut self) {
         for k in std::mem::take(&mut self.pending_delete) {
-            self.config.remove(&k);
+            if let Some(old) = self.config.remove(&k)
+                && props::is_drive_key(&k)
+                && !k.starts_with("unused")
+            {
+                self.register_unused(&old);
+            }
         }
         for (k, v) in std::mem::take(&mut self.pending) {
+            if props::is_drive_key(&k)
+                && !k.starts_with("unused")
+                && let Some(old) = self.config.get(&k).cloned()
+            {
+                self.register_unused(&old);
+            }
             self.config.insert(k, v);
         }
+        self.drop_reused_unused();
+    }
+
+    /// `write_vm_config` (qemu-server e6352be src/PVE/QemuServer.pm:2145-2150): an
+    /// `unusedN` whose volume a drive of the config or of `[PENDING]` uses again is
+    /// dropped (so a drive whose options changed is not left registered unused).
+    pub fn drop_reused_unused(&mut self) {
+        let used: BTreeSet<String> = self
+            .config
+            .iter()
+            .chain(self.pending.iter())
+            .filter(|(k, _)| props::is_drive_key(k) && !k.starts_with("unused"))
+            .filter_map(|(_, v)| v.split(',').next().map(str::to_string))
+            .collect();
+        self.config.retain(|k, v| !(k.starts_with("unused") && used.contains(v)));
+    }
+
+    /// `vmconfig_register_unused_drive` (QemuServer.pm:1583-1603): a drive's volume
+    /// this VM owns (`vm-VMID-*`, `base-VMID-*`) becomes the lowest free `unusedN`
+    /// unless one names it already (`add_unused_volume`, pve-guest-common 4a8f6cb
+    /// src/PVE/AbstractConfig.pm:428-446); CD-ROMs and the cloud-init drive (freed) are
+    /// not registered. Returns the key used.
+    pub fn register_unused(&mut self, drive: &str) -> Option<String> {
+        let file = props::split_props(drive)
+            .into_iter()
+            .find(|(k, _)| k.is_empty() || k == "file")
+            .map(|(_, f)| f)
+            .unwrap_or_default();
+        let cdrom = props::prop(drive, "media").as_deref() == Some("cdrom") || file == "none" || file == "cdrom";
+        if cdrom || file.contains("-cloudinit") {
+            return None;
+        }
+        let (_, volname) = file.split_once(':')?;
+        let name = volname.rsplit('/').next().unwrap_or(volname);
+        let owned =
+            name.starts_with(&format!("vm-{}-", self.vmid)) || name.starts_with(&format!("base-{}-", self.vmid));
+        if !owned {
+            return None;
+        }
+        let unused = |i: &u32| format!("unused{i}");
+        if (0..256).any(|i| self.config.get(&unused(&i)).is_some_and(|v| *v == file)) {
+            return None;
+        }
+        let key = (0..256).map(|i| unused(&i)).find(|k| !self.config.contains_key(k))?;
+        self.config.insert(key.clone(), file);
+        Some(key)
     }
 
     /// The `vmid.conf` path PVE names in errors.

@@ -312,6 +312,14 @@ pub fn unique_tags(value: &str) -> Result<String, String> {
     Ok(lower.join(";"))
 }
 
+/// `pve_verify_hotplug_features`: `0`, `1` or a list of known features (the parser
+/// itself is `api::hotplug::parse`).
+fn valid_hotplug(value: &str) -> bool {
+    const KNOWN: &[&str] = &["network", "disk", "cpu", "memory", "usb", "cloudinit"];
+    matches!(value, "0" | "1")
+        || value.split([',', ';', ' ', '\t']).filter(|s| !s.is_empty()).all(|f| KNOWN.contains(&f))
+}
+
 /// Validate and normalise `key=value` for VM `vmid`. `new_mac` supplies generated MACs.
 pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) -> Result<String, String> {
     if !is_config_key(key) {
@@ -328,6 +336,9 @@ pub fn normalize(key: &str, value: &str, new_mac: &mut dyn FnMut() -> String) ->
         | "freeze" => boolean(value).map(|()| value.to_string()),
         "name" if !valid_dns_name(value) => Err(format!("invalid format - {NOT_A_DNS_NAME}")),
         "tags" => unique_tags(value),
+        // `pve-hotplug-features` (qemu-server e6352be src/PVE/QemuServer.pm:1136-1165).
+        "hotplug" if valid_hotplug(value) => Ok(value.to_string()),
+        "hotplug" => Err("invalid format - unable to parse hotplug option".into()),
         "cicustom" => normalize_cicustom(key, value),
         "citype" => match value {
             "nocloud" | "configdrive2" | "opennebula" => Ok(value.to_string()),
@@ -366,11 +377,6 @@ pub fn is_integer_key(key: &str) -> bool {
             | "cpuunits"
             | "shares"
     )
-}
-
-/// Keys that a running VM cannot change without a restart (they go to pending).
-pub fn needs_restart(key: &str) -> bool {
-    matches!(key, "cores" | "sockets" | "memory" | "cpu" | "machine" | "bios" | "vga" | "scsihw" | "ostype" | "args")
 }
 
 #[cfg(test)]
