@@ -16,6 +16,7 @@
 pub mod change;
 pub mod diff;
 pub mod progress;
+pub mod pve;
 pub mod rhai;
 pub mod verify;
 
