@@ -433,6 +433,7 @@ impl Project {
             &self.state,
             RunStart {
                 workflow: req.script.clone(),
+                function: Some(req.func.clone()),
                 workflow_hash: script_hash,
                 plugins: loaded.plugin_versions(),
                 argv: req.argv.clone(),

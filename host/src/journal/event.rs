@@ -162,6 +162,10 @@ pub enum Event {
         run_id: String,
         /// The workflow file or built-in name.
         workflow: String,
+        /// The workflow function the run called (`provision`, `check`,
+        /// `apply`, ...); absent in journals written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        function: Option<String>,
         /// SHA-256 of the workflow source, hex.
         workflow_hash: String,
         /// The plugins loaded for the run.
@@ -266,6 +270,7 @@ impl Event {
             Event::RunStarted {
                 run_id,
                 workflow,
+                function,
                 workflow_hash,
                 plugins,
                 host,
@@ -278,6 +283,7 @@ impl Event {
                 for s in [run_id, workflow, workflow_hash, host] {
                     scrub(s);
                 }
+                scrub_opt(function);
                 scrub_opt(environment);
                 scrub_opt(backend);
                 for p in plugins {

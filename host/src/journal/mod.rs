@@ -96,6 +96,8 @@ pub enum JournalError {
 pub struct RunStart {
     /// The workflow file or built-in name.
     pub workflow: String,
+    /// The workflow function the run calls.
+    pub function: Option<String>,
     /// SHA-256 of the workflow source, hex.
     pub workflow_hash: String,
     /// The plugins loaded for the run.
@@ -148,6 +150,7 @@ impl JournalWriter {
                     writer.record(Event::RunStarted {
                         run_id,
                         workflow: start.workflow,
+                        function: start.function,
                         workflow_hash: start.workflow_hash,
                         plugins: start.plugins,
                         host: crate::state::host_name(),

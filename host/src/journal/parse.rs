@@ -29,6 +29,9 @@ pub struct RunSummary {
     pub id: String,
     /// The workflow, from `run_started`.
     pub workflow: Option<String>,
+    /// The workflow function it called (`apply` of workflow `maintain` is a
+    /// maintenance change), from `run_started`; none in older journals.
+    pub function: Option<String>,
     /// When the run started.
     pub started: Option<Timestamp>,
     /// The control node (host name) that ran it, from `run_started`: with
@@ -111,6 +114,7 @@ pub fn empty_summary(id: String) -> RunSummary {
     RunSummary {
         id,
         workflow: None,
+        function: None,
         started: None,
         node: None,
         pid: None,
@@ -136,14 +140,16 @@ pub fn summarize(id: &str, events: &[Event], torn: bool) -> RunSummary {
     s.torn = torn;
     for event in events {
         match event {
-            Event::RunStarted { workflow, at, host, pid, argv, .. } => {
+            Event::RunStarted { workflow, function, at, host, pid, argv, .. } => {
                 s.workflow = Some(workflow.clone());
+                s.function.clone_from(function);
                 s.started = Some(*at);
                 s.node = Some(host.clone());
                 s.pid = Some(*pid);
                 s.command.clone_from(argv);
-                // `--check` runs `check(vm)`, which changes nothing; the
-                // journal records the command line, not the function.
+                // `--check` runs `check(vm)`, which changes nothing. From
+                // the command line: journals written before the function
+                // was recorded have only that.
                 s.check = argv.iter().any(|a| a == "provision") && argv.iter().any(|a| a == "--check");
             }
             Event::StepStarted { vm, .. } => {

@@ -48,7 +48,7 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
             if r.torn {
                 status.push('*');
             }
-            let workflow = printable(r.workflow.as_deref().unwrap_or("-")).into_owned();
+            let workflow = printable(&run_kind(r)).into_owned();
             let _ = writeln!(
                 out,
                 "{:<22} {:<19} {:<16} {:<11} {:>5} {:>6} {:>6}  {:<16} {}",
@@ -60,7 +60,7 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
                 r.failed_steps,
                 r.denials,
                 printable(r.vm.as_deref().unwrap_or("-")),
-                if r.check { format!("{workflow} --check") } else { workflow }
+                workflow
             );
             if let Some(problem) = &r.problem {
                 let _ = writeln!(out, "  ! {}", printable(problem));
@@ -71,6 +71,18 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
         out.push_str("* the journal's last line was torn by a crash\n");
     }
     out
+}
+
+/// What a run list row says the run did: `WORKFLOW:FUNCTION` (`maintain:apply`
+/// is a maintenance change, `provision:check` a check), or for a journal
+/// written before the function was recorded the workflow, `--check` marked.
+fn run_kind(r: &RunSummary) -> String {
+    let workflow = r.workflow.as_deref().unwrap_or("-");
+    match &r.function {
+        Some(f) => format!("{workflow}:{f}"),
+        None if r.check => format!("{workflow} --check"),
+        None => workflow.to_string(),
+    }
 }
 
 /// `$ cradle provision -i inventory --check (check: changed nothing) - 30 runs: 29 succeeded, 1 failed`.
@@ -109,8 +121,11 @@ pub fn render_run_text(run: &RunRecord) -> String {
     let _ = writeln!(out, "run       {}", printable(&s.id));
     let start = s.started;
     for event in &run.events {
-        if let Event::RunStarted { workflow, workflow_hash, plugins, host, pid, argv, .. } = event {
+        if let Event::RunStarted { workflow, function, workflow_hash, plugins, host, pid, argv, .. } = event {
             let _ = writeln!(out, "workflow  {} (sha256 {})", printable(workflow), printable(abbrev(workflow_hash)));
+            if let Some(f) = function {
+                let _ = writeln!(out, "function  {}", printable(f));
+            }
             let _ = writeln!(out, "host      {}, pid {pid}", printable(host));
             let _ = writeln!(out, "command   {}", printable(&argv.join(" ")));
             for p in plugins {

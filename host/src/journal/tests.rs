@@ -23,6 +23,7 @@ pub(super) fn start(state: &StateDir) -> JournalWriter {
         state,
         RunStart {
             workflow: "provision.rhai".into(),
+            function: Some("provision".into()),
             workflow_hash: "ab".repeat(32),
             plugins: vec![PluginVersion { name: "direct".into(), version: "0.3.1".into(), hash: "cd".repeat(32) }],
             argv: vec!["cradle".into(), "provision".into()],
@@ -108,6 +109,7 @@ fn registered_secrets_never_reach_the_journal_in_any_field() {
         &s,
         RunStart {
             workflow: "w".into(),
+            function: Some(format!("fn-{canary}")),
             workflow_hash: "h".into(),
             plugins: vec![],
             argv: vec![format!("--token={canary}")],
@@ -129,7 +131,7 @@ fn registered_secrets_never_reach_the_journal_in_any_field() {
     w.run_finished(RunStatus::Failed, Some(&format!("x{canary}x"))).unwrap();
     let text = fs::read_to_string(w.path()).unwrap();
     assert!(!text.contains(canary), "{text}");
-    assert_eq!(text.matches("[redacted]").count(), 7, "{text}");
+    assert_eq!(text.matches("[redacted]").count(), 8, "{text}");
 }
 
 #[test]
@@ -285,4 +287,39 @@ fn a_journal_appended_after_a_crash_keeps_whole_lines() {
     let run = read_run(&s, w.run_id()).unwrap();
     assert_eq!(run.events.len(), 1);
     assert_eq!(run.torn_line.as_ref().map(|t| t.line), Some(2));
+}
+
+#[test]
+fn a_maintenance_apply_is_listed_and_shown_with_its_workflow_and_function() {
+    let (_t, s) = state();
+    for function in ["plan", "apply"] {
+        let w = JournalWriter::start(
+            &s,
+            RunStart {
+                workflow: "maintain".into(),
+                function: Some(function.into()),
+                workflow_hash: "ab".repeat(32),
+                plugins: vec![],
+                argv: vec!["cradle".into(), function.into(), "x".into()],
+                environment: Some("lab".into()),
+                backend: Some("direct".into()),
+            },
+        )
+        .unwrap();
+        w.step_started(Some("db-1"), "config").unwrap();
+        w.step_finished(Some("db-1"), "config", Duration::ZERO, None).unwrap();
+        w.run_finished(RunStatus::Succeeded, None).unwrap();
+    }
+    let list = list_runs(&s).unwrap();
+    let table = render_list_text(&list);
+    let rows: Vec<&str> = table.lines().filter(|l| l.contains(" db-1 ")).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(rows.iter().any(|r| r.ends_with(" maintain:apply")), "{table}");
+    assert!(rows.iter().any(|r| r.ends_with(" maintain:plan")), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&render_list_json(&list).unwrap()).unwrap();
+    let functions: Vec<&str> = json.as_array().unwrap().iter().filter_map(|r| r["function"].as_str()).collect();
+    assert_eq!(functions.len(), 2, "{json}");
+    let apply = list.iter().find(|r| r.function.as_deref() == Some("apply")).unwrap();
+    let shown = render_run_text(&read_run(&s, &apply.id).unwrap());
+    assert!(shown.contains("workflow  maintain (sha256 ") && shown.contains("\nfunction  apply\n"), "{shown}");
 }

@@ -81,6 +81,9 @@ pub struct RunInfo {
     pub id: String,
     /// The workflow, from `run_started`.
     pub workflow: Option<String>,
+    /// The workflow function the run called (`apply` of `maintain` is a
+    /// maintenance change), from `run_started`; `None` in older journals.
+    pub function: Option<String>,
     /// SHA-256 of the workflow source, from `run_started`.
     pub workflow_hash: Option<String>,
     /// The environment (`None` in journals written before it was recorded).
@@ -112,6 +115,7 @@ impl RunInfo {
         RunInfo {
             id: id.to_string(),
             workflow: None,
+            function: None,
             workflow_hash: None,
             environment: None,
             backend: None,
@@ -277,7 +281,18 @@ impl Timeline {
             first_at.get_or_insert(at);
             last_at = Some(last_at.map_or(at, |l| l.max(at)));
             match event {
-                Event::RunStarted { workflow, workflow_hash, plugins, host, environment, backend, at, .. } => {
+                Event::RunStarted {
+                    workflow,
+                    function,
+                    workflow_hash,
+                    plugins,
+                    host,
+                    environment,
+                    backend,
+                    at,
+                    ..
+                } => {
+                    run.function.clone_from(function);
                     run.environment.clone_from(environment);
                     run.backend.clone_from(backend);
                     run.workflow = Some(workflow.clone());
@@ -491,7 +506,9 @@ pub fn render_timeline_text(timeline: &Timeline, style: GanttStyle) -> String {
             }
         }
     }
-    for (label, value) in [("env", &run.environment), ("backend", &run.backend), ("node", &run.node)] {
+    for (label, value) in
+        [("function", &run.function), ("env", &run.environment), ("backend", &run.backend), ("node", &run.node)]
+    {
         if let Some(v) = value {
             let _ = writeln!(out, "{label:<9} {}", printable(v));
         }

@@ -245,10 +245,20 @@ pub fn render(totals: &Totals, deliveries: &Deliveries, queue: Queue) -> String 
     out.family(
         "cradle_runs_total",
         Kind::Counter,
-        "Runs ended, by result (succeeded, failed, interrupted), backend and environment, from the run journals.",
+        "Runs ended, by result (succeeded, failed, interrupted), backend, environment, and what the run did: its workflow and function (maintain/apply is a maintenance change, provision/provision a provision), from the run journals.",
     );
-    for ((result, backend, env), n) in &totals.runs {
-        out.sample("cradle_runs_total", &[("result", result), ("backend", backend), ("environment", env)], *n as f64);
+    for (k, n) in &totals.runs {
+        out.sample(
+            "cradle_runs_total",
+            &[
+                ("result", &k.result),
+                ("backend", &k.backend),
+                ("environment", &k.environment),
+                ("workflow", &k.workflow),
+                ("function", &k.function),
+            ],
+            *n as f64,
+        );
     }
     out.family(
         "cradle_steps_total",

@@ -15,9 +15,15 @@
 //! - a journal removed (or archived) keeps what it added: counters never go
 //!   down; a file replaced under the same name (another inode) or truncated is
 //!   a new journal, read from its start;
+//! - a run is counted by what it did, the workflow and function its
+//!   `run_started` records (`maintain` `apply` apart from `provision`
+//!   `provision`); a journal written before the function was recorded counts
+//!   as function `unknown`;
 //! - step names beyond [`MAX_STEP_NAMES`] distinct ones are counted as
-//!   `other`, and label values are cut at [`MAX_LABEL`] characters, so a
-//!   workflow naming steps after VMs cannot grow a scrape without bound.
+//!   `other`, (workflow, function) pairs beyond [`MAX_RUN_KINDS`] as
+//!   (`other`, `other`), and label values are cut at [`MAX_LABEL`]
+//!   characters, so a workflow naming steps after VMs, or `cradle run` of
+//!   many mistyped names, cannot grow a scrape without bound.
 //!
 //! Step durations are the journals' own `step_finished.duration_ms`: the typed
 //! per-run timeline (`journal::timeline`) was not there when this was written.
@@ -34,6 +40,10 @@ use crate::state::process::{Liveness, process_liveness};
 
 /// Distinct step names kept as labels; the rest are `other`.
 pub const MAX_STEP_NAMES: usize = 256;
+/// Distinct (workflow, function) pairs kept as run labels; the rest are
+/// (`other`, `other`). Workflows and their functions are the project's, a
+/// handful; the bound is for names typed wrong at `cradle run`.
+pub const MAX_RUN_KINDS: usize = 64;
 /// The longest label value kept (characters).
 pub const MAX_LABEL: usize = 120;
 /// At most this much of one journal is read per scrape (the rest next time).
@@ -42,8 +52,8 @@ const MAX_READ: u64 = 64 * 1024 * 1024;
 /// What the journals say, summed over every journal read by this process.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Totals {
-    /// Runs ended, by (result, backend, environment).
-    pub runs: BTreeMap<(String, String, String), u64>,
+    /// Runs ended, by result, backend, environment, workflow and function.
+    pub runs: BTreeMap<RunKey, u64>,
     /// Steps ended, by (step, `ok`/`failed`).
     pub steps: BTreeMap<(String, String), u64>,
     /// Step durations (seconds), by step.
@@ -52,10 +62,29 @@ pub struct Totals {
     pub calls: BTreeMap<(String, String, String), u64>,
     /// Plugin traps, by plugin.
     pub traps: BTreeMap<String, u64>,
+    /// The (workflow, function) pairs counted under their own names (at
+    /// most [`MAX_RUN_KINDS`]).
+    pub run_kinds: BTreeSet<(String, String)>,
     /// Complete lines that were not events.
     pub unreadable_lines: u64,
     /// Journals in the directory at the last scan.
     pub journals: usize,
+}
+
+/// The labels a run is counted under (`cradle_runs_total`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunKey {
+    /// `succeeded`, `failed` or `interrupted`.
+    pub result: String,
+    /// The backend plugin, `none` without one.
+    pub backend: String,
+    /// The environment.
+    pub environment: String,
+    /// The workflow (`provision`, `maintain`, a `[serve.sources]` workflow, ...).
+    pub workflow: String,
+    /// The workflow function (`provision`, `check`, `plan`, `apply`, ...),
+    /// `unknown` in journals written before it was recorded.
+    pub function: String,
 }
 
 /// How a run's environment label is found when its command line names none.
@@ -94,6 +123,9 @@ struct OpenRun {
     environment: String,
     /// The backend the journal names.
     backend: Option<String>,
+    /// The workflow and function the journal names.
+    workflow: Option<String>,
+    function: Option<String>,
     process: Option<(String, u32)>,
 }
 
@@ -247,7 +279,9 @@ fn read_new(path: &Path, state: &mut FileState, totals: &mut Totals, labels: &Ru
 
 fn apply(event: Event, state: &mut FileState, totals: &mut Totals, labels: &RunLabels) {
     match event {
-        Event::RunStarted { plugins, argv, host, pid, environment, backend, .. } => {
+        Event::RunStarted { workflow, function, plugins, argv, host, pid, environment, backend, .. } => {
+            state.run.workflow = Some(label(&workflow));
+            state.run.function = function.as_deref().map(label);
             state.run.plugins = plugins.into_iter().map(|p| label(&p.name)).collect();
             // Journals record both; older ones leave them to be inferred.
             // A journal that records its environment records its backend
@@ -311,206 +345,27 @@ fn count_trap(error: &str, state: &mut FileState, totals: &mut Totals) {
 
 fn end_run(state: &mut FileState, status: RunStatus, totals: &mut Totals) {
     state.ended = true;
-    let key = (status.to_string(), state.run.backend(), state.run.environment.clone());
+    let unknown = || "unknown".to_string();
+    let mut kind =
+        (state.run.workflow.clone().unwrap_or_else(unknown), state.run.function.clone().unwrap_or_else(unknown));
+    if !totals.run_kinds.contains(&kind) {
+        if totals.run_kinds.len() < MAX_RUN_KINDS {
+            totals.run_kinds.insert(kind.clone());
+        } else {
+            kind = ("other".into(), "other".into());
+        }
+    }
+    let (workflow, function) = kind;
+    let key = RunKey {
+        result: status.to_string(),
+        backend: state.run.backend(),
+        environment: state.run.environment.clone(),
+        workflow,
+        function,
+    };
     *totals.runs.entry(key).or_default() += 1;
 }
 
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
-
-    use super::*;
-    use crate::journal::{PluginVersion, Timestamp};
-
-    fn line(e: &Event) -> String {
-        format!("{}\n", serde_json::to_string(e).expect("json"))
-    }
-
-    fn started(pid: u32, argv: &[&str]) -> Event {
-        Event::RunStarted {
-            run_id: "r".into(),
-            workflow: "provision".into(),
-            workflow_hash: "h".into(),
-            plugins: vec![PluginVersion { name: "direct".into(), version: "1".into(), hash: "x".into() }],
-            host: crate::state::host_name(),
-            pid,
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            environment: None,
-            backend: None,
-            at: Timestamp::now(),
-        }
-    }
-
-    fn call(capability: &str, caller: &str, outcome: CallOutcome) -> Event {
-        Event::CapabilityCall {
-            vm: None,
-            caller: caller.into(),
-            capability: capability.into(),
-            function: "f".into(),
-            outcome,
-            duration_us: 5,
-            at: Timestamp::now(),
-        }
-    }
-
-    fn step(name: &str, ms: u64, error: Option<&str>) -> Event {
-        Event::StepFinished {
-            vm: Some("web-1".into()),
-            step: name.into(),
-            at: Timestamp::now(),
-            duration_ms: ms,
-            error: error.map(str::to_string),
-        }
-    }
-
-    fn finished(status: RunStatus) -> Event {
-        Event::RunFinished { status, at: Timestamp::now(), error: None }
-    }
-
-    fn append(path: &Path, text: &str) {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open");
-        f.write_all(text.as_bytes()).expect("write");
-    }
-
-    fn labels() -> RunLabels {
-        RunLabels { default_environment: Some("lab".into()), serve_environment: Some("netbox-env".into()) }
-    }
-
-    fn runs(t: &Totals) -> Vec<(String, String, String, u64)> {
-        t.runs.iter().map(|((r, b, e), n)| (r.clone(), b.clone(), e.clone(), *n)).collect()
-    }
-
-    fn calls(t: &Totals, cap: &str, caller: &str, result: &str) -> u64 {
-        t.calls.get(&(cap.into(), caller.into(), result.into())).copied().unwrap_or(0)
-    }
-
-    /// A process of this host that is gone.
-    fn dead_pid() -> u32 {
-        let mut child = std::process::Command::new("true").spawn().expect("true");
-        let pid = child.id();
-        child.wait().expect("wait");
-        pid
-    }
-
-    #[test]
-    fn appended_lines_are_read_once_and_a_torn_line_when_it_is_complete() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let a = dir.path().join("20260101T000000Z-aaaa.jsonl");
-        let me = std::process::id();
-        append(&a, &line(&started(me, &["cradle", "provision", "--env", "prod"])));
-        append(&a, &line(&call("proxmox", "direct", CallOutcome::Ok)));
-        append(&a, &line(&call("proxmox", "direct", CallOutcome::Denied { scope: "vmid".into() })));
-        append(&a, &line(&step("create", 1500, None)));
-        let last = line(&finished(RunStatus::Succeeded));
-        let (head, tail) = last.split_at(10);
-        append(&a, head);
-        let mut j = Journals::new(dir.path(), labels());
-        let t = j.scan().clone();
-        assert!(t.runs.is_empty(), "the torn last line is not read yet: {t:?}");
-        assert_eq!((calls(&t, "proxmox", "direct", "ok"), calls(&t, "proxmox", "direct", "denied")), (1, 1));
-        assert_eq!(t.step_durations["create"].count(), 1);
-        assert_eq!(t.unreadable_lines, 0);
-        assert_eq!(j.scan(), &t, "nothing new, nothing counted twice");
-        append(&a, tail);
-        let t = j.scan().clone();
-        assert_eq!(runs(&t), [("succeeded".into(), "direct".into(), "prod".into(), 1)]);
-        assert_eq!(calls(&t, "proxmox", "direct", "ok"), 1, "earlier lines are not read again");
-        assert_eq!(t.steps[&("create".into(), "ok".into())], 1);
-        assert_eq!(j.scan(), &t);
-    }
-
-    #[test]
-    fn a_journal_that_names_its_environment_and_backend_is_labelled_with_them_not_by_inference() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let a = dir.path().join("20260101T000000Z-cccc.jsonl");
-        let mut start = started(std::process::id(), &["cradle", "serve"]);
-        if let Event::RunStarted { environment, backend, .. } = &mut start {
-            *environment = Some("staging".into());
-            *backend = Some("terraform".into());
-        }
-        append(&a, &line(&start));
-        append(&a, &line(&call("proxmox", "direct", CallOutcome::Ok)));
-        append(&a, &line(&finished(RunStatus::Failed)));
-        let mut j = Journals::new(dir.path(), labels());
-        assert_eq!(runs(j.scan()), [("failed".into(), "terraform".into(), "staging".into(), 1)]);
-    }
-
-    #[test]
-    fn new_removed_and_replaced_journals_and_unreadable_lines() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let me = std::process::id();
-        let a = dir.path().join("a.jsonl");
-        append(&a, &line(&started(me, &["cradle", "provision"])));
-        append(&a, &line(&finished(RunStatus::Succeeded)));
-        let mut j = Journals::new(dir.path(), labels());
-        assert_eq!(j.scan().journals, 1);
-        let b = dir.path().join("b.jsonl");
-        append(&b, &line(&started(me, &["cradle", "serve", "--event=3", "--fn=staged"])));
-        append(&b, "{not an event}\n");
-        append(&b, &line(&step("make", 20, Some("the clone failed"))));
-        append(&b, &line(&finished(RunStatus::Failed)));
-        append(&dir.path().join(".swap.jsonl"), "junk\n");
-        append(&dir.path().join("notes.txt"), "junk\n");
-        let t = j.scan().clone();
-        assert_eq!(
-            runs(&t),
-            [
-                ("failed".into(), "direct".into(), "netbox-env".into(), 1),
-                ("succeeded".into(), "direct".into(), "lab".into(), 1)
-            ]
-        );
-        assert_eq!((t.unreadable_lines, t.journals), (1, 2));
-        assert_eq!(t.steps[&("make".into(), "failed".into())], 1);
-        // Removed: its counts stay (a counter never goes down).
-        std::fs::remove_file(&a).expect("rm");
-        let t2 = j.scan().clone();
-        assert_eq!((t2.runs.clone(), t2.journals), (t.runs.clone(), 1));
-        // Replaced by another file under the same name: a new journal.
-        let tmp = dir.path().join("b.tmp");
-        append(&tmp, &line(&started(me, &["cradle", "provision"])));
-        append(&tmp, &line(&finished(RunStatus::Succeeded)));
-        std::fs::rename(&tmp, &b).expect("rename");
-        let t3 = j.scan().clone();
-        assert_eq!(t3.runs[&("succeeded".into(), "direct".into(), "lab".into())], 2, "{t3:?}");
-        assert_eq!(t3.runs[&("failed".into(), "direct".into(), "netbox-env".into())], 1);
-    }
-
-    #[test]
-    fn an_unfinished_run_counts_as_interrupted_once_its_process_is_gone() {
-        let dir = tempfile::tempdir().expect("tmp");
-        append(&dir.path().join("alive.jsonl"), &line(&started(std::process::id(), &["cradle", "provision"])));
-        let dead = dir.path().join("dead.jsonl");
-        append(&dead, &line(&started(dead_pid(), &["cradle", "provision"])));
-        append(&dead, "{\"event\":\"step_fin");
-        let mut j = Journals::new(dir.path(), labels());
-        assert!(j.scan().runs.is_empty(), "the first read learns the process");
-        let t = j.scan().clone();
-        assert_eq!(runs(&t), [("interrupted".into(), "direct".into(), "lab".into(), 1)]);
-        assert_eq!(j.scan(), &t, "once");
-    }
-
-    #[test]
-    fn a_trap_counts_once_per_run_by_plugin_and_step_names_are_bounded() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let a = dir.path().join("a.jsonl");
-        append(&a, &line(&started(std::process::id(), &["cradle", "provision"])));
-        let trap = "backend 'direct': create: plugin `direct`, function `create`: wasm trap: unreachable";
-        append(&a, &line(&step("create", 1, Some(trap))));
-        append(&a, &line(&step("build", 2, Some(&format!("in create: {trap}")))));
-        append(&a, &line(&step("x", 2, Some("plugin `direct` has no function `nope` (it exports: a)"))));
-        append(
-            &a,
-            &line(&Event::RunFinished { status: RunStatus::Failed, at: Timestamp::now(), error: Some(trap.into()) }),
-        );
-        for i in 0..MAX_STEP_NAMES + 5 {
-            append(&a, &line(&step(&format!("vm-{i}"), 1, None)));
-        }
-        let mut j = Journals::new(dir.path(), labels());
-        let t = j.scan();
-        assert_eq!(t.traps.iter().collect::<Vec<_>>(), [(&"direct".to_string(), &1)]);
-        assert_eq!(t.step_durations.len(), MAX_STEP_NAMES + 1, "the rest are `other`");
-        assert!(t.step_durations["other"].count() >= 5);
-        assert_eq!(trap_in("plugin `p`, function `f`: boom"), Some(("p".into(), "f".into())));
-        assert_eq!(trap_in("plugin `p`: cannot be linked"), None);
-    }
-}
+#[path = "scan_tests.rs"]
+mod tests;

@@ -304,3 +304,29 @@ fn only_so_many_finished_timelines_stay_in_memory_and_the_others_are_read_again_
         assert!(held(&b) <= 2, "still at most two kept");
     }
 }
+
+#[test]
+fn a_maintenance_apply_card_names_its_workflow_and_function_and_an_older_journal_its_workflow_only() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let mut lines = steps("db-1", &["lock", "config", "verify"]);
+    lines.push(done("succeeded", 9, None));
+    write(dir, "20261130T080000Z-apply", "maintain", "prod", ME, 1, &lines);
+    // `run_started` as cradle writes it now: with the function it called.
+    let path = dir.join("20261130T080000Z-apply.jsonl");
+    let text = fs::read_to_string(&path).expect("journal");
+    fs::write(&path, text.replacen(r#""workflow":"maintain","#, r#""workflow":"maintain","function":"apply","#, 1))
+        .expect("journal");
+    write(dir, "20261130T080001Z-old", "provision", "prod", ME, 1, &lines);
+    let mut b = board(dir);
+    b.refresh(false);
+    let (apply, timeline) = b.run("20261130T080000Z-apply").expect("apply");
+    assert_eq!((apply.run.workflow.as_deref(), apply.run.function.as_deref()), (Some("maintain"), Some("apply")));
+    assert_eq!(timeline.expect("timeline").run.function.as_deref(), Some("apply"));
+    // What the page reads: the card's JSON, the run's fields flattened.
+    let json = serde_json::to_value(&*apply).expect("json");
+    assert_eq!((&json["workflow"], &json["function"]), (&"maintain".into(), &"apply".into()), "{json}");
+    let old = b.run("20261130T080001Z-old").expect("old").0;
+    assert_eq!((old.run.workflow.as_deref(), old.run.function.as_deref()), (Some("provision"), None));
+    assert!(serde_json::to_value(&*old).expect("json")["function"].is_null());
+}

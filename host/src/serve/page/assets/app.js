@@ -173,13 +173,14 @@
     const section = el('section', `run ${word}`);
     section.dataset.run = card.id;
     section.dataset.result = word;
+    section.dataset.kind = runKind(card);
 
     const head = el('button', 'head');
     head.type = 'button';
     head.setAttribute('aria-expanded', String(isOpen(card)));
     head.append(el('span', `badge ${word}`, word));
     head.append(el('span', 'vms', (card.vms || []).join(', ') || '(no VM)'));
-    head.append(el('span', 'meta', [card.workflow, card.environment, card.backend].filter(Boolean).join(' · ')));
+    head.append(el('span', 'meta', [runKind(card), card.environment, card.backend].filter(Boolean).join(' · ')));
     head.append(el('span', 'when', when(card.started)));
     head.append(el('span', 'dur', duration(card.duration_ms)));
     head.addEventListener('click', () => toggle(card.id));
@@ -199,6 +200,13 @@
     }
     if (isOpen(card)) section.append(drawDetails(card));
     return section;
+  }
+
+  // What the run did: `maintain:apply` (a maintenance change), `provision:check`;
+  // the workflow alone in journals written before the function was recorded.
+  function runKind(card) {
+    if (!card.workflow) return '';
+    return card.function ? `${card.workflow}:${card.function}` : card.workflow;
   }
 
   function drawStages(stages) {
@@ -231,6 +239,7 @@
     };
     fact('run', card.id);
     fact('workflow', card.workflow && `${card.workflow}${card.workflow_hash ? ` (${card.workflow_hash.slice(0, 12)})` : ''}`);
+    fact('function', card.function);
     fact('plugins', (card.plugins || []).map((p) => `${p.name} ${p.version}`).join(', '));
     fact('environment', card.environment);
     fact('backend', card.backend);
