@@ -8,7 +8,8 @@
 //! attached local disks without `with-local-disks=1`, a linked clone on local storage
 //! (`can't migrate '<volid>' as it's a clone of '<base>'`). The VM holds `lock: migrate`
 //! until a successful `qmigrate` ends, then lives on the target. Snippets are not
-//! checked (as on PVE). Resize takes `+N[KMGT]` or an absolute size and never shrinks;
+//! checked (as on PVE). Resize takes `+N[KMGT]` or an absolute size (no unit = bytes)
+//! and never shrinks; a size equal to the current one is an OK task that writes nothing;
 //! the POST checks only its parameters and returns a `resize` task, whose worker checks
 //! the VM, its digest (`checksum mismatch (file change by other user?)`), lock, disk and
 //! size (Qemu.pm:6002-6070) and fails the task when one does not fit.
@@ -241,15 +242,34 @@ fn migrate_task(sim: &Arc<Sim>, node: &str, vmid: u32, target: String, with_loca
     upid
 }
 
+/// The `size` parameter (`\+?\d+(\.\d+)?[KMGT]?`, Qemu.pm:5960) as `(relative,
+/// bytes)`: no unit means bytes (Qemu.pm:6036-6046).
+fn resize_amount(size: &str) -> Option<(bool, u64)> {
+    let (relative, s) = match size.strip_prefix('+') {
+        Some(s) => (true, s),
+        None => (false, size),
+    };
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 'K') => (&s[..i], 1u64 << 10),
+        (i, 'M') => (&s[..i], 1 << 20),
+        (i, 'G') => (&s[..i], 1 << 30),
+        (i, 'T') => (&s[..i], 1 << 40),
+        _ => (s, 1),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, "0"));
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(int) || !digits(frac) {
+        return None;
+    }
+    let n: f64 = num.parse().ok()?;
+    Some((relative, (n * mult as f64) as u64))
+}
+
 pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
     p.only(&["disk", "size", "digest", "skiplock"])?;
     let disk = p.required("disk")?.to_string();
     let size = p.required("size")?.to_string();
-    let (relative, num) = match size.strip_prefix('+') {
-        Some(s) => (true, s),
-        None => (false, size.as_str()),
-    };
-    let amount = ids::parse_size(num)
+    let (relative, amount) = resize_amount(&size)
         .ok_or_else(|| ApiError::param("size", format!("value does not match the regex pattern: {size}")))?;
     let skiplock = p.bool("skiplock", false)?;
     let digest = p.get("digest").map(str::to_string);
@@ -273,16 +293,25 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, p: &Params) -> ApiResult {
         if val.contains("media=cdrom") {
             return Err("you can't resize a cdrom".into());
         }
-        let old = props::prop(val, "size").and_then(|s| ids::parse_size(&s)).unwrap_or(0);
+        // `volume_size_info` (Qemu.pm:6030): the volume's size, `size=` or what the
+        // VM's volume list remembers.
+        let old = vm.volume_size(val.split(',').next().unwrap_or("")).unwrap_or(0);
         let new = if relative { old + amount } else { amount };
         // Qemu.pm:6048.
         if new < old {
             return Err("shrinking disks is not supported".into());
         }
-        Ok(new)
+        Ok((old, new))
     })();
     let new = match checked {
-        Ok(new) => new,
+        // Qemu.pm:6050 `return if $size == $newsize;`: the task ends OK and the
+        // config (and so its digest) is left as it is.
+        Ok((old, new)) if old == new => {
+            Sim::finish_task_in(&mut st, &upid, Ok(()));
+            sim.changed();
+            return upid_reply(upid);
+        }
+        Ok((_, new)) => new,
         Err(e) => {
             Sim::finish_task_in(&mut st, &upid, Err(e));
             sim.changed();

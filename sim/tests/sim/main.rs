@@ -9,6 +9,7 @@ mod api;
 mod conformance;
 mod create;
 mod faults;
+mod hotplug;
 mod import_disk;
 mod lxc;
 mod node_disk;
