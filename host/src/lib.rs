@@ -23,6 +23,7 @@ pub mod contract;
 pub mod inventory;
 pub mod journal;
 pub mod kit;
+pub mod maintain;
 pub mod plugin;
 pub mod project;
 pub mod provision;

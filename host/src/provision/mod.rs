@@ -11,6 +11,7 @@
 //! ([`Project::check_reachable`]: a refused endpoint is one error, not one per
 //! VM); the rest is the workflow's job, through the capabilities.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,8 @@ pub struct HostResult {
     pub run_id: Option<String>,
     /// Wall time.
     pub duration: Duration,
+    /// The map the workflow returned, whole (`cradle plan` reads its `planned`).
+    pub value: Option<Map>,
 }
 
 impl HostResult {
@@ -96,18 +99,32 @@ pub enum Action {
     Check,
     /// `remove.rhai::remove_vm(vm)`.
     Remove,
+    /// `maintain.rhai::plan(vm)`: reads only (`cradle plan`).
+    MaintainPlan,
+    /// `maintain.rhai::apply(vm)` (`cradle apply`).
+    MaintainApply,
 }
 
 impl Action {
     /// The script and function for a VM of the built-in type (`None`) or of
     /// type `vm_type` (`workflows/<type>.rhai`, which defines all three).
+    ///
+    /// Maintenance is always `workflows/maintain.rhai`'s: it works on the
+    /// built-in template type's PVE config and blocks a VM of another type.
     fn entry(self, vm_type: Option<&str>) -> (String, &'static str) {
         let (builtin, func) = match self {
             Action::Provision => ("provision", "provision"),
             Action::Check => ("provision", "check"),
             Action::Remove => ("remove", "remove_vm"),
+            Action::MaintainPlan => return ("maintain".into(), "plan"),
+            Action::MaintainApply => return ("maintain".into(), "apply"),
         };
         (vm_type.unwrap_or(builtin).to_string(), func)
+    }
+
+    /// Whether a VM's `vms_type` picks the workflow.
+    fn typed(self) -> bool {
+        !matches!(self, Action::MaintainPlan | Action::MaintainApply)
     }
 }
 
@@ -115,7 +132,7 @@ impl Action {
 /// `action` calls, before any run starts.
 fn check_types(loaded: &Loaded, plans: &[VmPlan], action: Action) -> Result<(), ProjectError> {
     for plan in plans {
-        let Some(t) = plan.vm_type.as_deref() else { continue };
+        let Some(t) = plan.vm_type.as_deref().filter(|_| action.typed()) else { continue };
         let (script, func) = action.entry(Some(t));
         let has =
             loaded.workflows.functions(&script).map(|fs| fs.iter().any(|f| f.name == func && f.params.len() == 1));
@@ -170,6 +187,17 @@ fn finished(project: &Project, out: &HostResult) {
     }
 }
 
+/// A value added to each VM's `vm` under one key (`vm.maintenance` for
+/// `cradle plan` and `cradle apply`), by canonical VM name; a VM without one
+/// gets no such key.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// The key of `vm`.
+    pub key: &'static str,
+    /// The value of each VM, by name.
+    pub by_vm: HashMap<String, Dynamic>,
+}
+
 /// Run `action` for every plan, at most `forks` at a time.
 pub async fn run_all(
     project: Arc<Project>,
@@ -180,10 +208,35 @@ pub async fn run_all(
     action: Action,
     forks: usize,
 ) -> Result<Vec<HostResult>, ProjectError> {
+    run_all_with(project, loaded, inv, plans, env, action, forks, Extra::default()).await
+}
+
+/// [`run_all`] with `extra` added to each VM's `vm` value.
+#[allow(clippy::too_many_arguments, reason = "run_all's arguments and the one it adds; each used once")]
+pub async fn run_all_with(
+    project: Arc<Project>,
+    loaded: Arc<Loaded>,
+    inv: Arc<Inventory>,
+    plans: Vec<VmPlan>,
+    env: Option<String>,
+    action: Action,
+    forks: usize,
+    extra: Extra,
+) -> Result<Vec<HostResult>, ProjectError> {
     check_types(&loaded, &plans, action)?;
     let permits = Arc::new(tokio::sync::Semaphore::new(forks.max(1)));
     // Every VM's value first: a bad one stops the command before any run starts.
-    let vms = plans.iter().map(|plan| vm_value(plan, &inv)).collect::<Result<Vec<_>, _>>()?;
+    let vms = plans
+        .iter()
+        .map(|plan| {
+            let mut vm = vm_value(plan, &inv)?;
+            if let (Some(value), Some(mut map)) = (extra.by_vm.get(&plan.name), vm.clone().try_cast::<Map>()) {
+                map.insert(extra.key.into(), value.clone());
+                vm = map.into();
+            }
+            Ok(vm)
+        })
+        .collect::<Result<Vec<_>, ProjectError>>()?;
     if let Some(plan) = plans.iter().find(|p| p.use_terraform && !loaded.plugins.contains_key(TERRAFORM)) {
         return Err(ProjectError::Environment(format!(
             "{}: {}",
@@ -226,6 +279,7 @@ pub async fn run_all(
                 problem: None,
                 run_id: None,
                 duration: started.elapsed(),
+                value: None,
             };
             match report {
                 Err(e) => out.error = Some(format!("the run of {} did not finish: {e}", plan.name)),
@@ -247,6 +301,7 @@ pub async fn run_all(
                                 if let Some(vmid) = field(&m, "vmid").and_then(|v| v.parse().ok()) {
                                     out.vmid = Some(vmid);
                                 }
+                                out.value = Some(m);
                             }
                             None => out.error = Some("the workflow returned no result map".into()),
                         },
