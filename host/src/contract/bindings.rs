@@ -22,3 +22,29 @@ wasmtime::component::bindgen!({
 });
 
 pub use cradle::host::types::Error as WitError;
+
+/// The optional `maintenance` export (world `maintainer`, wit/backend.wit),
+/// generated over the same imports and records as [`Backend`]: the plugin
+/// host checks a backend's `maintenance` export against it at load
+/// ([`maintainer::exports::cradle::host::maintenance::GuestIndices`]). Calls
+/// go by name through the workflow bridge, like any export beyond `lifecycle`.
+pub mod maintainer {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "cradle:host/maintainer",
+        with: {
+            "cradle:host/types": super::cradle::host::types,
+            "cradle:host/log": super::cradle::host::log,
+            "cradle:host/proxmox": super::cradle::host::proxmox,
+            "cradle:host/ssh": super::cradle::host::ssh,
+            "cradle:host/dns": super::cradle::host::dns,
+            "cradle:host/dhcp": super::cradle::host::dhcp,
+            "cradle:host/post": super::cradle::host::post,
+            "cradle:host/lock": super::cradle::host::lock,
+            "cradle:host/checkpoint": super::cradle::host::checkpoint,
+            "cradle:host/terraform": super::cradle::host::terraform,
+            "cradle:host/http": super::cradle::host::http,
+            "cradle:host/netbox": super::cradle::host::netbox,
+        },
+    });
+}

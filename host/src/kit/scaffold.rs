@@ -41,6 +41,7 @@ const WIT_FILES: &[(&str, &str)] = &[
     ("http.wit", include_str!("../../../wit/http.wit")),
     ("lock.wit", include_str!("../../../wit/lock.wit")),
     ("log.wit", include_str!("../../../wit/log.wit")),
+    ("maintenance.wit", include_str!("../../../wit/maintenance.wit")),
     ("netbox.wit", include_str!("../../../wit/netbox.wit")),
     ("pipeline.wit", include_str!("../../../wit/pipeline.wit")),
     ("post.wit", include_str!("../../../wit/post.wit")),

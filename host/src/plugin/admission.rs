@@ -11,6 +11,11 @@
 //!   `cradle:host/lifecycle@0.1.0` export, and (at load, once linked)
 //!   lifecycle functions whose names or types differ from wit/backend.wit
 //!   ([`AdmissionError::Signature`]);
+//! - for a backend that also exports the optional `maintenance` interface
+//!   (wit/maintenance.wit, world `maintainer`): one of another WIT version,
+//!   and (at load) functions whose names or types differ from the WIT
+//!   ([`AdmissionError::MaintenanceSignature`]). Its functions join the
+//!   backend's exports, called by name (`backend.plan_update(..)`);
 //! - for an integration plugin (`kind = "integration"`): an export that is
 //!   not a `cradle:host/*@0.1.0` interface, a `lifecycle` export (a backend's),
 //!   no export at all, or one function name in two exported interfaces (calls
@@ -31,6 +36,11 @@ use crate::workflow::ExportSig;
 /// The export every backend provides.
 pub fn lifecycle_export() -> String {
     format!("{WIT_PACKAGE}/lifecycle@{WIT_VERSION}")
+}
+
+/// The export a backend may add for reviewed maintenance.
+pub fn maintenance_export() -> String {
+    format!("{WIT_PACKAGE}/maintenance@{WIT_VERSION}")
 }
 
 /// Why a component was not admitted.
@@ -146,6 +156,17 @@ pub enum AdmissionError {
         /// wasmtime's account of the first difference.
         message: String,
     },
+    /// Exports the optional maintenance interface with other functions or
+    /// types than the host's wit/maintenance.wit.
+    #[error(
+        "plugin `{plugin}` exports the maintenance interface, but not as wit/maintenance.wit of {WIT_PACKAGE}@{WIT_VERSION} defines it: {message}; rebuild the plugin against this cradle's wit/ (or build it for world `backend` if it does not support maintenance)"
+    )]
+    MaintenanceSignature {
+        /// The plugin.
+        plugin: String,
+        /// wasmtime's account of the first difference.
+        message: String,
+    },
 }
 
 fn integration_hint(plugin: &str, exports: &[String]) -> String {
@@ -230,7 +251,8 @@ fn functions(engine: &Engine, item: &ComponentItem) -> Vec<ExportSig> {
 
 type Exports = (Vec<String>, Vec<ExportSig>);
 
-/// A backend's `lifecycle` functions; other exports are not called.
+/// A backend's `lifecycle` functions, then its optional `maintenance` ones;
+/// other exports are not called.
 fn backend_exports(
     engine: &Engine,
     ty: &wasmtime::component::types::Component,
@@ -238,17 +260,30 @@ fn backend_exports(
 ) -> Result<Exports, AdmissionError> {
     let expected = lifecycle_export();
     let mut others = Vec::new();
+    let mut lifecycle = None;
+    let mut maintenance = None;
     for (name, item) in ty.exports(engine) {
         match cradle_interface(name) {
-            Some(("lifecycle", version)) if version != WIT_VERSION => {
+            Some(("lifecycle" | "maintenance", version)) if version != WIT_VERSION => {
                 return Err(AdmissionError::WitVersion { plugin: plugin.into(), found: name.into() });
             }
-            Some(("lifecycle", _)) => return Ok((vec![expected], functions(engine, &item.ty))),
+            Some(("lifecycle", _)) => lifecycle = Some(functions(engine, &item.ty)),
+            Some(("maintenance", _)) => maintenance = Some(functions(engine, &item.ty)),
             Some(_) => others.push(name.to_string()),
             None => {}
         }
     }
-    Err(AdmissionError::NoLifecycle { plugin: plugin.into(), expected, exports: others })
+    let Some(mut exports) = lifecycle else {
+        return Err(AdmissionError::NoLifecycle { plugin: plugin.into(), expected, exports: others });
+    };
+    let mut interfaces = vec![expected];
+    if let Some(functions) = maintenance {
+        // Names cannot collide with lifecycle's (the load-time shape check
+        // admits exactly `plan-update` and `apply-update`).
+        interfaces.push(maintenance_export());
+        exports.extend(functions);
+    }
+    Ok((interfaces, exports))
 }
 
 /// An integration plugin's interfaces: every export a cradle interface of
@@ -427,6 +462,25 @@ mod tests {
         let ok = admit(&e, &c, "x", PluginKind::Backend, &manifest(&[Capability::Log]), &Grants::default())
             .expect("admitted");
         assert_eq!(ok.capabilities, vec![Capability::Log]);
+    }
+
+    #[test]
+    fn a_backend_exporting_maintenance_is_admitted_with_its_functions_after_the_lifecycle() {
+        let (e, c) = exporting(&[], &[LIFE, "cradle:host/maintenance@0.1.0"]);
+        let ok = admit(&e, &c, "tf", PluginKind::Backend, &manifest(&[]), &Grants::default()).expect("admitted");
+        assert_eq!(ok.interfaces, vec![LIFE.to_string(), "cradle:host/maintenance@0.1.0".to_string()]);
+        let (e, c) = exporting(&[], &[LIFE]);
+        let ok = admit(&e, &c, "d", PluginKind::Backend, &manifest(&[]), &Grants::default()).expect("admitted");
+        assert_eq!(ok.interfaces, vec![LIFE.to_string()], "maintenance is optional");
+    }
+
+    #[test]
+    fn a_maintenance_export_of_another_wit_version_is_refused() {
+        let (e, c) = exporting(&[], &[LIFE, "cradle:host/maintenance@0.2.0"]);
+        let err = admit(&e, &c, "tf", PluginKind::Backend, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("cradle:host/maintenance@0.2.0") && err.contains("rebuild"), "{err}");
     }
 
     const PIPELINE: &str = "cradle:host/pipeline@0.1.0";

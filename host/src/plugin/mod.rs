@@ -301,6 +301,12 @@ impl PluginHost {
             .linker
             .instantiate_pre(&compiled.component)
             .map_err(|e| PluginError::Link { name: name.into(), message: format!("{e:#}") })?;
+        // The optional maintenance export against wit/maintenance.wit, when a
+        // backend has one (before the lifecycle, so its own message names it).
+        if kind == PluginKind::Backend && admitted.interfaces.contains(&admission::maintenance_export()) {
+            crate::contract::bindings::maintainer::exports::cradle::host::maintenance::GuestIndices::new(&pre)
+                .map_err(|e| AdmissionError::MaintenanceSignature { plugin: name.into(), message: format!("{e:#}") })?;
+        }
         // A backend's lifecycle exports' signatures against wit/backend.wit,
         // checked now: a plugin built against another lifecycle is refused at
         // load, naming what differs, not at its first call. An integration
@@ -466,3 +472,7 @@ fn tail(s: &str, max: usize) -> String {
     }
     format!("…{}", &s[start..])
 }
+
+#[cfg(test)]
+#[path = "maintenance_tests.rs"]
+mod maintenance_tests;

@@ -17,6 +17,10 @@
 //! ([`Backend::call`]) is for the exports it has no bindings for. Both report
 //! to scripts the same way.
 //!
+//! `backend.functions` lists the exports' snake_case names, so a workflow can
+//! ask for an optional one before calling it (`"plan_update" in
+//! backend.functions`: the backend exports wit/maintenance.wit).
+//!
 //! An integration plugin (`cradle::plugin("ROLE")`) is the same handle over
 //! the same trait: its exports are methods as a backend's are, reported the
 //! same way, with `plugin 'NAME'` in messages ([`Backend::kind`]).
@@ -162,6 +166,12 @@ const EXTRA_ARITY: usize = 3;
 pub(crate) fn register(engine: &mut Engine, backends: &[Arc<dyn Backend>]) {
     engine.register_type_with_name::<BackendHandle>("Backend");
     engine.register_get("name", |h: &mut BackendHandle| h.name().to_string());
+    // What this backend exports, snake_case: `"plan_update" in backend.functions`
+    // asks for an optional export (wit/maintenance.wit). A property, so it can
+    // never shadow an export of that name (a method).
+    engine.register_get("functions", |h: &mut BackendHandle| {
+        h.exports.keys().map(|k| Dynamic::from(k.clone())).collect::<rhai::Array>()
+    });
     engine.register_fn("to_string", |h: &mut BackendHandle| format!("{} '{}'", h.backend.kind(), h.name()));
     let mut max_arity: BTreeMap<String, usize> = BTreeMap::new();
     for backend in backends {

@@ -19,3 +19,22 @@ wit_bindgen::generate!({
     default_bindings_module: "cradle_guest::bindings",
     generate_all,
 });
+
+/// The optional `maintenance` export (wit/maintenance.wit), generated apart
+/// from the `backend` world so that only a plugin that calls
+/// [`export_maintenance!`](crate::export_maintenance) exports it: the world
+/// below exports `maintenance` alone, over the records of [`cradle::host::types`]
+/// (the same Rust types as the lifecycle's), and its export macro embeds the
+/// component type that requires the export only in that plugin. A plugin
+/// exporting both is a component of world `maintainer` (wit/backend.wit).
+pub mod maintenance {
+    wit_bindgen::generate!({
+        path: "wit",
+        inline: "package cradle:kit;\nworld maintenance-export { export cradle:host/maintenance@0.1.0; }\n",
+        world: "cradle:kit/maintenance-export",
+        with: { "cradle:host/types@0.1.0": crate::bindings::cradle::host::types },
+        pub_export_macro: true,
+        export_macro_name: "export_maintenance",
+        default_bindings_module: "cradle_guest::bindings::maintenance",
+    });
+}

@@ -2,7 +2,9 @@
 //!
 //! - [`bindings`]: the `cradle:host` bindings, generated once here from wit/.
 //!   A plugin implements [`Backend`] and calls [`export_backend!`]; it does
-//!   not run `wit_bindgen::generate!` itself.
+//!   not run `wit_bindgen::generate!` itself. A backend that supports
+//!   reviewed maintenance (`cradle plan` / `cradle apply`) also implements
+//!   [`Maintainer`] and calls [`export_maintenance!`].
 //! - One module per capability ([`log`], [`proxmox`], [`ssh`], [`dns`],
 //!   [`lock`], [`checkpoint`], [`http`], [`terraform`]): the host calls with
 //!   typed arguments, each returning [`Result`] with the WIT [`Error`] enum, and
@@ -43,6 +45,18 @@ pub use error::{Error, Result};
 /// `export_backend!(MyBackend)`: export `MyBackend`'s [`Backend`]
 /// implementation as the component's `cradle:host/lifecycle`.
 pub use bindings::export_backend;
+
+/// `export_maintenance!(MyBackend)`: export `MyBackend`'s [`Maintainer`]
+/// implementation as the component's `cradle:host/maintenance` (optional;
+/// call it besides [`export_backend!`]).
+pub use bindings::maintenance::export_maintenance;
+
+/// Reviewed maintenance of existing VMs (wit/maintenance.wit): `plan_update`
+/// and `apply_update`, which a backend MAY implement besides [`Backend`];
+/// wire it with [`export_maintenance!`]. Workflows call them as
+/// `backend.plan_update(vm.spec, lift)` when `"plan_update" in
+/// backend.functions`.
+pub use bindings::maintenance::exports::cradle::host::maintenance::Guest as Maintainer;
 
 /// The shared records of the WIT (`vm-spec`, `vm-state`, `entry`, ...).
 pub use bindings::cradle::host::types;

@@ -12,6 +12,15 @@
 //! as drift and a finalized VM plans as no-op. Rendering is deterministic: the
 //! same input gives the same bytes. It cannot fail: the inputs are typed and
 //! validated by the host before a backend sees them.
+//!
+//! Maintenance (`cradle plan`, wit/maintenance.wit) renders with a [`Lift`]:
+//! the operator fields whose change must reach Terraform although creation
+//! ignores them. Of the ignored attributes only `disk` is ever lifted (a data
+//! disk grown or added, the boot disk grown); node, power state and cloud-init
+//! stay ignored, since the workflow owns them. With `disk` lifted, telmate's
+//! `disk` list leaves out the cloud-init drive (a complete VM has none, and
+//! rendering it would plan to add it back). The module written for
+//! provisioning is always rendered with [`Lift::none`].
 
 use serde_json::{Map, Value, json};
 
@@ -90,15 +99,59 @@ pub struct SnippetRefs {
 /// The cloud-init drive's slot.
 const CLOUDINIT_SLOT: &str = "ide2";
 
-/// `main.tf.json` for `vm` in `flavour`.
+/// The attributes a maintenance plan takes out of `lifecycle.ignore_changes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lift {
+    /// The disks (`disk` in both flavours).
+    pub disk: bool,
+}
+
+/// An operator field name [`Lift::parse`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot lift `{0}` from the terraform module's ignore_changes: the known fields are {KNOWN_FIELDS}")]
+pub struct UnknownField(pub String);
+
+/// The operator field names a lift list may hold (maintenance's words).
+const KNOWN_FIELDS: &str = "disk, disks, boot_disk, memory, cores, nics, tags, startup_order";
+
+impl Lift {
+    /// Nothing lifted: the module as provisioning renders it.
+    pub fn none() -> Lift {
+        Lift::default()
+    }
+
+    /// The lift for the operator field names `fields`: `disk`, `disks` and
+    /// `boot_disk` lift the flavour's `disk`; `memory`, `cores`, `nics`,
+    /// `tags` and `startup_order` are accepted and lift nothing (terraform
+    /// never ignores them, or does not manage them: `startup`).
+    pub fn parse<S: AsRef<str>>(fields: &[S]) -> Result<Lift, UnknownField> {
+        let mut lift = Lift::none();
+        for f in fields {
+            match f.as_ref() {
+                "disk" | "disks" | "boot_disk" => lift.disk = true,
+                "memory" | "cores" | "nics" | "tags" | "startup_order" => {}
+                other => return Err(UnknownField(other.to_string())),
+            }
+        }
+        Ok(lift)
+    }
+}
+
+/// `main.tf.json` for `vm` in `flavour`, as provisioning renders it.
 pub fn render(flavour: Flavour, vm: &VmInput) -> String {
+    render_lifted(flavour, vm, &Lift::none())
+}
+
+/// `main.tf.json` for `vm` in `flavour` with the attributes of `lift` taken
+/// out of `ignore_changes` (a maintenance plan's module).
+pub fn render_lifted(flavour: Flavour, vm: &VmInput, lift: &Lift) -> String {
     let source = match flavour {
         Flavour::Telmate => "telmate/proxmox",
         Flavour::Bpg => "bpg/proxmox",
     };
     let resource = match flavour {
-        Flavour::Telmate => telmate(vm),
-        Flavour::Bpg => bpg(vm),
+        Flavour::Telmate => telmate(vm, lift),
+        Flavour::Bpg => bpg(vm, lift),
     };
     let module = json!({
         "terraform": { "required_providers": { "proxmox": { "source": source } } },
@@ -116,10 +169,19 @@ fn nic_index(slot: &str) -> u64 {
     slot.trim_start_matches("net").parse().unwrap_or(0)
 }
 
-fn telmate(vm: &VmInput) -> Value {
+/// `ignore_changes` of a flavour, without what `lift` lifts.
+fn ignored(all: [&'static str; 4], lift: &Lift) -> Value {
+    json!(all.into_iter().filter(|a| !(lift.disk && *a == "disk")).collect::<Vec<_>>())
+}
+
+fn telmate(vm: &VmInput, lift: &Lift) -> Value {
     // In the order the real provider reads disks back (ide, sata, scsi,
     // virtio), so a refresh reports no drift even though `disk` is ignored.
-    let mut disks = vec![json!({ "slot": CLOUDINIT_SLOT, "type": "cloudinit", "storage": vm.storage })];
+    // A lifted `disk` describes the complete VM, which has no cloud-init drive.
+    let mut disks = Vec::new();
+    if !lift.disk {
+        disks.push(json!({ "slot": CLOUDINIT_SLOT, "type": "cloudinit", "storage": vm.storage }));
+    }
     if let Some(gib) = vm.disk_gib {
         disks.push(json!({ "slot": "scsi0", "type": "disk", "storage": vm.storage, "size": format!("{gib}G") }));
     }
@@ -159,11 +221,14 @@ fn telmate(vm: &VmInput) -> Value {
     if !vm.tags.is_empty() {
         r.insert("tags".into(), json!(vm.tags.join(";")));
     }
-    r.insert("lifecycle".into(), json!({ "ignore_changes": ["target_node", "power_state", "disk", "cicustom"] }));
+    r.insert(
+        "lifecycle".into(),
+        json!({ "ignore_changes": ignored(["target_node", "power_state", "disk", "cicustom"], lift) }),
+    );
     Value::Object(r)
 }
 
-fn bpg(vm: &VmInput) -> Value {
+fn bpg(vm: &VmInput, lift: &Lift) -> Value {
     let mut disks = Vec::new();
     if let Some(gib) = vm.disk_gib {
         disks.push(json!({ "interface": "scsi0", "datastore_id": vm.storage, "size": gib }));
@@ -206,7 +271,10 @@ fn bpg(vm: &VmInput) -> Value {
     if !vm.tags.is_empty() {
         r.insert("tags".into(), json!(vm.tags));
     }
-    r.insert("lifecycle".into(), json!({ "ignore_changes": ["node_name", "started", "disk", "initialization"] }));
+    r.insert(
+        "lifecycle".into(),
+        json!({ "ignore_changes": ignored(["node_name", "started", "disk", "initialization"], lift) }),
+    );
     Value::Object(r)
 }
 
@@ -281,5 +349,44 @@ mod tests {
         let b = resource(Flavour::Bpg, &vm);
         assert!(b.get("disk").is_none() && b["initialization"][0].get("user_data_file_id").is_none());
         assert_eq!(render(Flavour::Bpg, &vm), render(Flavour::Bpg, &vm));
+    }
+
+    #[test]
+    fn a_lifted_disk_leaves_ignore_changes_and_telmate_renders_no_cloudinit_drive() {
+        let mut vm = web1();
+        vm.snippets = None;
+        let lift = Lift::parse(&["disk", "memory"]).expect("known fields");
+        let t: Value = serde_json::from_str(&render_lifted(Flavour::Telmate, &vm, &lift)).expect("JSON");
+        let t = &t["resource"]["proxmox_vm_qemu"]["vm"];
+        assert_eq!(t["lifecycle"]["ignore_changes"], json!(["target_node", "power_state", "cicustom"]));
+        assert_eq!(
+            t["disk"],
+            json!([
+                { "slot": "scsi0", "type": "disk", "storage": "local-lvm", "size": "20G" },
+                { "slot": "scsi1", "type": "disk", "storage": "local-lvm", "size": "50G" }
+            ]),
+            "the complete VM's disks: no cloud-init drive to add back"
+        );
+        let b: Value = serde_json::from_str(&render_lifted(Flavour::Bpg, &vm, &lift)).expect("JSON");
+        let b = &b["resource"]["proxmox_virtual_environment_vm"]["vm"];
+        assert_eq!(b["lifecycle"]["ignore_changes"], json!(["node_name", "started", "initialization"]));
+        assert_eq!(b["disk"][1], json!({ "interface": "scsi1", "datastore_id": "local-lvm", "size": 50 }));
+    }
+
+    #[test]
+    fn fields_terraform_never_ignores_lift_nothing_and_provisioning_renders_unlifted() {
+        let vm = web1();
+        let lift = Lift::parse(&["memory", "cores", "nics", "tags", "startup_order"]).expect("known fields");
+        assert_eq!(lift, Lift::none());
+        for f in [Flavour::Telmate, Flavour::Bpg] {
+            assert_eq!(render_lifted(f, &vm, &lift), render(f, &vm), "{f:?}");
+        }
+        assert_eq!(resource(Flavour::Telmate, &vm)["disk"][0]["type"], "cloudinit");
+    }
+
+    #[test]
+    fn an_unknown_field_to_lift_is_refused_naming_it_and_the_known_ones() {
+        let err = Lift::parse(&["disk", "cpu_type"]).expect_err("unknown").to_string();
+        assert!(err.contains("`cpu_type`") && err.contains("disk, disks"), "{err}");
     }
 }

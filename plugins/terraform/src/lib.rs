@@ -23,10 +23,15 @@
 //!   and `startup`, which Terraform does not manage, through the API.
 //! - `remove` checks ownership, then applies a destroy plan that must hold
 //!   exactly the VM's delete.
+//! - It also exports `maintenance` (wit/maintenance.wit; [`maintenance`]):
+//!   `plan-update` keeps a saved plan of the inventory's changes for
+//!   `cradle apply`, whose `apply-update` applies exactly it.
 
+mod maintenance;
 mod module;
 
 cradle_guest::export_backend!(TerraformBackend);
+cradle_guest::export_maintenance!(TerraformBackend);
 
 cradle_guest::manifest! {
     name: "terraform",
@@ -40,7 +45,7 @@ use cradle_guest::lifecycle::{PlanAction, PlanOutcome};
 use cradle_guest::log::{self, Level};
 use cradle_guest::proxmox::{self, discover};
 use cradle_guest::types::{Snippets, VmSpec, VmState};
-use cradle_guest::{Backend, Error};
+use cradle_guest::{Backend, Error, Maintainer};
 use cradle_terraform_logic::approve::{ApprovedAction, Mode};
 use cradle_terraform_logic::ownership::Ownership;
 
@@ -136,5 +141,15 @@ impl Backend for TerraformBackend {
         module::apply(&vm, &plan)?;
         log::vm(Level::Info, &vm, "destroyed by terraform");
         Ok(())
+    }
+}
+
+impl Maintainer for TerraformBackend {
+    fn plan_update(vm: VmSpec, lift: Vec<String>) -> Result<PlanOutcome, Error> {
+        maintenance::plan_update(&vm, &lift)
+    }
+
+    fn apply_update(vm: VmSpec, plan_id: String) -> Result<(), Error> {
+        maintenance::apply_update(&vm, &plan_id)
     }
 }

@@ -65,10 +65,15 @@ pub fn input(vm: &VmSpec, vms: &[VmResource], snippets: Option<&Snippets>) -> Re
 
 /// Write the rendered module and initialise it.
 pub fn write(vm: &VmSpec, flavour: Flavour, input: &VmInput) -> Result<(), Error> {
-    let file = ModuleFile { name: render::MODULE_FILE.into(), content: render::render(flavour, input) };
-    terraform::write_module(&vm.name, &[file])?;
+    write_file(vm, flavour, input)?;
     terraform::init(&vm.name)?;
     Ok(())
+}
+
+/// Write the rendered module (provisioning's: nothing lifted) without `init`.
+pub fn write_file(vm: &VmSpec, flavour: Flavour, input: &VmInput) -> Result<(), Error> {
+    let file = ModuleFile { name: render::MODULE_FILE.into(), content: render::render(flavour, input) };
+    terraform::write_module(&vm.name, &[file])
 }
 
 /// Whether the VM (present or not, `vm_exists`) agrees with the module's

@@ -265,6 +265,22 @@ impl terraform::Host for CapCtx {
         .map_err(Into::into)
     }
 
+    fn keep_plan(&mut self, module: String, plan_id: String) -> Result<String, WitError> {
+        self.guard("keep-plan", call(&module), || {
+            let m = self.module_dir(&module)?;
+            self.run.terraform_plans.keep(m.existing()?, &plan_id)
+        })
+        .map_err(Into::into)
+    }
+
+    fn adopt_plan(&mut self, module: String, kept_id: String) -> Result<String, WitError> {
+        self.guard("adopt-plan", call(&module), || {
+            let m = self.module_dir(&module)?;
+            self.run.terraform_plans.adopt(m.existing()?, &kept_id)
+        })
+        .map_err(Into::into)
+    }
+
     fn show_state(&mut self, module: String) -> Result<Option<String>, WitError> {
         let vms = self.vms_for_check();
         self.guard("show-state", call(&module), || {

@@ -218,6 +218,10 @@ impl Terraform {
         })?;
         let out = self.run(m, &["apply", "-input=false", "-no-color", &file], Stream::Lines, limit, sink).await?;
         succeeded(m, "apply", &out, true)?;
+        // The state moved on: every kept plan of the module is stale now.
+        for stale in Plans::remove_kept(dir)? {
+            tracing::info!(plan = %stale.display(), "removed a kept plan made stale by an apply in its module");
+        }
         Ok(approval)
     }
 

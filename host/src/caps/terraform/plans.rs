@@ -12,6 +12,13 @@
 //! - [`Plans::prune_dead`] removes plan files whose process is gone (a kill -9
 //!   between plan and apply); plans of live processes are never touched.
 //! - Dropping [`Plans`] (the run ends) removes the plans it still holds.
+//! - [`Plans::keep`] takes one of the run's plans out of the run: the file is
+//!   renamed `cradle-kept-<id>.tfplan` (no pid: never pruned as a dead
+//!   attempt's) for a later run, which [`Plans::adopt`]s it by that id and then
+//!   uses it like its own; an adopted plan's file is not removed when the run
+//!   ends, only when discarded (after its apply), so a run that dies before
+//!   applying leaves it for the rerun. [`Plans::remove_kept`] removes every
+//!   kept plan of a module (after an apply there they are all stale).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,10 +39,13 @@ struct Made {
     file: PathBuf,
     /// Made with `-destroy`: `apply` approves it only as a removal.
     destroy: bool,
+    /// Adopted from a kept plan: the file outlives the run unless discarded.
+    kept: bool,
 }
 
 const PREFIX: &str = "cradle-";
 const SUFFIX: &str = ".tfplan";
+const KEPT: &str = "cradle-kept-";
 
 fn lock(p: &Plans) -> std::sync::MutexGuard<'_, BTreeMap<String, Made>> {
     p.made.lock().unwrap_or_else(|e| e.into_inner())
@@ -49,7 +59,10 @@ impl Plans {
         let ticks = pid_start_ticks(pid).unwrap_or(0);
         let id = random_id();
         let file = module_dir.join(format!("{PREFIX}{pid}-{ticks}-{id}{SUFFIX}"));
-        lock(self).insert(id.clone(), Made { module_dir: module_dir.to_path_buf(), file: file.clone(), destroy });
+        lock(self).insert(
+            id.clone(),
+            Made { module_dir: module_dir.to_path_buf(), file: file.clone(), destroy, kept: false },
+        );
         (id, file)
     }
 
@@ -77,6 +90,61 @@ impl Plans {
         remove(&file)
     }
 
+    /// Keep plan `id` (this run's, for `module_dir`, not a `-destroy` plan)
+    /// beyond the run: its file becomes `cradle-kept-<new id>.tfplan`; the new id.
+    pub fn keep(&self, module_dir: &Path, id: &str) -> Result<String, CapError> {
+        let file = self.file(module_dir, id)?;
+        if self.is_destroy(module_dir, id)? {
+            return Err(CapError::invalid(format!(
+                "terraform: plan `{id}` of {} was made with -destroy; only an update plan can be kept",
+                module_dir.display()
+            )));
+        }
+        let kept = random_id();
+        let to = kept_file(module_dir, &kept);
+        std::fs::rename(&file, &to).map_err(|e| {
+            CapError::failed(format!("terraform: cannot keep plan {} as {}: {e}", file.display(), to.display()))
+        })?;
+        lock(self).remove(id);
+        Ok(kept)
+    }
+
+    /// Take the kept plan `kept` of `module_dir` into this run; its run id.
+    pub fn adopt(&self, module_dir: &Path, kept: &str) -> Result<String, CapError> {
+        let missing = || {
+            CapError::not_found(format!(
+                "terraform: {} holds no kept plan `{kept}` (applied already, removed after another apply in the \
+                 module, or never made there); plan again",
+                module_dir.display()
+            ))
+        };
+        if kept.is_empty() || kept.len() > 64 || !kept.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(missing());
+        }
+        let file = kept_file(module_dir, kept);
+        if !file.is_file() {
+            return Err(missing());
+        }
+        let id = random_id();
+        lock(self).insert(id.clone(), Made { module_dir: module_dir.to_path_buf(), file, destroy: false, kept: true });
+        Ok(id)
+    }
+
+    /// Remove every kept plan of `module_dir` (after an apply there, terraform
+    /// would refuse each as stale); what was removed.
+    pub fn remove_kept(module_dir: &Path) -> Result<Vec<PathBuf>, CapError> {
+        let mut removed = Vec::new();
+        let Ok(entries) = std::fs::read_dir(module_dir) else { return Ok(removed) };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(KEPT) && name.ends_with(SUFFIX) {
+                remove(&entry.path())?;
+                removed.push(entry.path());
+            }
+        }
+        Ok(removed)
+    }
+
     /// Remove the plan files in `module_dir` whose process is gone.
     pub fn prune_dead(module_dir: &Path) -> Result<Vec<PathBuf>, CapError> {
         let mut removed = Vec::new();
@@ -97,7 +165,7 @@ impl Plans {
 
 impl Drop for Plans {
     fn drop(&mut self) {
-        for made in lock(self).values() {
+        for made in lock(self).values().filter(|m| !m.kept) {
             if let Err(e) = remove(&made.file) {
                 tracing::warn!(error = %e.message, "could not remove a saved plan at the end of its run");
             }
@@ -118,6 +186,11 @@ fn random_id() -> String {
             format!("{:016x}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) ^ 0x5eed_0000_0000_0000)
         }
     }
+}
+
+/// The file of kept plan `id` in `module_dir`.
+fn kept_file(module_dir: &Path, id: &str) -> PathBuf {
+    module_dir.join(format!("{KEPT}{id}{SUFFIX}"))
 }
 
 /// The pid and start ticks in a plan file's name.
@@ -170,6 +243,62 @@ mod tests {
         let removed = Plans::prune_dead(dir).expect("prune");
         assert_eq!(removed, vec![dead.clone()]);
         assert!(live.exists() && other.exists() && !dead.exists());
+    }
+
+    #[test]
+    fn a_kept_plan_outlives_its_run_and_another_run_adopts_it_until_it_is_discarded() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path();
+        let planning = Plans::default();
+        let (id, file) = planning.reserve(dir, false);
+        std::fs::write(&file, "plan").expect("write");
+        let kept = planning.keep(dir, &id).expect("kept");
+        assert!(planning.file(dir, &id).is_err(), "no longer the planning run's");
+        drop(planning);
+        let kept_path = dir.join(format!("cradle-kept-{kept}{SUFFIX}"));
+        assert!(kept_path.is_file() && !file.exists(), "renamed, and not removed when the planning run ended");
+        assert!(Plans::prune_dead(dir).expect("prune").is_empty(), "not a dead attempt's plan");
+
+        let dying = Plans::default();
+        let adopted = dying.adopt(dir, &kept).expect("adopted");
+        assert_eq!(dying.file(dir, &adopted).expect("file"), kept_path);
+        drop(dying);
+        assert!(kept_path.is_file(), "a run that ends without applying leaves it for the rerun");
+
+        let applying = Plans::default();
+        let adopted = applying.adopt(dir, &kept).expect("adopted again");
+        assert!(applying.adopt(tmp.path().join("other").as_path(), &kept).is_err(), "another module");
+        applying.discard(dir, &adopted).expect("discarded");
+        assert!(!kept_path.exists());
+        assert!(applying.adopt(dir, &kept).is_err(), "gone: plan again");
+    }
+
+    #[test]
+    fn a_destroy_plan_cannot_be_kept_and_a_kept_id_is_never_a_path() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let plans = Plans::default();
+        let (id, file) = plans.reserve(tmp.path(), true);
+        std::fs::write(&file, "plan").expect("write");
+        assert!(plans.keep(tmp.path(), &id).is_err());
+        std::fs::write(tmp.path().join("x.tfplan"), "plan").expect("write");
+        for bad in ["../x", "", "x", "ab/../../x"] {
+            assert!(plans.adopt(tmp.path(), bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_kept_plan_of_a_module_is_removed_after_an_apply_there() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let plans = Plans::default();
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let (id, file) = plans.reserve(tmp.path(), false);
+            std::fs::write(&file, "plan").expect("write");
+            kept.push(plans.keep(tmp.path(), &id).expect("kept"));
+        }
+        std::fs::write(tmp.path().join("main.tf.json"), "{}").expect("write");
+        assert_eq!(Plans::remove_kept(tmp.path()).expect("removed").len(), 2);
+        assert!(tmp.path().join("main.tf.json").exists());
     }
 
     #[test]

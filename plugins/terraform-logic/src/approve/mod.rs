@@ -97,6 +97,7 @@ mod plan;
 mod rejection;
 mod rules;
 mod summary;
+pub mod update;
 
 #[cfg(test)]
 mod tests;

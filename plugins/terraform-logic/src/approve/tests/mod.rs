@@ -92,4 +92,5 @@ mod approved;
 mod destroy;
 mod expected_address;
 mod other_objects;
+mod update;
 mod whole_plan;
