@@ -1,9 +1,9 @@
 //! What a config update does to a RUNNING VM: qemu-server's `vmconfig_hotplug_pending`
-//! (e6352be, src/PVE/QemuServer.pm:4617-4880) over the `[PENDING]` section that
-//! `update_vm_api` (src/PVE/API2/Qemu.pm:2280-2590) has just written.
+//! (e6352be, src/PVE/QemuServer.pm:4617-4944) over the `[PENDING]` section that
+//! `update_vm_api` (src/PVE/API2/Qemu.pm:2291-2588) has just written.
 //!
 //! Contract: [`hotplug_pending`] moves the fast-plug options (`$fast_plug_option`,
-//! QemuServer.pm:4594, and every cloud-init option) into the config whatever the
+//! QemuServer.pm:4594-4611, and every cloud-init option) into the config whatever the
 //! selection, then tries each pending delete and change the caller selected (the keys
 //! the request named): what PVE can apply to a running guest moves into the config
 //! (a drive it unplugs is registered as `unusedN`, its volume kept), what it cannot
@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{Vm, props};
 
-/// The hotplug features of a VM (`parse_hotplug_features`, QemuServer.pm:1136-1152).
+/// The hotplug features of a VM (`parse_hotplug_features`, QemuServer.pm:1136-1150).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Features {
     /// `network`: NIC plug/unplug.
@@ -60,13 +60,13 @@ pub fn parse(value: &str) -> Option<Features> {
     Some(f)
 }
 
-/// The features of a VM's config (`hotplug` absent = `1`, QemuServer.pm:4720).
+/// The features of a VM's config (`hotplug` absent = `1`, QemuServer.pm:4713-4714).
 pub fn of(config: &BTreeMap<String, String>) -> Features {
     parse(config.get("hotplug").map_or("1", String::as_str)).unwrap_or_default()
 }
 
 /// `$fast_plug_option` (QemuServer.pm:4594-4611): options with no effect on the running
-/// guest, plus every cloud-init option (`$confdesc_cloudinit`, :782-880).
+/// guest, plus every cloud-init option (`$confdesc_cloudinit`, :781-880, :4609-4611).
 pub fn is_fast_plug(key: &str) -> bool {
     const FAST: &[&str] = &[
         "description",
@@ -104,7 +104,7 @@ enum Try {
 /// `vmconfig_hotplug_pending` for a running VM: returns the hotplug errors by key.
 pub fn hotplug_pending(vm: &mut Vm, selection: &BTreeSet<String>) -> BTreeMap<String, String> {
     let mut errors = BTreeMap::new();
-    // :4700-4712: fast-plug options first, always, whatever the selection.
+    // :4699-4711: fast-plug options first, always, whatever the selection.
     let fast: Vec<String> = vm.pending.keys().filter(|k| is_fast_plug(k)).cloned().collect();
     for k in fast {
         if let Some(v) = vm.pending.remove(&k) {
@@ -112,7 +112,7 @@ pub fn hotplug_pending(vm: &mut Vm, selection: &BTreeSet<String>) -> BTreeMap<St
         }
     }
     let features = of(&vm.config);
-    // :4733-4800: pending deletes, in key order.
+    // :4733-4799: pending deletes, in key order.
     let deletes: Vec<String> = vm.pending_delete.iter().filter(|k| selection.contains(*k)).cloned().collect();
     for k in deletes {
         match try_delete(vm, &k, features) {
@@ -130,12 +130,12 @@ pub fn hotplug_pending(vm: &mut Vm, selection: &BTreeSet<String>) -> BTreeMap<St
             }
         }
     }
-    // :4802-4912: pending changes.
+    // :4801-4896: pending changes.
     let changes: Vec<(String, String)> =
         vm.pending.iter().filter(|(k, _)| selection.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     for (k, v) in changes {
         let tried = try_change(vm, &k, &v, features);
-        // :5250-5256: a drive given another volume with the disk feature is unplugged
+        // :5242-5249: a drive given another volume with the disk feature is unplugged
         // and its old volume registered unused before the new one is plugged (on
         // ide/sata too, where the plug is then skipped: PVE does the same).
         if features.disk
@@ -167,25 +167,25 @@ fn is_indexed(key: &str, prefix: &str) -> bool {
     key.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A drive slot PVE never hot(un)plugs (QemuServer.pm:4782, :5410).
+/// A drive slot PVE never hot(un)plugs (QemuServer.pm:4776-4777, :5334).
 fn cold_slot(key: &str) -> bool {
     ["efidisk", "ide", "sata", "tpmstate"].iter().any(|p| is_indexed(key, p))
 }
 
-/// The delete branch (QemuServer.pm:4733-4800).
+/// The delete branch (QemuServer.pm:4733-4799).
 fn try_delete(vm: &Vm, key: &str, f: Features) -> Try {
     match key {
-        // :4738: a `hotplug` that has cpu or memory stays until a cold start.
+        // :4737-4738: a `hotplug` that has cpu or memory stays until a cold start.
         "hotplug" if vm.config.get("hotplug").is_some_and(|h| h.contains("cpu") || h.contains("memory")) => Try::Skip,
         "hotplug" | "cpuunits" | "cpulimit" => Try::Applied(String::new()),
         "vcpus" if f.cpu => Try::Applied(String::new()),
-        // :4771: re-enabling the balloon device is not hotpluggable.
+        // :4758-4760: re-enabling the balloon device is not hotpluggable.
         "balloon" if vm.config.get("balloon").is_some_and(|b| b == "0") => Try::Skip,
         "balloon" => Try::Applied(String::new()),
         k if is_fast_plug(k) => Try::Applied(String::new()),
-        // :4777: unplugging a NIC needs the network feature.
+        // :4766-4767: unplugging a NIC needs the network feature.
         k if is_indexed(k, "net") && f.network => Try::Applied(String::new()),
-        // :4786: a drive: unplug + `vmconfig_delete_or_detach_drive` (registered unused).
+        // :4775-4779: a drive: unplug + `vmconfig_delete_or_detach_drive` (registered unused).
         k if props::is_drive_key(k) && !is_indexed(k, "unused") && f.disk && !cold_slot(k) => {
             Try::Applied(String::new())
         }
@@ -197,11 +197,11 @@ fn try_delete(vm: &Vm, key: &str, f: Features) -> Try {
     }
 }
 
-/// The change branch (QemuServer.pm:4802-4880).
+/// The change branch (QemuServer.pm:4801-4896).
 fn try_change(vm: &Vm, key: &str, value: &str, f: Features) -> Try {
     let applied = || Try::Applied(value.to_string());
     match key {
-        // :4807-4811.
+        // :4805-4809.
         "hotplug" => {
             let cur = vm.config.get("hotplug").map_or("", String::as_str);
             if value.contains("memory") || cur.contains("memory") || value.contains("cpu") || cur.contains("cpu") {
@@ -212,7 +212,7 @@ fn try_change(vm: &Vm, key: &str, value: &str, f: Features) -> Try {
         }
         "vcpus" if !f.cpu => Try::Skip,
         "vcpus" => {
-            // `qemu_cpu_hotplug` (QemuServer.pm:4310-4323).
+            // `qemu_cpu_hotplug` (QemuServer.pm:4309-4323).
             let n = |k: &str| vm.config.get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(1);
             let max = n("sockets") * n("cores");
             if value.parse::<u64>().is_ok_and(|v| v > max) {
@@ -221,7 +221,7 @@ fn try_change(vm: &Vm, key: &str, value: &str, f: Features) -> Try {
                 applied()
             }
         }
-        // :4843-4851: enabling or disabling the balloon device is not hotpluggable.
+        // :4832-4843: enabling or disabling the balloon device is not hotpluggable.
         "balloon" => {
             let on = |v: Option<&String>| v.is_none_or(|b| b != "0");
             if on(vm.config.get("balloon")) == on(Some(&value.to_string())) { applied() } else { Try::Skip }
@@ -238,7 +238,7 @@ fn try_change(vm: &Vm, key: &str, value: &str, f: Features) -> Try {
     }
 }
 
-/// `vmconfig_update_net` (QemuServer.pm:5108-5200).
+/// `vmconfig_update_net` (QemuServer.pm:5108-5205).
 fn update_net(vm: &Vm, key: &str, value: &str, hotplug: bool) -> Try {
     let Some(old) = vm.config.get(key) else {
         // A new NIC: plugged with the network feature, else at the next start.
@@ -246,13 +246,13 @@ fn update_net(vm: &Vm, key: &str, value: &str, hotplug: bool) -> Try {
     };
     let (o, n) = (net_fields(old), net_fields(value));
     let get = |m: &BTreeMap<String, String>, k: &str| m.get(k).cloned();
-    // :5116-5121: model, MAC, queues, mtu or a missing bridge need unplug + plug.
+    // :5113-5122: model, MAC, queues, mtu or a missing bridge need unplug + plug.
     let replug = ["model", "macaddr", "queues", "mtu"].iter().any(|k| get(&o, k) != get(&n, k))
         || !(o.contains_key("bridge") && n.contains_key("bridge"));
     if replug && !hotplug {
         return Try::Skip;
     }
-    // Else bridge/tag/trunks/firewall/rate/link_down apply live (`tap_plug`, :5125-5180).
+    // Else bridge/tag/trunks/firewall/rate/link_down apply live (`tap_plug`, :5123-5190; a new NIC :5194-5204).
     Try::Applied(value.to_string())
 }
 
@@ -281,7 +281,7 @@ pub fn is_cdrom(v: &str) -> bool {
     props::prop(v, "media").as_deref() == Some("cdrom") || file == "cdrom" || file == "none"
 }
 
-/// `vmconfig_update_disk` (QemuServer.pm:5230-5380).
+/// `vmconfig_update_disk` (QemuServer.pm:5230-5338).
 fn update_disk(vm: &Vm, key: &str, value: &str, hotplug: bool) -> Try {
     if let Some(old) = vm.config.get(key) {
         let media = |v: &str| if is_cdrom(v) { "cdrom" } else { "disk" };
@@ -289,11 +289,11 @@ fn update_disk(vm: &Vm, key: &str, value: &str, hotplug: bool) -> Try {
             return Try::Failed("unable to change media type".into());
         }
         if is_cdrom(old) {
-            // :5350-5362: `change_medium`, the cloud-init drive included.
+            // :5320-5331: `change_medium`, the cloud-init drive included.
             return Try::Applied(value.to_string());
         }
         if drive_file(value) == drive_file(old) {
-            // :5262-5273: options QEMU cannot change on a running drive.
+            // :5253-5264: options QEMU cannot change on a running drive.
             const COLD: &[&str] = &["aio", "discard", "iothread", "queues", "product", "cache", "ssd", "vendor", "ro"];
             if COLD.iter().any(|k| props::prop(value, k) != props::prop(old, k)) {
                 return Try::Skip;
@@ -304,7 +304,7 @@ fn update_disk(vm: &Vm, key: &str, value: &str, hotplug: bool) -> Try {
         // Another volume: the old one is unplugged (registered unused by
         // `hotplug_pending`), the new one plugged below.
     }
-    // :5376: new drives are plugged with the disk feature, never on ide/sata.
+    // :5334: new drives are plugged with the disk feature, never on ide/sata.
     if !hotplug || cold_slot(key) { Try::Skip } else { Try::Applied(value.to_string()) }
 }
 
@@ -315,10 +315,10 @@ const STATIC_MEM: u64 = 1024;
 /// CPU type other than host/max: `1 << (40 - 21)` MiB.
 const MAX_MEM: u64 = 1 << 19;
 
-/// `qemu_memory_hotplug` (Memory.pm:201-330): the memory the config ends up with
+/// `qemu_memory_hotplug` (Memory.pm:201-338): the memory the config ends up with
 /// (grown to the next DIMM boundary; shrunk by whole DIMMs), or PVE's error.
 fn memory_hotplug(vm: &Vm, value: &str) -> Result<String, String> {
-    // The VM could not have started without NUMA (Memory.pm:361, `config`); a config
+    // The VM could not have started without NUMA (Memory.pm:364, `config`); a config
     // that got here anyway (a simulator state) is refused with that message.
     if vm.config.get("numa").is_none_or(|n| n != "1") {
         return Err("NUMA needs to be enabled for memory hotplug".into());
@@ -355,7 +355,7 @@ fn memory_hotplug(vm: &Vm, value: &str) -> Result<String, String> {
         }
         return Ok(size.to_string());
     }
-    // Unplug from the highest DIMM while the memory is above the target (:307-327).
+    // Unplug from the highest DIMM while the memory is above the target (:306-335).
     let mut plugged = Vec::new();
     let mut size = static_mem;
     for d in &dimms {
@@ -375,7 +375,7 @@ fn memory_hotplug(vm: &Vm, value: &str) -> Result<String, String> {
     Ok(current.to_string())
 }
 
-/// The memory-hotplug start check (Memory.pm:361, `config`): a VM whose `hotplug`
+/// The memory-hotplug start check (Memory.pm:364, `config`): a VM whose `hotplug`
 /// has `memory` does not start without `numa: 1`.
 pub fn start_check(config: &BTreeMap<String, String>) -> Result<(), String> {
     if of(config).memory && config.get("numa").is_none_or(|n| n != "1") {
@@ -392,7 +392,7 @@ mod tests {
         Vm::stopped(100, "pve1".into(), pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
     }
 
-    /// QemuServer.pm:1136-1152.
+    /// QemuServer.pm:1136-1150.
     #[test]
     fn hotplug_values_parse_as_pve_does() {
         assert_eq!(parse("1"), parse(DEFAULT));
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(parse("network,bogus"), None);
     }
 
-    /// Memory.pm:171-199, :307-327: growth to the next DIMM boundary, shrink by DIMMs.
+    /// Memory.pm:171-199, :306-335: growth to the next DIMM boundary, shrink by DIMMs.
     #[test]
     fn memory_hotplug_follows_the_dimm_layout() {
         let v = vm(&[("memory", "2048"), ("numa", "1")]);
