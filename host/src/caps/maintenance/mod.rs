@@ -24,3 +24,8 @@ pub use change::{Allow, Change, Class, Live, PendingEntry, Resize, VmChanges, Wa
 pub use diff::{DiffError, diff};
 pub use progress::{Progress, Step, progress};
 pub use verify::{needs_cold_start, outstanding};
+
+#[cfg(test)]
+mod diff_tests;
+#[cfg(test)]
+mod progress_tests;

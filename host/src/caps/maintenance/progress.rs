@@ -3,6 +3,7 @@
 //! and needs no local record.
 //!
 //! The rule:
+//! - a plan with no operations is done, whatever the config;
 //! - the config's digest is still the plan's: nothing was written since the
 //!   plan; the config write is to do (when the plan writes anything) and
 //!   every resize is to do;
@@ -52,6 +53,10 @@ pub struct Progress {
 /// config) whose digest is `digest` (see the module doc).
 pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, digest: &str) -> Progress {
     let writes = !planned.set.is_empty() || !planned.delete.is_empty();
+    if !writes && planned.resize.is_empty() {
+        // Nothing to do, so nothing to clobber: no digest or value matters.
+        return Progress { config: Step::Done, resize: vec![], changed: None };
+    }
     if digest == planned.digest {
         let config = if writes { Step::Todo } else { Step::Done };
         return Progress { config, resize: planned.resize.clone(), changed: None };
