@@ -29,3 +29,5 @@ pub use verify::{needs_cold_start, outstanding};
 mod diff_tests;
 #[cfg(test)]
 mod progress_tests;
+#[cfg(test)]
+mod rhai_tests;
