@@ -183,7 +183,7 @@ async fn a_resize_or_destroy_of_a_locked_vm_fails_in_its_task_and_is_a_conflict(
     let pve = pinned(&cluster);
     pve.clone_vm(&clone_request(210, "e2e-locked-task")).await.expect("clone accepted");
     for upid in [
-        pve.resize_disk("pve1", 210, "scsi0", "+1G").await.expect("resize answers a task"),
+        pve.resize_disk("pve1", 210, "scsi0", "+1G", None).await.expect("resize answers a task"),
         pve.destroy("pve1", 210, true).await.expect("destroy answers a task"),
     ] {
         let st = pve.wait_task("pve1", &upid, TASK_TIMEOUT).await.expect("polled");
