@@ -22,8 +22,8 @@ pub enum UpdateRefusal {
     Rejected {
         /// The VM.
         vm: String,
-        /// What the plan does wrong.
-        rejection: Rejection,
+        /// What the plan does wrong (boxed: a rejection is large).
+        rejection: Box<Rejection>,
     },
     /// The plan would create the VM: it is not in its module's state.
     #[error(
@@ -56,8 +56,8 @@ pub fn check_update(
     vm: &str,
 ) -> Result<Approval, UpdateRefusal> {
     let expected = Expected::for_flavour(flavour, Mode::Apply, allow_replacement);
-    let approval =
-        check(plan_json, &expected).map_err(|rejection| UpdateRefusal::Rejected { vm: vm.to_string(), rejection })?;
+    let approval = check(plan_json, &expected)
+        .map_err(|rejection| UpdateRefusal::Rejected { vm: vm.to_string(), rejection: Box::new(rejection) })?;
     if approval.action == ApprovedAction::Create {
         return Err(UpdateRefusal::WouldCreate { vm: vm.to_string(), address: expected.address });
     }

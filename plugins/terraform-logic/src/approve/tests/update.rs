@@ -48,8 +48,6 @@ fn a_create_or_a_delete_is_refused() {
     assert!(err.to_string().contains("not in its module's terraform state"), "{err}");
     let delete = plan(vec![vm(&["delete"], telmate_vm(2048, 120), Value::Null)]);
     let err = check_update(&text(&delete), Flavour::Telmate, true, "web-1").expect_err("delete");
-    assert!(
-        matches!(err, UpdateRefusal::Rejected { rejection: Rejection::DeleteWhileProvisioning { .. }, .. }),
-        "{err:?}"
-    );
+    let UpdateRefusal::Rejected { rejection, .. } = &err else { panic!("{err:?}") };
+    assert!(matches!(**rejection, Rejection::DeleteWhileProvisioning { .. }), "{err:?}");
 }
