@@ -133,7 +133,7 @@ mod tests {
         let opts = EngineOptions { host_modules: crate::caps::script::modules(), ..EngineOptions::default() };
         let set = WorkflowSet::load_from(&WorkflowSource::Builtin, &opts).expect("built-in workflows compile");
         let scripts: Vec<String> = set.scripts().into_iter().map(|s| s.name).collect();
-        for name in ["sample", "provision", "remove"] {
+        for name in ["sample", "provision", "remove", "maintain"] {
             assert!(scripts.iter().any(|s| s == name), "{name}: {scripts:?}");
         }
         let modules: Vec<&str> = set.modules().iter().map(|m| m.name.as_str()).collect();

@@ -1,7 +1,7 @@
 //! Day-two maintenance over the inventory: `cradle plan` runs
-//! `workflows/maintain.rhai::plan(vm)` for each selected VM (reads only, no
+//! `workflows/maintain.rhai::plan_vm(vm)` for each selected VM (reads only, no
 //! lock) and gathers the answers into a [`PlanFile`]; `cradle apply` reads a
-//! plan file, re-resolves its inventory and runs `apply(vm)` for each VM with
+//! plan file, re-resolves its inventory and runs `apply_vm(vm)` for each VM with
 //! operations. Both go through [`crate::provision::run_all_with`] (the same
 //! runs, journals, `--forks` and live display as `cradle provision`), each
 //! VM's `vm` carrying `vm.maintenance = #{ allow, planned, reboot,
@@ -83,7 +83,7 @@ fn to_script(value: &impl serde::Serialize, what: &str) -> Result<Dynamic, Proje
     rhai::serde::to_dynamic(value).map_err(|e| ProjectError::Environment(format!("{what}: {e}")))
 }
 
-/// `vm.maintenance` for `plan(vm)`: the flags; nothing planned yet.
+/// `vm.maintenance` for `plan_vm(vm)`: the flags; nothing planned yet.
 pub fn plan_extra(allow: Allow, plans: &[VmPlan]) -> Result<Extra, ProjectError> {
     let mut value = Map::new();
     value.insert("allow".into(), to_script(&allow, "the --allow flags")?);
@@ -94,7 +94,7 @@ pub fn plan_extra(allow: Allow, plans: &[VmPlan]) -> Result<Extra, ProjectError>
     Ok(Extra { key: VM_KEY, by_vm: plans.iter().map(|p| (p.name.clone(), value.clone())).collect() })
 }
 
-/// One VM's answer to `plan(vm)`.
+/// One VM's answer to `plan_vm(vm)`.
 #[derive(Debug, Clone)]
 pub struct PlanOutcome {
     /// The run's outcome (`result`: `changes`, `unchanged`, `blocked`, or failed).
@@ -124,7 +124,7 @@ pub struct PlanHeader<'a> {
     pub allow: Allow,
 }
 
-/// Gather `plan(vm)`'s answers into the plan file (VMs in inventory order)
+/// Gather `plan_vm(vm)`'s answers into the plan file (VMs in inventory order)
 /// and each VM's outcome. A `blocked` VM, or one whose run failed, is not in
 /// the file.
 pub fn collect_plan(
@@ -170,9 +170,9 @@ pub fn collect_plan(
 
 fn planned_vm(plan: &VmPlan, inv: &Inventory, host: &HostResult) -> Result<PlannedVm, String> {
     let value = host.value.as_ref().ok_or("the workflow returned no result map")?;
-    let planned = value.get("planned").ok_or("maintain.rhai's plan(vm) returned no `planned`")?;
+    let planned = value.get("planned").ok_or("maintain.rhai's plan_vm(vm) returned no `planned`")?;
     let changes: VmChanges = serde_json::from_value(crate::workflow::values::to_json(planned))
-        .map_err(|e| format!("maintain.rhai's plan(vm) returned a `planned` that is not a VM's changes: {e}"))?;
+        .map_err(|e| format!("maintain.rhai's plan_vm(vm) returned a `planned` that is not a VM's changes: {e}"))?;
     let terraform_plan = value.get("terraform_plan").filter(|v| !v.is_unit()).map(|v| v.to_string());
     Ok(PlannedVm {
         host: plan.host.as_str().to_string(),
@@ -185,7 +185,7 @@ fn planned_vm(plan: &VmPlan, inv: &Inventory, host: &HostResult) -> Result<Plann
 
 /// What `cradle apply` runs, and what it settles without a run.
 pub struct ApplySelection {
-    /// The VMs to run `apply(vm)` for.
+    /// The VMs to run `apply_vm(vm)` for.
     pub run: Vec<VmPlan>,
     /// Their `vm.maintenance`.
     pub extra: Extra,

@@ -99,9 +99,9 @@ pub enum Action {
     Check,
     /// `remove.rhai::remove_vm(vm)`.
     Remove,
-    /// `maintain.rhai::plan(vm)`: reads only (`cradle plan`).
+    /// `maintain.rhai::plan_vm(vm)`: reads only (`cradle plan`).
     MaintainPlan,
-    /// `maintain.rhai::apply(vm)` (`cradle apply`).
+    /// `maintain.rhai::apply_vm(vm)` (`cradle apply`).
     MaintainApply,
 }
 
@@ -116,8 +116,8 @@ impl Action {
             Action::Provision => ("provision", "provision"),
             Action::Check => ("provision", "check"),
             Action::Remove => ("remove", "remove_vm"),
-            Action::MaintainPlan => return ("maintain".into(), "plan"),
-            Action::MaintainApply => return ("maintain".into(), "apply"),
+            Action::MaintainPlan => return ("maintain".into(), "plan_vm"),
+            Action::MaintainApply => return ("maintain".into(), "apply_vm"),
         };
         (vm_type.unwrap_or(builtin).to_string(), func)
     }
