@@ -647,11 +647,13 @@ fn runs_list_and_show_print_the_run_by_id_and_by_unique_prefix() {
     let list = cradle(&fx, &["runs", "list"]);
     let stdout = succeeds(&list);
     let row = stdout.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("{id} not listed: {stdout}"));
-    assert!(row.contains("succeeded") && row.ends_with("app"), "{row}");
+    // What the run did: workflow `app`, function `main` (`cradle run`'s default).
+    assert!(row.contains("succeeded") && row.ends_with(" app:main"), "{row}");
 
     let listed = cradle(&fx, &["--output", "json", "runs", "list"]).json();
     assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
     assert_eq!(listed[0]["status"], "succeeded", "{listed}");
+    assert_eq!((&listed[0]["workflow"], &listed[0]["function"]), (&"app".into(), &"main".into()), "{listed}");
 
     let prefix = &id[..id.len() - 2];
     for key in [id.as_str(), prefix] {
@@ -659,6 +661,7 @@ fn runs_list_and_show_print_the_run_by_id_and_by_unique_prefix() {
         let stdout = succeeds(&show);
         assert!(stdout.contains(&id), "{stdout}");
         assert!(stdout.lines().any(|l| l.starts_with("workflow") && l.contains("app")), "{stdout}");
+        assert!(stdout.lines().any(|l| l == "function  main"), "{stdout}");
         assert!(stdout.lines().any(|l| l.starts_with("status") && l.contains("succeeded")), "{stdout}");
         assert!(stdout.contains("planned"), "shows the plugin's log event: {stdout}");
     }

@@ -3,7 +3,9 @@
 //! is denied a capability and fails), a scrape parsed by a real Prometheus
 //! text-format parser (`prometheus-parse`) says what the journals say (runs
 //! by result, calls and denials per capability, step durations) and what the
-//! listener answered (deliveries accepted and refused); without the token a
+//! listener answered (deliveries accepted and refused), each run under the
+//! workflow and function it called (a maintenance-style `apply` apart from
+//! its `preview` and from the pipeline's functions); without the token a
 //! listener that is not open gets `401`, without `[serve.status]` `/metrics`
 //! is `404`, and the token reaches neither the metrics nor the log.
 //!
@@ -179,9 +181,17 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
     let mut runs: BTreeMap<String, f64> = BTreeMap::new();
     let mut calls: BTreeMap<(String, String), f64> = BTreeMap::new();
     let mut make_steps = 0.0;
+    let mut kinds: BTreeMap<(String, String), f64> = BTreeMap::new();
     for events in &journals {
         for e in events {
             match e["event"].as_str() {
+                Some("run_started") => {
+                    let key = (
+                        e["workflow"].as_str().expect("workflow").into(),
+                        e["function"].as_str().expect("function").into(),
+                    );
+                    *kinds.entry(key).or_default() += 1.0;
+                }
                 Some("run_finished") => *runs.entry(e["status"].as_str().expect("status").into()).or_default() += 1.0,
                 Some("capability_call") => {
                     let key = (
@@ -205,6 +215,16 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
         runs.values().sum::<f64>(),
         "labelled with the sources' environment and the backend:\n{text}"
     );
+    // What each run did: the pipeline's functions, each under its own label.
+    assert_eq!(
+        kinds.keys().map(|(w, f)| format!("{w}:{f}")).collect::<Vec<_>>(),
+        ["netbox:failed", "netbox:host", "netbox:staged"],
+        "{kinds:?}"
+    );
+    for ((workflow, function), n) in &kinds {
+        let got = sum(&samples, "cradle_runs_total", &[("workflow", workflow), ("function", function)]);
+        assert_eq!(got, *n, "{workflow}:{function}:\n{text}");
+    }
     assert_eq!(calls.get(&("lock".into(), "denied".into())), Some(&1.0), "{calls:?}");
     for ((cap, result), n) in &calls {
         let got = sum(&samples, "cradle_capability_calls_total", &[("capability", cap), ("result", result)]);
@@ -244,6 +264,55 @@ fn a_scrape_says_what_the_journals_and_the_listener_say_and_needs_the_token() {
     assert!(!text.contains(TOKEN) && !text.contains(SECRET), "no secret in the metrics");
     assert!(!log.contains(TOKEN), "the token never reaches the log:\n{log}");
     assert!(log.contains("metrics refused"), "refusals are logged:\n{log}");
+}
+
+/// A small maintenance-style workflow: `preview` reads, `apply` changes
+/// (not `plan(vm)`: the backend has a method of that name and arity).
+const UPKEEP_RHAI: &str = r#"
+fn preview(name) { step(name, "diff", || {}); "changes" }
+fn apply(name) {
+    step(name, "config", || {});
+    if name == "db-2" { step(name, "verify", || { throw `${name}: memory is still pending`; }); }
+    "applied"
+}
+"#;
+
+/// `cradle ARGS` in `dir`: its exit code and output.
+fn cradle_in(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(cradle_tests::cradle_bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run cradle");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The issue's "`/metrics` counts them": runs of another workflow's
+/// functions (a preview and two applies, one failing) are counted under
+/// `workflow`/`function` labels of their own, apart from each other.
+#[test]
+fn runs_of_another_workflow_function_are_counted_under_their_own_labels() {
+    let dir = project(STATUS);
+    std::fs::write(dir.path().join("workflows/upkeep.rhai"), UPKEEP_RHAI).expect("upkeep.rhai");
+    for (function, vm, ok) in [("preview", "db-1", true), ("apply", "db-1", true), ("apply", "db-2", false)] {
+        let (code, out) = cradle_in(dir.path(), &["run", "upkeep", "--fn", function, vm]);
+        assert_eq!(code == 0, ok, "{function} {vm}: {out}");
+    }
+    let served = Served::start_on(dir.path(), "127.0.0.2:0", &[]);
+    let (status, _, text) = scrape(served.addr(), Some(&format!("Bearer {TOKEN}")));
+    served.stop();
+    assert_eq!(status, 200, "{text}");
+    let samples = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("a valid exposition").samples;
+    let runs = |labels: &[(&str, &str)]| sum(&samples, "cradle_runs_total", labels);
+    let upkeep = |function, result| runs(&[("workflow", "upkeep"), ("function", function), ("result", result)]);
+    assert_eq!(
+        (upkeep("preview", "succeeded"), upkeep("apply", "succeeded"), upkeep("apply", "failed")),
+        (1.0, 1.0, 1.0),
+        "{text}"
+    );
+    assert_eq!(runs(&[("environment", "test")]), 3.0, "the other labels as before:\n{text}");
+    assert!(text.contains("# HELP cradle_runs_total") && text.contains("workflow and function"), "{text}");
 }
 
 #[test]

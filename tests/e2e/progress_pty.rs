@@ -342,7 +342,7 @@ fn without_a_terminal_each_vm_gets_one_line_a_skip_says_why_and_runs_list_groups
     for vm in VMS {
         assert_eq!(rows.iter().filter(|r| r.contains(&format!(" {vm} "))).count(), 3, "{vm} in each command:\n{list}");
     }
-    assert_eq!(rows.iter().filter(|r| r.ends_with("provision --check")).count(), 2, "{list}");
+    assert_eq!(rows.iter().filter(|r| r.ends_with("provision:check")).count(), 2, "{list}");
 }
 
 #[test]

@@ -9,6 +9,9 @@
 //! - hostile strings (`<script>`, markup with handlers, terminal escapes, a
 //!   very long line) in errors render as text: nothing runs, the escapes are
 //!   visible, the page does not grow sideways;
+//! - a run's card says what it did (`WORKFLOW:FUNCTION`), so a
+//!   maintenance-style `apply` is told from its `preview`, and its details
+//!   name the function;
 //! - off loopback the page, its data and its stream need credentials; a
 //!   browser signs in with the token through the form, and the token reaches
 //!   neither the page nor the log.
@@ -316,6 +319,46 @@ fn pipeline_runs_light_their_stage_and_a_failed_vm_shows_its_error_as_text() {
         .expect("only pipe-bad");
     assert!(browser.console_errors().is_empty(), "{:?}", browser.console_errors());
     artifact("pipeline-failed.png", &browser.screenshot_png().expect("screenshot"));
+    served.stop();
+}
+
+/// A small maintenance-style workflow: `preview` reads, `apply` changes
+/// (not `plan(vm)`: the backend has a method of that name and arity).
+const UPKEEP: &str = r#"
+fn preview(name) { step(name, "diff", || {}); "changes" }
+fn apply(name) { step(name, "config", || {}); step(name, "verify", || {}); "applied" }
+"#;
+
+#[test]
+fn a_runs_card_names_its_workflow_and_function_so_an_apply_is_told_from_a_preview() {
+    let Some(mut browser) = Browser::start("status page") else { return };
+    let dir = project("[serve.status]\n");
+    std::fs::write(dir.path().join("workflows/upkeep.rhai"), UPKEEP).expect("upkeep");
+    for function in ["preview", "apply"] {
+        let out = Command::new(cradle_bin())
+            .current_dir(dir.path())
+            .args(["run", "upkeep", "--fn", function, "db-1"])
+            .output()
+            .expect("cradle run");
+        assert!(out.status.success(), "{function}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let served = Served::start(dir.path(), &[]);
+    served.wait_for_log("status page at http://");
+    browser.navigate(&format!("{}/status", served.url)).expect("page");
+    let kinds = "Array.from(document.querySelectorAll('section.run')).map(s => s.dataset.kind + '|' + \
+                 s.querySelector('.meta').textContent)";
+    let kinds = browser.wait_for(&format!("{kinds}.length === 2 && {kinds}"), LIVE).expect("both runs");
+    let kinds: Vec<String> = serde_json::from_value(kinds).expect("kinds");
+    assert_eq!(kinds, ["upkeep:apply|upkeep:apply · test · direct", "upkeep:preview|upkeep:preview · test · direct"]);
+    browser.eval("document.querySelector('section.run[data-kind=\"upkeep:apply\"] .head').click()").expect("open");
+    let facts = "(() => { const f = document.querySelector('section.run[data-kind=\"upkeep:apply\"] .facts'); \
+                 return f ? Array.from(f.querySelectorAll('dt')).map(dt => dt.textContent + '=' + \
+                 dt.nextElementSibling.textContent) : null; })()";
+    let facts: Vec<String> = serde_json::from_value(browser.wait_for(facts, LIVE).expect("details")).expect("facts");
+    assert!(facts.iter().any(|f| f == "function=apply"), "{facts:?}");
+    assert!(facts.iter().any(|f| f.starts_with("workflow=upkeep (")), "{facts:?}");
+    assert!(browser.console_errors().is_empty(), "{:?}", browser.console_errors());
+    artifact("maintenance-kinds.png", &browser.screenshot_png().expect("screenshot"));
     served.stop();
 }
 
