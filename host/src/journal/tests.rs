@@ -320,6 +320,12 @@ fn a_maintenance_apply_is_listed_and_shown_with_its_workflow_and_function() {
     let functions: Vec<&str> = json.as_array().unwrap().iter().filter_map(|r| r["function"].as_str()).collect();
     assert_eq!(functions.len(), 2, "{json}");
     let apply = list.iter().find(|r| r.function.as_deref() == Some("apply")).unwrap();
-    let shown = render_run_text(&read_run(&s, &apply.id).unwrap());
+    let record = read_run(&s, &apply.id).unwrap();
+    let shown = render_run_text(&record);
     assert!(shown.contains("workflow  maintain (sha256 ") && shown.contains("\nfunction  apply\n"), "{shown}");
+    let chart = timeline::Timeline::from_record(&record, Timestamp::now());
+    let text = timeline::render_timeline_text(&chart, timeline::GanttStyle::default());
+    assert!(text.contains("\nfunction  apply\n"), "`runs show --timeline`: {text}");
+    let json: serde_json::Value = serde_json::from_str(&timeline::render_timeline_json(&chart).unwrap()).unwrap();
+    assert_eq!(json["run"]["function"], "apply", "{json}");
 }
