@@ -163,7 +163,7 @@ pub enum Event {
         /// The workflow file or built-in name.
         workflow: String,
         /// The workflow function the run called (`provision`, `check`,
-        /// `apply`, ...); absent in journals written before it was recorded.
+        /// `apply_vm`, ...); absent in journals written before it was recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         function: Option<String>,
         /// SHA-256 of the workflow source, hex.

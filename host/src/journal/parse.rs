@@ -29,7 +29,7 @@ pub struct RunSummary {
     pub id: String,
     /// The workflow, from `run_started`.
     pub workflow: Option<String>,
-    /// The workflow function it called (`apply` of workflow `maintain` is a
+    /// The workflow function it called (`apply_vm` of workflow `maintain` is a
     /// maintenance change), from `run_started`; none in older journals.
     pub function: Option<String>,
     /// When the run started.

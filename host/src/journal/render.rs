@@ -73,7 +73,7 @@ pub fn render_list_text(runs: &[RunSummary]) -> String {
     out
 }
 
-/// What a run list row says the run did: `WORKFLOW:FUNCTION` (`maintain:apply`
+/// What a run list row says the run did: `WORKFLOW:FUNCTION` (`maintain:apply_vm`
 /// is a maintenance change, `provision:check` a check), or for a journal
 /// written before the function was recorded the workflow, `--check` marked.
 fn run_kind(r: &RunSummary) -> String {

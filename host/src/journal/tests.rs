@@ -292,7 +292,7 @@ fn a_journal_appended_after_a_crash_keeps_whole_lines() {
 #[test]
 fn a_maintenance_apply_is_listed_and_shown_with_its_workflow_and_function() {
     let (_t, s) = state();
-    for function in ["plan", "apply"] {
+    for function in ["plan_vm", "apply_vm"] {
         let w = JournalWriter::start(
             &s,
             RunStart {
@@ -300,7 +300,7 @@ fn a_maintenance_apply_is_listed_and_shown_with_its_workflow_and_function() {
                 function: Some(function.into()),
                 workflow_hash: "ab".repeat(32),
                 plugins: vec![],
-                argv: vec!["cradle".into(), function.into(), "x".into()],
+                argv: vec!["cradle".into(), "apply".into(), "plan.json".into()],
                 environment: Some("lab".into()),
                 backend: Some("direct".into()),
             },
@@ -314,18 +314,18 @@ fn a_maintenance_apply_is_listed_and_shown_with_its_workflow_and_function() {
     let table = render_list_text(&list);
     let rows: Vec<&str> = table.lines().filter(|l| l.contains(" db-1 ")).collect();
     assert_eq!(rows.len(), 2, "{table}");
-    assert!(rows.iter().any(|r| r.ends_with(" maintain:apply")), "{table}");
-    assert!(rows.iter().any(|r| r.ends_with(" maintain:plan")), "{table}");
+    assert!(rows.iter().any(|r| r.ends_with(" maintain:apply_vm")), "{table}");
+    assert!(rows.iter().any(|r| r.ends_with(" maintain:plan_vm")), "{table}");
     let json: serde_json::Value = serde_json::from_str(&render_list_json(&list).unwrap()).unwrap();
     let functions: Vec<&str> = json.as_array().unwrap().iter().filter_map(|r| r["function"].as_str()).collect();
     assert_eq!(functions.len(), 2, "{json}");
-    let apply = list.iter().find(|r| r.function.as_deref() == Some("apply")).unwrap();
+    let apply = list.iter().find(|r| r.function.as_deref() == Some("apply_vm")).unwrap();
     let record = read_run(&s, &apply.id).unwrap();
     let shown = render_run_text(&record);
-    assert!(shown.contains("workflow  maintain (sha256 ") && shown.contains("\nfunction  apply\n"), "{shown}");
+    assert!(shown.contains("workflow  maintain (sha256 ") && shown.contains("\nfunction  apply_vm\n"), "{shown}");
     let chart = timeline::Timeline::from_record(&record, Timestamp::now());
     let text = timeline::render_timeline_text(&chart, timeline::GanttStyle::default());
-    assert!(text.contains("\nfunction  apply\n"), "`runs show --timeline`: {text}");
+    assert!(text.contains("\nfunction  apply_vm\n"), "`runs show --timeline`: {text}");
     let json: serde_json::Value = serde_json::from_str(&timeline::render_timeline_json(&chart).unwrap()).unwrap();
-    assert_eq!(json["run"]["function"], "apply", "{json}");
+    assert_eq!(json["run"]["function"], "apply_vm", "{json}");
 }

@@ -81,7 +81,7 @@ pub struct RunInfo {
     pub id: String,
     /// The workflow, from `run_started`.
     pub workflow: Option<String>,
-    /// The workflow function the run called (`apply` of `maintain` is a
+    /// The workflow function the run called (`apply_vm` of `maintain` is a
     /// maintenance change), from `run_started`; `None` in older journals.
     pub function: Option<String>,
     /// SHA-256 of the workflow source, from `run_started`.

@@ -245,7 +245,7 @@ pub fn render(totals: &Totals, deliveries: &Deliveries, queue: Queue) -> String 
     out.family(
         "cradle_runs_total",
         Kind::Counter,
-        "Runs ended, by result (succeeded, failed, interrupted), backend, environment, and what the run did: its workflow and function (maintain/apply is a maintenance change, provision/provision a provision), from the run journals.",
+        "Runs ended, by result (succeeded, failed, interrupted), backend, environment, and what the run did: its workflow and function (maintain/apply_vm is a maintenance change, provision/provision a provision), from the run journals.",
     );
     for (k, n) in &totals.runs {
         out.sample(

@@ -16,7 +16,7 @@
 //!   down; a file replaced under the same name (another inode) or truncated is
 //!   a new journal, read from its start;
 //! - a run is counted by what it did, the workflow and function its
-//!   `run_started` records (`maintain` `apply` apart from `provision`
+//!   `run_started` records (`maintain` `apply_vm` apart from `provision`
 //!   `provision`); a journal written before the function was recorded counts
 //!   as function `unknown`;
 //! - step names beyond [`MAX_STEP_NAMES`] distinct ones are counted as
@@ -82,7 +82,7 @@ pub struct RunKey {
     pub environment: String,
     /// The workflow (`provision`, `maintain`, a `[serve.sources]` workflow, ...).
     pub workflow: String,
-    /// The workflow function (`provision`, `check`, `plan`, `apply`, ...),
+    /// The workflow function (`provision`, `check`, `plan_vm`, `apply_vm`, ...),
     /// `unknown` in journals written before it was recorded.
     pub function: String,
 }

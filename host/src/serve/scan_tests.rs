@@ -236,9 +236,9 @@ fn a_trap_counts_once_per_run_by_plugin_and_step_names_are_bounded() {
 fn a_run_is_counted_under_its_workflow_and_function_so_maintenance_applies_stand_apart() {
     let dir = tempfile::tempdir().expect("tmp");
     run_of(dir.path(), "a.jsonl", "provision", Some("provision"), RunStatus::Succeeded);
-    run_of(dir.path(), "b.jsonl", "maintain", Some("plan"), RunStatus::Succeeded);
-    run_of(dir.path(), "c.jsonl", "maintain", Some("apply"), RunStatus::Succeeded);
-    run_of(dir.path(), "d.jsonl", "maintain", Some("apply"), RunStatus::Failed);
+    run_of(dir.path(), "b.jsonl", "maintain", Some("plan_vm"), RunStatus::Succeeded);
+    run_of(dir.path(), "c.jsonl", "maintain", Some("apply_vm"), RunStatus::Succeeded);
+    run_of(dir.path(), "d.jsonl", "maintain", Some("apply_vm"), RunStatus::Failed);
     // Written before the function was recorded.
     run_of(dir.path(), "e.jsonl", "provision", None, RunStatus::Succeeded);
     let mut j = Journals::new(dir.path(), labels());
@@ -247,9 +247,9 @@ fn a_run_is_counted_under_its_workflow_and_function_so_maintenance_applies_stand
     assert_eq!(
         kinds(&t),
         [
-            kind("maintain", "apply", "failed", 1),
-            kind("maintain", "apply", "succeeded", 1),
-            kind("maintain", "plan", "succeeded", 1),
+            kind("maintain", "apply_vm", "failed", 1),
+            kind("maintain", "apply_vm", "succeeded", 1),
+            kind("maintain", "plan_vm", "succeeded", 1),
             kind("provision", "provision", "succeeded", 1),
             kind("provision", "unknown", "succeeded", 1),
         ]
@@ -261,7 +261,7 @@ fn a_run_is_counted_under_its_workflow_and_function_so_maintenance_applies_stand
     );
     assert!(
         text.contains(
-            "cradle_runs_total{result=\"succeeded\",backend=\"direct\",environment=\"lab\",workflow=\"maintain\",function=\"apply\"} 1\n"
+            "cradle_runs_total{result=\"succeeded\",backend=\"direct\",environment=\"lab\",workflow=\"maintain\",function=\"apply_vm\"} 1\n"
         ),
         "{text}"
     );

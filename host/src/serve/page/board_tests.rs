@@ -315,17 +315,17 @@ fn a_maintenance_apply_card_names_its_workflow_and_function_and_an_older_journal
     // `run_started` as cradle writes it now: with the function it called.
     let path = dir.join("20261130T080000Z-apply.jsonl");
     let text = fs::read_to_string(&path).expect("journal");
-    fs::write(&path, text.replacen(r#""workflow":"maintain","#, r#""workflow":"maintain","function":"apply","#, 1))
+    fs::write(&path, text.replacen(r#""workflow":"maintain","#, r#""workflow":"maintain","function":"apply_vm","#, 1))
         .expect("journal");
     write(dir, "20261130T080001Z-old", "provision", "prod", ME, 1, &lines);
     let mut b = board(dir);
     b.refresh(false);
     let (apply, timeline) = b.run("20261130T080000Z-apply").expect("apply");
-    assert_eq!((apply.run.workflow.as_deref(), apply.run.function.as_deref()), (Some("maintain"), Some("apply")));
-    assert_eq!(timeline.expect("timeline").run.function.as_deref(), Some("apply"));
+    assert_eq!((apply.run.workflow.as_deref(), apply.run.function.as_deref()), (Some("maintain"), Some("apply_vm")));
+    assert_eq!(timeline.expect("timeline").run.function.as_deref(), Some("apply_vm"));
     // What the page reads: the card's JSON, the run's fields flattened.
     let json = serde_json::to_value(&*apply).expect("json");
-    assert_eq!((&json["workflow"], &json["function"]), (&"maintain".into(), &"apply".into()), "{json}");
+    assert_eq!((&json["workflow"], &json["function"]), (&"maintain".into(), &"apply_vm".into()), "{json}");
     let old = b.run("20261130T080001Z-old").expect("old").0;
     assert_eq!((old.run.workflow.as_deref(), old.run.function.as_deref()), (Some("provision"), None));
     assert!(serde_json::to_value(&*old).expect("json")["function"].is_null());

@@ -202,7 +202,7 @@
     return section;
   }
 
-  // What the run did: `maintain:apply` (a maintenance change), `provision:check`;
+  // What the run did: `maintain:apply_vm` (a maintenance change), `provision:check`;
   // the workflow alone in journals written before the function was recorded.
   function runKind(card) {
     if (!card.workflow) return '';
