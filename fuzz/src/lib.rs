@@ -190,6 +190,16 @@ pub mod caps {
         pub mod scope;
         rhai_stand_in!();
     }
+    /// The maintenance plan's diff, progress and verify (`maintenance_diff`
+    /// target); its Rhai module is a stand-in like the others.
+    pub mod maintenance {
+        pub mod change;
+        pub mod diff;
+        pub mod progress;
+        pub mod pve;
+        pub mod verify;
+        rhai_stand_in!();
+    }
     pub mod netbox {
         pub mod scope;
         rhai_stand_in!();

@@ -135,12 +135,24 @@ pub fn size_gib(size: &str) -> Option<u64> {
     (gib <= u64::MAX as f64).then_some(gib as u64)
 }
 
-/// A drive value with its `size=` set to `size`, every other part in place.
+/// A drive value with its `size=` set to `size`, every other part in place
+/// (a repeated `size=`, which PVE would refuse, collapses into the first:
+/// the `maintenance_diff` fuzz target found one read as the last).
 pub fn with_size(value: &str, size: &str) -> String {
-    let mut parts: Vec<String> = value.split(',').filter(|p| !p.is_empty()).map(String::from).collect();
-    match parts.iter_mut().find(|p| p.starts_with("size=")) {
-        Some(p) => *p = format!("size={size}"),
-        None => parts.push(format!("size={size}")),
+    let mut parts: Vec<String> = Vec::new();
+    let mut sized = false;
+    for p in value.split(',').filter(|p| !p.is_empty()) {
+        if p.starts_with("size=") {
+            if !sized {
+                parts.push(format!("size={size}"));
+                sized = true;
+            }
+        } else {
+            parts.push(p.to_string());
+        }
+    }
+    if !sized {
+        parts.push(format!("size={size}"));
     }
     parts.join(",")
 }
