@@ -17,8 +17,8 @@
 //!   ([`AdmissionError::MaintenanceSignature`]). Its functions join the
 //!   backend's exports, called by name (`backend.plan_update(..)`);
 //! - for an integration plugin (`kind = "integration"`): an export that is
-//!   not a `cradle:host/*@0.1.0` interface, a `lifecycle` export (a backend's),
-//!   no export at all, or one function name in two exported interfaces (calls
+//!   not a `cradle:host/*@0.1.0` interface, a `lifecycle` or `maintenance`
+//!   export (a backend's: [`BACKEND_INTERFACES`]), no export at all, or one function name in two exported interfaces (calls
 //!   go by name). Its functions are whatever its interfaces declare: cradle
 //!   calls them by name from workflows (`cradle::plugin("ROLE")`), with the
 //!   same grants, policy checks, limits and budgets as a backend's.
@@ -103,14 +103,15 @@ pub enum AdmissionError {
         /// The `cradle:host` interfaces it exports instead.
         exports: Vec<String>,
     },
-    /// Declared an integration plugin but exports a backend's lifecycle.
+    /// Declared an integration plugin but exports a backend's interface
+    /// (`lifecycle` or `maintenance`).
     #[error(
         "plugin `{plugin}` is declared kind = \"integration\" but exports `{found}`, a backend's interface: remove kind from [plugins.{plugin}] to use it as a backend"
     )]
     LifecycleInIntegration {
         /// The plugin.
         plugin: String,
-        /// The lifecycle export.
+        /// The backend's export.
         found: String,
     },
     /// An integration plugin's export is not a cradle interface.
@@ -286,8 +287,15 @@ fn backend_exports(
     Ok((interfaces, exports))
 }
 
+/// The interfaces only a backend may export: an integration plugin exporting
+/// one is a backend in disguise (its `plan-update`/`apply-update` would be
+/// callable by name through `cradle::plugin`, outside the maintenance
+/// workflow's lock and digest checks), so it is refused.
+pub const BACKEND_INTERFACES: [&str; 2] = ["lifecycle", "maintenance"];
+
 /// An integration plugin's interfaces: every export a cradle interface of
-/// this WIT version other than `lifecycle`, each function name once.
+/// this WIT version other than a backend's ([`BACKEND_INTERFACES`]), each
+/// function name once.
 fn integration_exports(
     engine: &Engine,
     ty: &wasmtime::component::types::Component,
@@ -303,7 +311,7 @@ fn integration_exports(
         if version != WIT_VERSION {
             return Err(AdmissionError::WitVersion { plugin: plugin.into(), found: name.into() });
         }
-        if iface == "lifecycle" {
+        if BACKEND_INTERFACES.contains(&iface) {
             return Err(AdmissionError::LifecycleInIntegration { plugin: plugin.into(), found: name.into() });
         }
         for sig in functions(engine, &item.ty) {
@@ -510,6 +518,19 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("kind = \"integration\" but exports `cradle:host/lifecycle@0.1.0`"), "{err}");
+    }
+
+    #[test]
+    fn an_integration_plugin_exporting_maintenance_is_refused_as_a_backend_in_disguise() {
+        let (e, c) = exporting(&[], &[PIPELINE, "cradle:host/maintenance@0.1.0"]);
+        let err = admit(&e, &c, "nb", PluginKind::Integration, &manifest(&[]), &Grants::default())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("kind = \"integration\" but exports `cradle:host/maintenance@0.1.0`, a backend's interface")
+                && err.contains("remove kind from [plugins.nb]"),
+            "{err}"
+        );
     }
 
     #[test]
