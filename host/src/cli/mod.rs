@@ -4,6 +4,7 @@
 
 mod completions;
 mod init;
+mod maintain;
 mod netbox;
 mod plugin_test;
 mod plugins;
@@ -70,6 +71,13 @@ enum Command {
     Workflows(workflows::WorkflowsCmd),
     /// Provision the inventory's VMs (create, finalize pending, or skip each).
     Provision(provision::ProvisionArgs),
+    /// Show how the inventory's complete VMs differ from their live config (cores,
+    /// memory, disks, NICs, tags, startup order), each change classified; write a
+    /// reviewed plan with --out. Changes nothing.
+    Plan(maintain::PlanArgs),
+    /// Apply a plan `cradle plan --out` wrote, VM by VM under each VM's lock;
+    /// a VM changed since the plan is refused, not overwritten.
+    Apply(maintain::ApplyArgs),
     /// Destroy the inventory's selected VMs (asks for confirmation).
     Remove(remove::RemoveArgs),
     /// Remove a VM's lock once its holder is shown to be gone.
@@ -173,6 +181,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugins(cmd) => plugins::run(&cli, cmd).await,
         Command::Workflows(cmd) => workflows::run(&cli, cmd),
         Command::Provision(args) => provision::run(&cli, args).await,
+        Command::Plan(args) => maintain::plan(&cli, args).await,
+        Command::Apply(args) => maintain::apply(&cli, args).await,
         Command::Remove(args) => remove::remove(&cli, args).await,
         Command::Unlock(args) => remove::unlock(&cli, args),
         Command::Run(args) => run::run(&cli, args).await,
@@ -195,7 +205,8 @@ fn init_tracing(cli: &Cli) {
     // Commands over an inventory say one line per VM (its outcome) plus
     // warnings and errors; plugin and workflow log events, like the steps,
     // are detail for `-v` (the journal has them all either way).
-    let inventory = matches!(cli.command, Command::Provision(_) | Command::Remove(_));
+    let inventory =
+        matches!(cli.command, Command::Provision(_) | Command::Remove(_) | Command::Plan(_) | Command::Apply(_));
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) if inventory => "warn,cradle=info,cradle::log=warn",

@@ -17,7 +17,8 @@ use super::progress::Live;
 use super::{Cli, Output, completions, outln, print_json};
 use crate::config::ClusterKind;
 use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
-use crate::provision::{Action, HostResult, forks, run_all};
+use crate::project::Project;
+use crate::provision::{Action, Extra, HostResult, forks, run_all_with};
 use crate::text::printable;
 
 #[derive(Debug, Args)]
@@ -66,6 +67,29 @@ pub async fn run_inventory(
     forks: usize,
     approve: impl FnOnce(&str, &[VmPlan]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<HostResult>> {
+    let selected = select(cli, selection)?;
+    approve(&selected.env, &selected.plans)?;
+    let plans = selected.plans.clone();
+    selected.run(plans, action, forks, Extra::default()).await
+}
+
+/// The project, environment, inventory and resolved hosts of a selection,
+/// before anything is loaded or run (`cradle plan`/`apply` look at them first).
+pub struct Selected {
+    /// The project (with the live display's sink on a terminal).
+    pub project: Arc<Project>,
+    /// The environment's name.
+    pub env: String,
+    /// The inventory.
+    pub inv: Arc<Inventory>,
+    /// The selected hosts, resolved.
+    pub plans: Vec<VmPlan>,
+    live: Option<Arc<Live>>,
+    simulated: bool,
+}
+
+/// Open the project and resolve the selected hosts of the inventory.
+pub fn select(cli: &Cli, selection: Selection<'_>) -> anyhow::Result<Selected> {
     let mut project = cli.project()?;
     let live = Live::wanted(cli.quiet, cli.output == Output::Json).then(|| Arc::new(Live::default()));
     if let Some(live) = &live {
@@ -75,29 +99,42 @@ pub async fn run_inventory(
     let (env_name, environment) = project.config.environment(selection.env)?;
     // An in-process simulator keeps files open for every VM in this process.
     let simulated = project.config.clusters.get(&environment.cluster).is_some_and(|c| c.kind == ClusterKind::Sim);
-    let env_name = env_name.to_string();
+    let env = env_name.to_string();
     let inv = Arc::new(Inventory::load(selection.inventory)?);
     let hosts = inv.select(selection.limit)?;
-    let opts = ResolveOptions { environment: env_name.clone(), ..ResolveOptions::default() };
+    let opts = ResolveOptions { environment: env.clone(), ..ResolveOptions::default() };
     let plans = resolve_selected(&inv, &hosts, &opts)?;
-    approve(&env_name, &plans)?;
-    let nofile = forks::raise_open_files_limit();
-    let per_vm = if simulated { forks::SIM_FILES_PER_VM } else { 0 };
-    let forks = forks::cap(forks, plans.len(), nofile, per_vm);
-    if let Some(w) = &forks.warning {
-        eprintln!("warning: {w}");
+    Ok(Selected { project, env, inv, plans, live, simulated })
+}
+
+impl Selected {
+    /// Load the project and run `action` for each of `plans` (some or all of
+    /// the selected ones), `extra` added to their `vm`.
+    pub async fn run(
+        self,
+        plans: Vec<VmPlan>,
+        action: Action,
+        forks: usize,
+        extra: Extra,
+    ) -> anyhow::Result<Vec<HostResult>> {
+        let nofile = forks::raise_open_files_limit();
+        let per_vm = if self.simulated { forks::SIM_FILES_PER_VM } else { 0 };
+        let forks = forks::cap(forks, plans.len(), nofile, per_vm);
+        if let Some(w) = &forks.warning {
+            eprintln!("warning: {w}");
+        }
+        let forks = forks.granted.min(plans.len().max(1));
+        let loaded = {
+            let p = self.project.clone();
+            Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
+        };
+        let redraw = self.live.as_ref().map(|l| l.start());
+        let results = run_all_with(self.project, loaded, self.inv, plans, Some(self.env), action, forks, extra).await;
+        if let Some(r) = redraw {
+            r.finish().await;
+        }
+        Ok(results?)
     }
-    let forks = forks.granted.min(plans.len().max(1));
-    let loaded = {
-        let p = project.clone();
-        Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
-    };
-    let redraw = live.as_ref().map(|l| l.start());
-    let results = run_all(project, loaded, inv, plans, Some(env_name), action, forks).await;
-    if let Some(r) = redraw {
-        r.finish().await;
-    }
-    Ok(results?)
 }
 
 /// The summary table (or JSON document); exit 0 only when every VM succeeded.

@@ -12,7 +12,9 @@
 //!   refuses a VM whose spec now resolves differently (the inventory changed
 //!   since the review), and one no longer selected, without running anything
 //!   for it.
-//! - A VM whose plan holds no operation is reported `unchanged` with no run.
+//! - A VM whose plan holds no operation is reported `unchanged` with no run
+//!   (unless `--reboot if-needed` and PVE held changes pending at plan time:
+//!   its run reboots it for them).
 //! - The plan file is checked before anything else (format, id, age,
 //!   environment, cluster: [`plan_file::read`]); apply runs in the plan's
 //!   environment only.
@@ -249,7 +251,8 @@ pub fn apply_selection(
             sel.settled.push(settled(pv, "refused", Some(why), None));
             continue;
         }
-        if !pv.has_operations() {
+        let owed_reboot = reboot == Reboot::IfNeeded && pv.had_pending();
+        if !pv.has_operations() && !owed_reboot {
             sel.settled.push(settled(pv, "unchanged", None, Some("nothing to apply".into())));
             continue;
         }

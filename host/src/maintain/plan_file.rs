@@ -80,10 +80,17 @@ pub struct PlannedVm {
 }
 
 impl PlannedVm {
-    /// Whether apply has anything to do for this VM.
+    /// Whether apply has anything to write for this VM.
     pub fn has_operations(&self) -> bool {
         let c = &self.changes;
         !c.set.is_empty() || !c.delete.is_empty() || !c.resize.is_empty() || self.terraform_plan.is_some()
+    }
+
+    /// Whether PVE held changes pending when the plan was made (an earlier
+    /// apply with `--reboot never`, or someone else's): `--reboot if-needed`
+    /// runs the VM's apply for them even with no operation.
+    pub fn had_pending(&self) -> bool {
+        !self.changes.pending_before.is_empty()
     }
 }
 
