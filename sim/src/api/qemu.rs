@@ -248,6 +248,13 @@ impl Refused {
     }
 }
 
+/// The devices of a `boot` value's `order=` (`pve-qm-boot`, split as
+/// `PVE::Tools::split_list` splits: `;`, `,` and whitespace).
+fn boot_order(boot: Option<&str>) -> Vec<String> {
+    let Some(order) = boot.and_then(|b| props::prop(b, "order")) else { return Vec::new() };
+    order.split([';', ',', ' ']).filter(|d| !d.is_empty()).map(str::to_string).collect()
+}
+
 /// Apply a validated update under the lock, as qemu-server's `update_vm_api`
 /// (e6352be, src/PVE/API2/Qemu.pm:2206-2590) does: checks, then every delete and
 /// change written to `[PENDING]` (a `tags` or `unusedN` delete and `cipassword` go
@@ -292,6 +299,9 @@ fn apply(
         }
     }
     let mut modified = BTreeSet::new();
+    // Qemu.pm:2265-2270: the boot order as the config (not [PENDING]) has it.
+    let mut bootorder = boot_order(vm.config.get("boot").map(String::as_str));
+    let bootorder_deleted = deletes.iter().any(|k| k == "bootorder");
     // Qemu.pm:2290-2395: deletes.
     for k in deletes {
         if !vm.config.contains_key(&k) && !vm.pending.contains_key(&k) {
@@ -300,6 +310,14 @@ fn apply(
         }
         modified.insert(k.clone());
         let pending_value = vm.pending.remove(&k);
+        // Qemu.pm:2304-2309: a deleted device leaves the boot order, written to
+        // [PENDING] (`print_bootorder`, QemuServer.pm:1036: empty when none is left).
+        if !bootorder_deleted && bootorder.contains(&k) {
+            bootorder.retain(|d| *d != k);
+            let boot = if bootorder.is_empty() { String::new() } else { format!("order={}", bootorder.join(";")) };
+            vm.pending.insert("boot".into(), boot);
+            modified.insert("boot".into());
+        }
         if k.starts_with("unused") {
             // `try_deallocate_drive`: the volume is freed, the key gone at once.
             if let Some(volid) = vm.config.remove(&k) {

@@ -290,3 +290,19 @@ async fn a_resize_with_a_stale_digest_fails_the_task_with_pves_message() {
         api.call("PUT", "/nodes/pve1/qemu/101/resize", &[("disk", "scsi0"), ("size", "1")]).await.1["data"].clone();
     assert_eq!(api.wait_task(upid.as_str().expect("a UPID")).await["exitstatus"], "shrinking disks is not supported");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_device_leaves_the_boot_order_through_pending() {
+    let c = start(0.0, |_| {}).await;
+    let api = Api::new(&c);
+    running(&api, &[("scsi1", "local-lvm:4"), ("boot", "order=scsi0;scsi1;net0")]).await;
+    // Qemu.pm:2265-2270 reads the order from the config; :2304-2309 drops a
+    // deleted device from it and writes `boot` to [PENDING] (`print_bootorder`,
+    // QemuServer.pm:1036), which a running VM does not hotplug (`boot` is no
+    // fast-plug option, QemuServer.pm:4594-4606).
+    put(&api, &[("delete", "scsi1")]).await;
+    assert_eq!(pending_of(&api, "boot").await["pending"], "order=scsi0;net0");
+    assert_eq!(current(&api).await["boot"], "order=scsi0;scsi1;net0", "the running VM keeps its order");
+    // The effective config (`current=0`) shows the new order.
+    assert_eq!(api.get("/nodes/pve1/qemu/101/config").await["boot"], "order=scsi0;net0");
+}
