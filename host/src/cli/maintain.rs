@@ -152,16 +152,30 @@ fn class_word(class: Class) -> &'static str {
     }
 }
 
-/// One change as the operator reads it: what, from → to, class, why (and the flag).
-fn change_line(ch: &Change) -> String {
-    let from = ch.from.as_deref().unwrap_or("(none)");
-    let to = ch.to.as_deref().unwrap_or("(removed)");
+/// Column widths of one VM's change lines: what, from, to.
+fn widths(changes: &[Change]) -> (usize, usize, usize) {
+    let w = |f: &dyn Fn(&Change) -> usize| changes.iter().map(f).max().unwrap_or(0);
+    (
+        w(&|c| c.what.chars().count()),
+        w(&|c| c.from.as_deref().unwrap_or(NONE).chars().count()),
+        w(&|c| c.to.as_deref().unwrap_or(REMOVED).chars().count()),
+    )
+}
+
+const NONE: &str = "(none)";
+const REMOVED: &str = "(removed)";
+
+/// One change as the operator reads it: what, from → to, class, why (and the
+/// flag that would allow a refused one), in columns of `widths`.
+fn change_line(ch: &Change, (what_w, from_w, to_w): (usize, usize, usize)) -> String {
+    let from = ch.from.as_deref().unwrap_or(NONE);
+    let to = ch.to.as_deref().unwrap_or(REMOVED);
     let why = match &ch.flag {
         Some(flag) => format!("needs {flag}: {}", ch.why),
         None => ch.why.clone(),
     };
     format!(
-        "  {:<18} {:>10} → {:<10} {:<10} {}",
+        "  {:<what_w$}  {:>from_w$} → {:<to_w$}  {:<9}  {}",
         printable(&ch.what),
         printable(from),
         printable(to),
@@ -217,8 +231,9 @@ fn print_plan(
                         let state = if p.changes.running { "running" } else { "stopped" };
                         let n = p.changes.changes.len();
                         outln!("{name} ({vmid} on {}, {state}): {n} change{}", printable(&h.node), plural(n))?;
+                        let w = widths(&p.changes.changes);
                         for ch in &p.changes.changes {
-                            outln!("{}", change_line(ch))?;
+                            outln!("{}", change_line(ch, w))?;
                         }
                         pending_line(p)?;
                     }
