@@ -123,6 +123,7 @@ fn kill_at_each_boundary_then_rerun(subnet: u8, pick: fn(&str) -> bool) {
     assert_as_planned(&p, "vm-0", "the reference apply");
     let run_id = row(&doc, "vm-0")["run_id"].as_str().expect("run id").to_string();
     let order = boundaries(&p.journal(&run_id));
+    eprintln!("the boundaries of apply, in order: {order:?}");
     for b in MUST_PASS {
         assert!(order.contains(&b.to_string()), "the apply passed {b} (maintain.rhai renamed it?): {order:?}");
     }
