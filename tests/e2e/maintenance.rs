@@ -242,3 +242,26 @@ fn a_plan_for_another_cluster_is_refused() {
     );
     assert_eq!(p.vm(vm)["config"], before["config"], "nothing changed");
 }
+
+#[test]
+fn apply_refuses_a_vm_whose_inventory_changed_since_the_plan() {
+    let p = Project::new(PREFIX, 7, 1);
+    p.provision();
+    p.edit_inventory("memory: 2048", "memory: 3072");
+    let plan = p.plan_path("maint.plan");
+    assert!(p.plan(&plan, &[]).status.success());
+    // The inventory moves on after the review: the plan no longer says what it asks for.
+    p.edit_inventory("cores: 2", "cores: 4");
+    let vm = &p.names[0];
+    let before = p.vm(vm);
+    let refused = p.apply(&plan, "if-needed", None);
+    assert!(!refused.status.success(), "{}", show(&refused));
+    let doc = json_of(&refused);
+    assert_eq!(doc["vms"][0]["result"], "failed", "{doc}");
+    let error = doc["vms"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the inventory changed since the plan") && error.contains("plan again"), "{error}");
+    assert!(doc["vms"][0]["run_id"].is_null(), "no run was started for it: {doc}");
+    let after = p.vm(vm);
+    assert_eq!(after["config"], before["config"], "nothing changed");
+    assert_eq!(after["pending"], before["pending"], "nothing made pending");
+}
