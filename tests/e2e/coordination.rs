@@ -16,9 +16,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cradle_testkit::etcd::{Etcd, EtcdCluster};
-use cradle_tests::cradle_bin;
 use cradle_tests::fixture::{Cluster, LabInventory, ProjectConfig, Wait};
 use cradle_tests::remote_sim::RemoteSim;
+use cradle_tests::{cradle_bin, wait_stopped};
 use serde_json::Value;
 
 /// The records key, a canary: it must never show up in output or journals.
@@ -145,19 +145,6 @@ impl ControlNode {
         }
         panic!("the run never took its lock; journal:\n{}", self.journal());
     }
-}
-
-/// Wait until `child` is stopped (state `T` in /proc/PID/stat).
-fn wait_stopped(child: &Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
-        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("node a never stopped at its crash point");
 }
 
 fn signal(child: &Child, sig: &str) {

@@ -66,31 +66,6 @@ use serde_json::Value;
 
 const VMID_BASE: u32 = 400;
 
-/// The simulator, with the client config verifying its certificate against
-/// its CA (as terraform's providers do) instead of a pinned fingerprint.
-fn start_sim(dir: &Path) -> RemoteSim {
-    let mut sim = RemoteSim::start(dir, "0");
-    let ca = sim.state.join("pve-root-ca.pem");
-    assert!(ca.is_file(), "the simulator keeps its CA at {}", ca.display());
-    let mut replaced = 0;
-    let cluster_toml: String = sim
-        .cluster_toml
-        .lines()
-        .map(|l| {
-            if l.starts_with("fingerprint = ") {
-                replaced += 1;
-                format!("ca_file = \"{}\"", ca.display())
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert_eq!(replaced, 1, "the written config pins one fingerprint:\n{}", sim.cluster_toml);
-    sim.cluster_toml = cluster_toml;
-    sim
-}
-
 /// The simulator's guests (templates left out).
 trait Guests {
     fn guests(&self) -> Vec<Value>;
@@ -184,7 +159,7 @@ fn real_terraform() -> PathBuf {
 impl Project {
     fn new(subnet: u8, hosts: usize, flavour: &'static str) -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sim = start_sim(dir.path());
+        let sim = RemoteSim::start_trusting_ca(dir.path(), "0");
         let cli_config = cradle_tests::terraform_cli_config(dir.path());
         let project = Project { dir, sim, flavour };
         let wrapper = project.write_wrapper();

@@ -94,6 +94,20 @@ pub fn terraform_cli_config(dir: &Path) -> PathBuf {
     cli
 }
 
+/// Wait until `child` is stopped (SIGSTOP: `CRADLE_CRASH_SIGNAL=STOP` at its
+/// `CRADLE_CRASH_AT` point, holding whatever it held there); panics after 60 s.
+pub fn wait_stopped(child: &std::process::Child) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("process {} never stopped at its crash point", child.id());
+}
+
 /// What one invocation of the cradle binary did.
 #[derive(Debug)]
 pub struct Out {

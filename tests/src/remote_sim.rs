@@ -73,6 +73,33 @@ impl RemoteSim {
         RemoteSim { child, state, cluster_toml }
     }
 
+    /// [`RemoteSim::start`], with the written client config verifying the
+    /// simulator's certificate against its CA (`ca_file` = `<state
+    /// dir>/pve-root-ca.pem`) instead of pinning its fingerprint: terraform's
+    /// providers cannot pin a fingerprint, so the terraform tests need this.
+    pub fn start_trusting_ca(dir: &Path, scale: &str) -> RemoteSim {
+        let mut sim = RemoteSim::start(dir, scale);
+        let ca = sim.state.join("pve-root-ca.pem");
+        assert!(ca.is_file(), "the simulator keeps its CA at {}", ca.display());
+        let mut replaced = 0;
+        let cluster_toml: String = sim
+            .cluster_toml
+            .lines()
+            .map(|l| {
+                if l.starts_with("fingerprint = ") {
+                    replaced += 1;
+                    format!("ca_file = \"{}\"", ca.display())
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(replaced, 1, "the written config pins one fingerprint:\n{}", sim.cluster_toml);
+        sim.cluster_toml = cluster_toml;
+        sim
+    }
+
     /// The simulator's persisted VMs (saved on every change), templates included.
     pub fn vms(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.state.join("state.json")).expect("state.json");

@@ -235,6 +235,7 @@ fn print_plan(
                         for ch in &p.changes.changes {
                             outln!("{}", change_line(ch, w))?;
                         }
+                        terraform_line(p, h.detail.as_deref())?;
                         pending_line(p)?;
                     }
                     None if h.ok() => {
@@ -267,6 +268,17 @@ fn print_plan(
         }
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The terraform backend's saved plan and what it changes, from the VM's
+/// `why` (workflows/maintain.rhai: `...; terraform plan ID: SUMMARY`).
+fn terraform_line(p: &maintain::PlannedVm, why: Option<&str>) -> std::io::Result<()> {
+    let Some(id) = &p.terraform_plan else { return Ok(()) };
+    let summary = why.and_then(|w| w.find("terraform plan ").map(|i| &w[i..]));
+    match summary {
+        Some(s) => outln!("  {}", printable(s)),
+        None => outln!("  terraform plan {}", printable(id)),
+    }
 }
 
 /// What PVE already held pending when the plan was made.

@@ -10,7 +10,8 @@
 //!   drops it), plans, approves the plan (`check_update`: update or no-op;
 //!   replacement only with `vm.allow-replacement`; create and delete
 //!   refused), keeps it beyond the run (`keep-plan`) and returns the kept id
-//!   with the approval's summary. Whatever happens, the module on disk is
+//!   with the approval's summary. An approved replacement is returned as
+//!   such with no id and its plan discarded: maintenance never applies one. Whatever happens, the module on disk is
 //!   rendered again WITHOUT lifts before it returns: the saved plan carries
 //!   its own copy of the configuration, and the next `provision`'s
 //!   `reconcile` must plan from the creation-only module (the disks it never
@@ -69,7 +70,7 @@ pub fn plan_update(vm: &VmSpec, lift: &[String]) -> Result<PlanOutcome, Error> {
     for line in &summary {
         log::vm(Level::Info, vm, &format!("terraform maintenance plan: {line}"));
     }
-    Ok(PlanOutcome { action, summary, plan_id: Some(kept) })
+    Ok(PlanOutcome { action, summary, plan_id: kept })
 }
 
 fn plan_lifted(
@@ -78,7 +79,7 @@ fn plan_lifted(
     lift: &Lift,
     found: &VmState,
     vms: &[proxmox::VmResource],
-) -> Result<(PlanAction, Vec<String>, String), Error> {
+) -> Result<(PlanAction, Vec<String>, Option<String>), Error> {
     let mut input = module::input(vm, vms, None)?;
     if lift.disk && input.disk_gib.is_none() {
         // The real providers remove a disk the `disk` list leaves out: render
@@ -113,8 +114,14 @@ fn plan_lifted(
         ApprovedAction::NoOp | ApprovedAction::Create | ApprovedAction::Delete => PlanAction::NoOp,
     };
     let action = if saved.has_changes { action } else { PlanAction::NoOp };
+    if matches!(action, PlanAction::Replace) {
+        // Maintenance never applies a replacement (the workflow blocks it:
+        // `cradle provision` rebuilds), so it is reported, never kept.
+        terraform::discard_plan(&vm.name, &saved.plan_id)?;
+        return Ok((action, approval.summary, None));
+    }
     let kept = terraform::keep_plan(&vm.name, &saved.plan_id)?;
-    Ok((action, approval.summary, kept))
+    Ok((action, approval.summary, Some(kept)))
 }
 
 /// `apply-update`: see the module docs.
