@@ -299,12 +299,7 @@ fn a_dropped_disk_or_nic_is_removed_only_with_its_flag_and_a_disk_is_never_shrun
     assert!(after["config"]["scsi0"].as_str().unwrap_or_default().contains("size=12G"), "not shrunk: {after}");
 
     // With both flags: the disk is detached (its volume kept unused), the NIC
-    // removed; the shrink is still refused. Detaching a disk is a destructive
-    // call: the project grants it (a flag never widens the grants).
-    p.edit_config(
-        "storages = [\"*\"]\n[workflow.grants.ssh]",
-        "storages = [\"*\"]\ndestructive = true\n[workflow.grants.ssh]",
-    );
+    // removed; the shrink is still refused.
     let plan = p.plan_path("flags.plan");
     let doc = p.plan_json(&plan, &["--allow-disk-removal", "--allow-nic-replacement"]);
     let r = row(&doc, &vm);
@@ -312,6 +307,16 @@ fn a_dropped_disk_or_nic_is_removed_only_with_its_flag_and_a_disk_is_never_shrun
         assert_ne!(change(r, what)["class"], "refused", "{what} with its flag: {r}");
     }
     assert_eq!(change(r, "boot disk size")["class"], "refused", "a shrink even with flags: {r}");
+    // Detaching a disk is a destructive call: a flag never widens the grants.
+    let denied = p.apply(&plan, "never", None);
+    assert!(!denied.status.success(), "{}", show(&denied));
+    let error = row(&json_of(&denied), &vm)["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("destructive calls are not granted"), "{error}");
+    assert_eq!(p.vm(&vm)["config"]["scsi1"], scsi1, "nothing detached without the grant");
+    p.edit_config(
+        "storages = [\"*\"]\n[workflow.grants.ssh]",
+        "storages = [\"*\"]\ndestructive = true\n[workflow.grants.ssh]",
+    );
     let counted = p.requests();
     let applied = p.apply(&plan, "never", None);
     assert!(applied.status.success(), "{}", show(&applied));

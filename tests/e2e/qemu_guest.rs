@@ -3,7 +3,9 @@
 //! OpenSSH (docs/SIMULATOR.md, "Guest mode qemu"). A green run proves that cradle's
 //! rendered user-data, network-data and meta-data work on the real tool, and that
 //! its verification, reboot and finalization work on a real Linux guest, and
-//! that the post-provision stage configures it with the real ansible-core.
+//! that the post-provision stage configures it with the real ansible-core, and
+//! that a maintenance change (`cradle plan`, `cradle apply --reboot if-needed`)
+//! reaches the real guest: more memory and cores after one API reboot.
 //!
 //! Needs root (the image is built by `scripts/guest-image` with debootstrap; cached,
 //! so only the first run pays), `qemu-system-x86_64`, `genisoimage` and `ssh`
@@ -141,6 +143,14 @@ vms_wait:
         self
     }
 
+    /// Replace `from` by `to` in the inventory's `group_vars/all.yml`.
+    fn edit_inventory(&self, from: &str, to: &str) {
+        let path = self.inventory.join("group_vars/all.yml");
+        let text = std::fs::read_to_string(&path).expect("all.yml");
+        assert!(text.contains(from), "all.yml has no `{from}`:\n{text}");
+        std::fs::write(&path, text.replace(from, to)).expect("write all.yml");
+    }
+
     /// The `PLAY RECAP` lines in cradle's Ansible logs (one per run).
     fn playbook_runs(&self) -> usize {
         let Ok(dir) = std::fs::read_dir(self.state().join("ansible")) else { return 0 };
@@ -221,6 +231,16 @@ vms_wait:
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(40).collect();
         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// Guest 0's size as it sees it: `MemTotal` of /proc/meminfo (kB) and `nproc`.
+fn guest_size(lab: &QemuLab) -> (u64, u32) {
+    let out = lab.ssh("awk '/^MemTotal:/ {print $2}' /proc/meminfo; nproc");
+    assert_eq!(out.code, 0, "{out:#?}");
+    match out.stdout.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [kib, cpus] => (kib.parse().expect("MemTotal"), cpus.parse().expect("nproc")),
+        _ => panic!("{out:#?}"),
     }
 }
 
@@ -315,6 +335,37 @@ fn a_vm_provisions_finalizes_is_configured_by_ansible_reruns_and_is_removed_on_a
 
     assert_eq!(lab.provision(), ["skipped"], "a rerun skips the finished guest");
     assert_eq!(lab.playbook_runs(), 1, "and does not configure it again");
+
+    // Day two (cradle plan / apply): more memory and cores. PVE keeps both
+    // pending on the running VM; `--reboot if-needed` reboots it once through
+    // the API, and the real guest's qemu comes back with the new size.
+    let (old_kib, old_cpus) = guest_size(&lab);
+    assert_eq!(old_cpus, 2, "provisioned with 2 cores");
+    assert!(old_kib <= 1024 * 1024, "provisioned with 1024 MiB: MemTotal {old_kib} kB");
+    lab.edit_inventory("    cores: 2\n    memory: 1024\n", "    cores: 3\n    memory: 1536\n");
+    let plan = lab.dir.path().join("grow.plan");
+    let planned = lab.cradle(&["plan", "-i", s(&lab.inventory), "--out", s(&plan)]);
+    assert_eq!(planned.code, 0, "{planned:#?}");
+    let changes: Vec<(String, String)> = json(&planned)["vms"][0]["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|c| (c["what"].as_str().unwrap_or("").to_string(), c["class"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let next_boot = |what: &str| (what.to_string(), "next-boot".to_string());
+    assert_eq!(changes, [next_boot("cores"), next_boot("memory")], "{planned:#?}");
+    let boot = lab.ssh("cat /proc/sys/kernel/random/boot_id").stdout;
+    let applied = lab.cradle(&["apply", s(&plan), "--reboot", "if-needed"]);
+    assert_eq!(applied.code, 0, "{applied:#?}\nconsole:\n{}", lab.console(481));
+    assert_eq!(json(&applied)["vms"][0]["result"], "applied", "{applied:#?}");
+    let rebooted = lab.ssh("cat /proc/sys/kernel/random/boot_id");
+    assert_eq!(rebooted.code, 0, "{rebooted:#?}");
+    assert_ne!(rebooted.stdout, boot, "the guest booted again");
+    let (kib, cpus) = guest_size(&lab);
+    assert_eq!(cpus, 3, "the guest sees the new cores");
+    assert!(kib > 1024 * 1024 && kib <= 1536 * 1024, "the guest sees about 1536 MiB: MemTotal {kib} kB");
+    let again = lab.cradle(&["plan", "-i", s(&lab.inventory)]);
+    assert_eq!(json(&again)["summary"]["unchanged"], 1, "the VM is what the inventory says: {again:#?}");
 
     let removed = lab.cradle(&["remove", "-i", s(&lab.inventory), "--limit", "qemu-0", "--yes"]);
     assert_eq!(removed.code, 0, "{removed:#?}");
