@@ -175,48 +175,31 @@ impl<'a> Differ<'a> {
             return Ok(());
         }
         let (from, to) = (Some(format!("{have} MiB")), Some(format!("{want} MiB")));
-        if !self.live.running {
-            self.set.insert("memory".into(), want.to_string());
-            let why = self.stopped_why().unwrap_or_default();
-            self.push("memory", "memory", from, to, Class::Live, why);
+        let (class, why) = if !self.live.running {
+            (Class::Live, self.stopped_why().unwrap_or_default())
         } else if !self.has("memory") {
-            self.set.insert("memory".into(), want.to_string());
-            self.push(
-                "memory",
-                "memory",
-                from,
-                to,
+            (
                 Class::NextBoot,
                 "memory needs a cold start: the VM's hotplug setting has no `memory`, so PVE keeps it pending",
-            );
+            )
         } else if self.get("numa") != Some("1") {
-            self.refuse(
-                "memory",
-                "memory",
-                from,
-                to,
-                None,
+            (
+                Class::Refused,
                 "PVE refuses memory hotplug without NUMA (Memory.pm:364): set numa=1 or drop `memory` from hotplug, cold-start the VM, then plan again",
-            );
+            )
         } else if want < 1024 {
-            self.refuse(
-                "memory",
-                "memory",
-                from,
-                to,
-                None,
+            (
+                Class::Refused,
                 "PVE refuses to hotplug memory below 1024 MiB (Memory.pm:219): stop the VM and change it by hand, or ask for 1024 MiB or more",
-            );
+            )
+        } else {
+            (Class::Live, "PVE hotplugs the memory (the `memory` hotplug feature, NUMA on)")
+        };
+        if class == Class::Refused {
+            self.refuse("memory", "memory", from, to, None, why);
         } else {
             self.set.insert("memory".into(), want.to_string());
-            self.push(
-                "memory",
-                "memory",
-                from,
-                to,
-                Class::Live,
-                "PVE hotplugs the memory (the `memory` hotplug feature, NUMA on)",
-            );
+            self.push("memory", "memory", from, to, class, why);
         }
         Ok(())
     }

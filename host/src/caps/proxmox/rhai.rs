@@ -94,6 +94,35 @@ fn digest_arg(digest: &Dynamic, function: &str) -> Res<Option<String>> {
     }
 }
 
+/// `set_config(node, vmid, set, delete[, digest])`: both overloads, one
+/// write through the WIT function (its guard and journal entry).
+fn set_config(
+    ctx: &NativeCallContext,
+    node: &str,
+    vmid: i64,
+    set: Map,
+    delete: Array,
+    digest: Option<String>,
+) -> Res<()> {
+    let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
+    let delete = delete.into_iter().map(|d| d.to_string()).collect();
+    Host::set_config(&mut caps(ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, digest).map_err(wit_throw)
+}
+
+/// `resize_disk(node, vmid, disk, size[, digest])` → UPID: both overloads,
+/// through the WIT function's call (`resize_disk_at`, `None`: no digest).
+fn resize_disk(
+    ctx: &NativeCallContext,
+    node: &str,
+    vmid: i64,
+    disk: &str,
+    size: &str,
+    digest: Option<&str>,
+) -> Res<ImmutableString> {
+    let upid = caps(ctx)?.resize_disk_at(node, int_arg(vmid, "vmid")?, disk, size, digest).map_err(wit_throw)?;
+    Ok(upid.into())
+}
+
 /// The `proxmox` module.
 pub fn module() -> Module {
     let mut m = Module::new();
@@ -163,10 +192,7 @@ pub fn module() -> Module {
     FuncRegistration::new("set_config").set_into_module(
         &mut m,
         |ctx: NativeCallContext, node: ImmutableString, vmid: i64, set: Map, delete: Array| -> Res<()> {
-            let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
-            let delete = delete.into_iter().map(|d| d.to_string()).collect();
-            Host::set_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, None)
-                .map_err(wit_throw)
+            set_config(&ctx, &node, vmid, set, delete, None)
         },
     );
     // `set_config(node, vmid, set, delete, digest)`: the write PVE refuses
@@ -180,13 +206,7 @@ pub fn module() -> Module {
          set: Map,
          delete: Array,
          digest: Dynamic|
-         -> Res<()> {
-            let set = set.into_iter().map(|(k, v)| Entry { key: k.to_string(), value: v.to_string() }).collect();
-            let delete = delete.into_iter().map(|d| d.to_string()).collect();
-            let digest = digest_arg(&digest, "set_config")?;
-            Host::set_config(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, set, delete, digest)
-                .map_err(wit_throw)
-        },
+         -> Res<()> { set_config(&ctx, &node, vmid, set, delete, digest_arg(&digest, "set_config")?) },
     );
     FuncRegistration::new("migrate").set_into_module(
         &mut m,
@@ -246,12 +266,7 @@ pub fn module() -> Module {
          vmid: i64,
          disk: ImmutableString,
          size: ImmutableString|
-         -> Res<ImmutableString> {
-            let upid =
-                Host::resize_disk(&mut caps(&ctx)?, node.to_string(), int_arg(vmid, "vmid")?, disk.into(), size.into())
-                    .map_err(wit_throw)?;
-            Ok(upid.into())
-        },
+         -> Res<ImmutableString> { resize_disk(&ctx, &node, vmid, &disk, &size, None) },
     );
     // `resize_disk(node, vmid, disk, size, digest)`: PVE checks `digest` in the
     // task's worker, so a stale one is a failed task (`wait_task`'s status).
@@ -264,11 +279,7 @@ pub fn module() -> Module {
          size: ImmutableString,
          digest: Dynamic|
          -> Res<ImmutableString> {
-            let digest = digest_arg(&digest, "resize_disk")?;
-            let upid = caps(&ctx)?
-                .resize_disk_at(&node, int_arg(vmid, "vmid")?, &disk, &size, digest.as_deref())
-                .map_err(wit_throw)?;
-            Ok(upid.into())
+            resize_disk(&ctx, &node, vmid, &disk, &size, digest_arg(&digest, "resize_disk")?.as_deref())
         },
     );
     // `create_vm(node, vmid, #{key: value})` → UPID of the `qmcreate` task.
