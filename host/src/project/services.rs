@@ -17,7 +17,7 @@
 //! cannot be built, no tokio runtime) is a [`ProjectError`] naming the
 //! environment, cluster or section.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +60,12 @@ pub(crate) struct ServicesBuilder {
     locks: Mutex<Option<Arc<dyn LockStore>>>,
     /// The etcd connection and sealing key of `[coordination]`, made once.
     shared: Mutex<Option<SharedRecords>>,
+    /// The clusters whose node keys this process has pinned in
+    /// `known_hosts`. Once per cluster, not per run: pinning reads the whole
+    /// file, which holds a line per guest, so pinning per run cost a
+    /// `cradle plan` of 200 VMs 43% of its CPU (docs/BENCHMARKS.md,
+    /// "Maintenance"). Held while pinning, so no run connects before.
+    nodes_pinned: Mutex<BTreeSet<String>>,
 }
 
 impl ServicesBuilder {
@@ -127,16 +133,21 @@ impl ServicesBuilder {
             },
         })
         .map_err(|e| ProjectError::Environment(e.message))?;
-        for (node, node_ssh) in &access.nodes {
-            if let Some(key) = &node_ssh.host_key {
-                let pinned = if access.own_nodes {
-                    ssh.pin_own_server_key(&node_ssh.host, node_ssh.port, key)
-                } else {
-                    ssh.trust_host_key(&node_ssh.host, node_ssh.port, key)
-                };
-                pinned.map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
+        let mut pinned_clusters = self.nodes_pinned.lock().unwrap_or_else(|e| e.into_inner());
+        if !pinned_clusters.contains(&environment.cluster) {
+            for (node, node_ssh) in &access.nodes {
+                if let Some(key) = &node_ssh.host_key {
+                    let pinned = if access.own_nodes {
+                        ssh.pin_own_server_key(&node_ssh.host, node_ssh.port, key)
+                    } else {
+                        ssh.trust_host_key(&node_ssh.host, node_ssh.port, key)
+                    };
+                    pinned.map_err(|e| ProjectError::Environment(format!("node {node}: {}", e.message)))?;
+                }
             }
+            pinned_clusters.insert(environment.cluster.clone());
         }
+        drop(pinned_clusters);
         let http = Endpoints::new(&on.config.endpoints);
         let mut dns_list = Vec::new();
         for name in &environment.dns {
