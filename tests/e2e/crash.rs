@@ -57,18 +57,11 @@ impl Project {
     }
 
     fn with_inventory(dir: tempfile::TempDir, sim: Option<RemoteSim>, subnet: u8, hosts: usize) -> Project {
-        let wait = Wait {
-            ssh_ms: 60000,
-            cloudinit_interval_ms: 500,
-            reboot_attempts: Some(120),
-            reboot_interval_s: 0.5,
-            ..Wait::fast()
-        };
         LabInventory::new("127.33", subnet)
             .count(hosts)
             .vmid_base(Some(300))
             .nameservers(None)
-            .wait(wait)
+            .wait(Wait::lab())
             .write(dir.path());
         Project { dir, sim }
     }

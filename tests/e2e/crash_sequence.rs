@@ -166,23 +166,12 @@ impl Workflow for Inventory {
     }
 }
 
-/// The guests' waits on the simulator at time scale 0.
-fn lab_wait() -> Wait {
-    Wait {
-        ssh_ms: 60000,
-        cloudinit_interval_ms: 500,
-        reboot_attempts: Some(120),
-        reboot_interval_s: 0.5,
-        ..Wait::fast()
-    }
-}
-
 /// `provision` on the direct backend: vm-0 on 127.62.1.0/24.
 fn direct_provision() -> Inventory {
     let dir = tempfile::tempdir().expect("tempdir");
     let sim = RemoteSim::start(dir.path(), "0");
     ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).write(dir.path());
-    LabInventory::new("127.62", 1).vmid_base(Some(400)).nameservers(None).wait(lab_wait()).write(dir.path());
+    LabInventory::new("127.62", 1).vmid_base(Some(400)).nameservers(None).wait(Wait::lab()).write(dir.path());
     Inventory { dir, sim, vm: "vm-0" }
 }
 
@@ -206,7 +195,7 @@ fn terraform_provision() -> Inventory {
     ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone()))
         .backend(Backend::Terraform { flavour: "telmate", cli_config })
         .write(dir.path());
-    LabInventory::new("127.62", 2).vmid_base(Some(400)).nameservers(None).wait(lab_wait()).write(dir.path());
+    LabInventory::new("127.62", 2).vmid_base(Some(400)).nameservers(None).wait(Wait::lab()).write(dir.path());
     Inventory { dir, sim, vm: "vm-0" }
 }
 

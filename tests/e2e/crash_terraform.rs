@@ -171,18 +171,11 @@ impl Project {
             text.replacen("\n[terraform]\n", &format!("\n[terraform]\nbinary = \"{}\"\n", wrapper.display()), 1);
         assert_ne!(text, with_binary, "cradle.toml has a [terraform] table");
         std::fs::write(&config, with_binary).expect("write cradle.toml");
-        let wait = Wait {
-            ssh_ms: 60000,
-            cloudinit_interval_ms: 500,
-            reboot_attempts: Some(120),
-            reboot_interval_s: 0.5,
-            ..Wait::fast()
-        };
         LabInventory::new("127.53", subnet)
             .count(hosts)
             .vmid_base(Some(VMID_BASE))
             .nameservers(None)
-            .wait(wait)
+            .wait(Wait::lab())
             .write(project.dir.path());
         project
     }

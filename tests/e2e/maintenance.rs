@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::maintenance_lab::{Project, json_of, show};
+use crate::maintenance_lab::{Project, json_of, planned, show};
 
 /// This file's guest prefix (`maintenance_lab.rs`).
 const PREFIX: &str = "127.64";
@@ -36,15 +36,14 @@ fn change_memory_vlan_and_disk(p: &Project) {
     p.edit_inventory("disk: 12", "disk: 14");
 }
 
+/// Memory 2048 → 3072 (next boot: no memory hotplug by default).
+fn grow_memory(p: &Project) {
+    p.edit_inventory("memory: 2048", "memory: 3072");
+}
+
 #[test]
 fn plan_shows_each_change_and_apply_makes_three_vms_match_the_inventory_with_one_reboot_each() {
-    let p = Project::new(PREFIX, 1, 3);
-    p.provision();
-    change_memory_vlan_and_disk(&p);
-    let plan = p.plan_path("maint.plan");
-    let out = p.plan(&plan, &[]);
-    assert!(out.status.success(), "plan: {}", show(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (p, plan, text) = planned(PREFIX, 1, 3, change_memory_vlan_and_disk);
     for name in &p.names {
         assert!(text.contains(&format!("{name} (vmid {}", p.vmid(name))), "{name} has its heading:\n{text}");
     }
@@ -81,9 +80,8 @@ fn plan_shows_each_change_and_apply_makes_three_vms_match_the_inventory_with_one
         assert_eq!(p.tasks_of("qmreboot", p.vmid(name)), reboots[i] + 1, "{name} rebooted exactly once");
     }
     // The VMs now are what the inventory says: a new plan has nothing to do.
-    let again = p.plan(&p.plan_path("again.plan"), &[]);
-    assert!(again.status.success(), "{}", show(&again));
-    assert!(String::from_utf8_lossy(&again.stdout).contains("3 VMs: 3 planned (3 unchanged)"), "{}", show(&again));
+    let (_, again) = p.plan_ok("again.plan");
+    assert!(again.contains("3 VMs: 3 planned (3 unchanged)"), "{again}");
 }
 
 /// `requests.json` of the built-in simulator: what the last `cradle` process's
@@ -105,9 +103,8 @@ fn plan_makes_no_write_anywhere() {
     assert!(check.status.success(), "{}", show(&check));
     let baseline = request_counts(&p)["state_writes"].as_u64().expect("state_writes");
     let state = std::fs::read(p.sim_state().join("state.json")).expect("state.json");
-    let out = p.plan(&p.plan_path("maint.plan"), &[]);
-    assert!(out.status.success(), "plan: {}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 VM: 1 planned"), "{}", show(&out));
+    let (_, text) = p.plan_ok("maint.plan");
+    assert!(text.contains("1 VM: 1 planned"), "{text}");
     // The simulator of the `cradle plan` process counted its requests when it ended.
     let counts = request_counts(&p);
     let requests = counts["requests"].as_object().expect("requests");
@@ -121,12 +118,7 @@ fn plan_makes_no_write_anywhere() {
 
 #[test]
 fn apply_refuses_a_vm_changed_since_the_plan_and_writes_nothing() {
-    let p = Project::new(PREFIX, 3, 1);
-    p.provision();
-    change_memory_vlan_and_disk(&p);
-    let plan = p.plan_path("maint.plan");
-    let out = p.plan(&plan, &[]);
-    assert!(out.status.success(), "plan: {}", show(&out));
+    let (p, plan, _) = planned(PREFIX, 3, 1, change_memory_vlan_and_disk);
     let vm = &p.names[0];
     let (vmid, node) = (p.vmid(vm), p.vm(vm)["node"].as_str().unwrap().to_string());
     // Someone changes the VM in PVE after the review.
@@ -147,11 +139,7 @@ fn apply_refuses_a_vm_changed_since_the_plan_and_writes_nothing() {
 
 #[test]
 fn apply_never_reboots_with_reboot_never() {
-    let p = Project::new(PREFIX, 4, 1);
-    p.provision();
-    p.edit_inventory("memory: 2048", "memory: 3072");
-    let plan = p.plan_path("maint.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (p, plan, _) = planned(PREFIX, 4, 1, grow_memory);
     let vm = &p.names[0];
     let vmid = p.vmid(vm);
     let reboots = p.tasks_of("qmreboot", vmid);
@@ -189,11 +177,7 @@ fn time_ago(hours: i64) -> String {
 
 #[test]
 fn a_plan_older_than_plan_max_age_is_refused() {
-    let p = Project::new(PREFIX, 5, 1);
-    p.provision();
-    p.edit_inventory("memory: 2048", "memory: 3072");
-    let plan = p.plan_path("maint.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (p, plan, _) = planned(PREFIX, 5, 1, grow_memory);
     age_plan(&plan, 26);
     let vm = &p.names[0];
     let before = p.vm(vm);
@@ -219,11 +203,7 @@ fn a_plan_older_than_plan_max_age_is_refused() {
 
 #[test]
 fn a_plan_for_another_cluster_is_refused() {
-    let p = Project::new(PREFIX, 6, 1);
-    p.provision();
-    p.edit_inventory("memory: 2048", "memory: 3072");
-    let plan = p.plan_path("maint.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (p, plan, _) = planned(PREFIX, 6, 1, grow_memory);
     let made_on = serde_json::from_str::<Value>(&std::fs::read_to_string(&plan).unwrap()).unwrap()["cluster"]
         .as_str()
         .unwrap()
@@ -245,11 +225,7 @@ fn a_plan_for_another_cluster_is_refused() {
 
 #[test]
 fn apply_refuses_a_vm_whose_inventory_changed_since_the_plan() {
-    let p = Project::new(PREFIX, 7, 1);
-    p.provision();
-    p.edit_inventory("memory: 2048", "memory: 3072");
-    let plan = p.plan_path("maint.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (p, plan, _) = planned(PREFIX, 7, 1, grow_memory);
     // The inventory moves on after the review: the plan no longer says what it asks for.
     p.edit_inventory("cores: 2", "cores: 4");
     let vm = &p.names[0];

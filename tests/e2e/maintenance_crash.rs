@@ -27,7 +27,7 @@ use std::os::unix::process::ExitStatusExt;
 use cradle_tests::fixture::held_locks;
 use serde_json::Value;
 
-use crate::maintenance_lab::{Project, json_of, row, show, writes_between};
+use crate::maintenance_lab::{Project, json_of, planned, row, show, writes_between};
 
 const PREFIX: &str = "127.66";
 
@@ -184,14 +184,9 @@ fn kill_9_after_the_first_call_of_every_host_function_of_apply_then_a_plain_reru
 /// A project with one VM, provisioned, the inventory changed, a plan made:
 /// the project, the VM's name, node, VMID and the plan.
 fn planned_one(subnet: u8) -> (Project, String, String, u64, std::path::PathBuf) {
-    let p = Project::new(PREFIX, subnet, 1);
-    p.provision();
-    change_everything(&p);
+    let (p, plan, _) = planned(PREFIX, subnet, 1, change_everything);
     let vm = p.names[0].clone();
     let (node, vmid) = (p.vm(&vm)["node"].as_str().expect("node").to_string(), p.vmid(&vm));
-    let plan = p.plan_path("maint.plan");
-    let doc = p.plan_json(&plan, &[]);
-    assert_eq!(row(&doc, &vm)["result"], "changes", "{doc}");
     (p, vm, node, vmid, plan)
 }
 

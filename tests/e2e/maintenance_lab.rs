@@ -1,6 +1,7 @@
-//! The project the maintenance tests (`maintenance.rs`, `maintenance_crash.rs`)
-//! share: VMs `vm-0..` of a lab inventory on a simulated cluster, `cradle`
-//! run as an operator runs it (optionally killed by `CRADLE_CRASH_AT`), and
+//! The project the maintenance tests (`maintenance.rs`, `maintenance_crash.rs`,
+//! `maintenance_terraform.rs`) share: VMs `vm-0..` of a lab inventory on a
+//! simulated cluster, `cradle` run as an operator runs it (optionally killed
+//! by `CRADLE_CRASH_AT`), and
 //! what the simulator says happened — its VMs and tasks (`state.json`), its
 //! request counts (`/sim/requests`, counted across every `cradle` process
 //! that talked to it), a guest's boot id over SSH, a run's journal.
@@ -28,17 +29,6 @@ pub struct Project {
     pub names: Vec<String>,
     /// The lab inventory written (addresses of the VMs).
     pub lab: LabInventory,
-}
-
-/// The guests' waits on the simulator at time scale 0.
-pub fn lab_wait() -> Wait {
-    Wait {
-        ssh_ms: 60000,
-        cloudinit_interval_ms: 500,
-        reboot_attempts: Some(120),
-        reboot_interval_s: 0.5,
-        ..Wait::fast()
-    }
 }
 
 impl Project {
@@ -72,7 +62,7 @@ impl Project {
         shape: impl FnOnce(LabInventory) -> LabInventory,
     ) -> Project {
         let lab = shape(
-            LabInventory::new(prefix, subnet).count(hosts).vmid_base(Some(500)).nameservers(None).wait(lab_wait()),
+            LabInventory::new(prefix, subnet).count(hosts).vmid_base(Some(500)).nameservers(None).wait(Wait::lab()),
         );
         lab.write(dir.path());
         let names = (0..hosts).map(|i| lab.name(i)).collect();
@@ -132,6 +122,15 @@ impl Project {
         let mut all = vec!["plan", "-i", inv.as_str(), "--out", plan.as_str()];
         all.extend_from_slice(args);
         self.cradle(&all, None)
+    }
+
+    /// `cradle plan -i INVENTORY --out DIR/FILE` (text output); panics unless
+    /// it succeeded: the plan file and what plan printed.
+    pub fn plan_ok(&self, file: &str) -> (PathBuf, String) {
+        let plan = self.plan_path(file);
+        let out = self.plan(&plan, &[]);
+        assert!(out.status.success(), "plan: {}", show(&out));
+        (plan, String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// `cradle --output json plan -i INVENTORY --out PLAN ARGS`: its document;
@@ -261,6 +260,18 @@ impl Project {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         text.lines().map(|l| serde_json::from_str(l).expect("a journal line")).collect()
     }
+}
+
+/// `hosts` VMs provisioned on a simulator in its own process, the inventory
+/// then changed by `change`, planned into `maint.plan` with changes for every
+/// VM: the project, the plan file and what `cradle plan` printed.
+pub fn planned(prefix: &str, subnet: u8, hosts: usize, change: fn(&Project)) -> (Project, PathBuf, String) {
+    let p = Project::new(prefix, subnet, hosts);
+    p.provision();
+    change(&p);
+    let (plan, text) = p.plan_ok("maint.plan");
+    assert!(text.contains(&format!("{hosts} planned (0 unchanged), 0 blocked")), "every VM has changes:\n{text}");
+    (p, plan, text)
 }
 
 /// What `after` counted beyond `before`, the API writes only (POST, PUT, DELETE).

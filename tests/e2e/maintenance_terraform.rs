@@ -29,11 +29,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cradle_tests::fixture::{Backend, Cluster, LabInventory, ProjectConfig, SimCluster, held_locks, terraform_toml};
+use cradle_tests::fixture::{
+    Backend, Cluster, LabInventory, ProjectConfig, SimCluster, Wait, held_locks, terraform_toml,
+};
 use cradle_tests::remote_sim::RemoteSim;
 use serde_json::Value;
 
-use crate::maintenance_lab::{Project, json_of, lab_wait, show};
+use crate::maintenance_lab::{Project, json_of, show};
 
 const VMID: u32 = 560;
 
@@ -42,7 +44,7 @@ fn inventory(dir: &Path, subnet: u8) -> LabInventory {
     let lab = LabInventory::new("127.65", subnet)
         .vmid_base(Some(VMID))
         .nameservers(None)
-        .wait(lab_wait())
+        .wait(Wait::lab())
         .host_vars("vm-0", "vms_use_terraform: true");
     lab.write(dir);
     let all = dir.join("inventory/group_vars/all.yml");
@@ -147,10 +149,7 @@ fn terraform_plan_shows_the_update_and_apply_applies_exactly_that_saved_plan_onc
     let vm = p.names[0].clone();
     grow_disk_and_memory(&p);
     let serial = state_serial(&p);
-    let plan = p.plan_path("maint.plan");
-    let out = p.plan(&plan, &[]);
-    assert!(out.status.success(), "plan: {}", show(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (plan, text) = p.plan_ok("maint.plan");
     assert!(
         text.contains("terraform plan ") && text.contains("update proxmox_vm_qemu.vm") && text.contains("memory"),
         "the terraform plan's update is shown:\n{text}"
@@ -184,8 +183,8 @@ fn terraform_plan_shows_the_update_and_apply_applies_exactly_that_saved_plan_onc
     assert_eq!(state_serial(&p), after, "no second terraform apply");
     assert_eq!(p.vm(&vm)["config"], live["config"], "the VM is as the first apply left it");
     // The VM now is what the inventory says.
-    let next = p.plan(&p.plan_path("again.plan"), &[]);
-    assert!(String::from_utf8_lossy(&next.stdout).contains("1 VM: 1 planned (1 unchanged)"), "{}", show(&next));
+    let (_, next) = p.plan_ok("again.plan");
+    assert!(next.contains("1 VM: 1 planned (1 unchanged)"), "{next}");
 }
 
 #[test]
@@ -228,8 +227,7 @@ fn a_stale_saved_plan_or_a_vm_changed_since_the_plan_is_refused_and_nothing_is_a
     let p = remote(3);
     let vm = p.names[0].clone();
     grow_disk_and_memory(&p);
-    let plan = p.plan_path("maint.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (plan, _) = p.plan_ok("maint.plan");
     // Another terraform apply in the module since the plan (a refresh-only
     // apply, someone's `terraform apply`) wrote the state with the next serial.
     let path = module(&p).join("terraform.tfstate");
@@ -250,8 +248,7 @@ fn a_stale_saved_plan_or_a_vm_changed_since_the_plan_is_refused_and_nothing_is_a
     assert_eq!(p.vm(&vm)["pending"], before["pending"], "nothing made pending");
 
     // A new plan; then the VM is changed through the API before it is applied.
-    let plan = p.plan_path("second.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (plan, _) = p.plan_ok("second.plan");
     let (vmid, node) = (p.vmid(&vm), p.vm(&vm)["node"].as_str().expect("node").to_string());
     p.api("PUT", &format!("/nodes/{node}/qemu/{vmid}/config"), &["memory=4096"]);
     let before = p.vm(&vm);
@@ -270,8 +267,7 @@ fn a_rerun_after_kill_9_around_the_terraform_apply_finishes_without_a_second_app
     // Killed right after the terraform capability's `apply` returned (the
     // plugin has not discarded the plan yet, the workflow has not seen it).
     grow_disk_and_memory(&p);
-    let plan = p.plan_path("first.plan");
-    assert!(p.plan(&plan, &[]).status.success());
+    let (plan, _) = p.plan_ok("first.plan");
     let killed = p.apply(&plan, "never", Some("call:apply"));
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(9), "{}", show(&killed));
     let serial = state_serial(&p);
@@ -289,9 +285,7 @@ fn a_rerun_after_kill_9_around_the_terraform_apply_finishes_without_a_second_app
     // provider's netN form) and another grow.
     p.edit_inventory("vlan: 20", "vlan: 30");
     p.edit_inventory("{size: 4, slot: scsi1}", "{size: 6, slot: scsi1}");
-    let plan = p.plan_path("second.plan");
-    let out = p.plan(&plan, &[]);
-    assert!(out.status.success(), "{}", show(&out));
+    let (plan, _) = p.plan_ok("second.plan");
     let killed = p.apply(&plan, "never", Some("after:terraform-apply"));
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&killed.status), Some(9), "{}", show(&killed));
     let serial = state_serial(&p);
@@ -311,8 +305,7 @@ fn a_terraform_plan_takes_the_vms_lock_and_is_blocked_while_another_run_holds_it
     let p = remote(5);
     let vm = p.names[0].clone();
     grow_disk_and_memory(&p);
-    let first = p.plan_path("first.plan");
-    assert!(p.plan(&first, &[]).status.success());
+    let (first, _) = p.plan_ok("first.plan");
     // An apply of it stops itself (SIGSTOP) holding the VM's lock, right
     // before its terraform apply.
     let mut holder = Command::new(cradle_tests::cradle_bin())

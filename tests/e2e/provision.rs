@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cradle::caps::checkpoint::{CheckpointStore, Finalization};
 use cradle::inventory::{Inventory, ResolveOptions, resolve_selected};
-use cradle::provision::{Action, HostResult, run_all};
+use cradle::provision::{Action, Extra, HostResult, run_all};
 use cradle_tests::fixture::{
     Cluster, LabInventory, ProjectConfig, SimCluster, SimSession, Wait, assert_ok, error_of, writes,
 };
@@ -232,6 +232,7 @@ fn two_concurrent_runs_for_one_vm_let_exactly_one_proceed_and_name_the_holder() 
             Some("test".into()),
             Action::Provision,
             1,
+            Extra::default(),
         )
     };
     let rt = s.0.rt();

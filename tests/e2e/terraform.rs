@@ -315,7 +315,16 @@ fn vms_use_terraform_without_a_terraform_plugin_stops_the_command_before_any_run
     let loaded = std::sync::Arc::new(s.project.load().expect("load"));
     let err = s
         .rt()
-        .block_on(cradle::provision::run_all(s.project.clone(), loaded, inv, plans, None, Action::Provision, 2))
+        .block_on(cradle::provision::run_all(
+            s.project.clone(),
+            loaded,
+            inv,
+            plans,
+            None,
+            Action::Provision,
+            2,
+            Default::default(),
+        ))
         .expect_err("refused");
     let err = err.to_string();
     assert!(err.contains("vm-1") && err.contains("vms_use_terraform") && err.contains("[plugins.terraform]"), "{err}");

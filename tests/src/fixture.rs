@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use cradle::inventory::{Inventory, ResolveOptions, resolve_selected};
 use cradle::project::Project;
-use cradle::provision::{Action, HostResult, run_all};
+use cradle::provision::{Action, Extra, HostResult, run_all};
 use serde_json::Value;
 
 /// The cluster a project runs on (named `sim` either way).
@@ -382,6 +382,19 @@ impl Wait {
             reboot_interval_s: 0.05,
         }
     }
+
+    /// [`Wait::fast`] for guests that must come back from a kill or a
+    /// reboot on a loaded machine (the crash and maintenance labs): 60 s
+    /// SSH, cloud-init polled every 0.5 s, 120 × 0.5 s for the reboot.
+    pub fn lab() -> Wait {
+        Wait {
+            ssh_ms: 60000,
+            cloudinit_interval_ms: 500,
+            reboot_attempts: Some(120),
+            reboot_interval_s: 0.5,
+            ..Wait::fast()
+        }
+    }
 }
 
 /// An inventory of `count` VMs in group `lab` on the loopback /24 `net`
@@ -603,7 +616,16 @@ impl SimSession {
         let plans = resolve_selected(&inv, &hosts, &opts).expect("resolve");
         let loaded = Arc::new(self.project.load().expect("load"));
         self.rt()
-            .block_on(run_all(self.project.clone(), loaded, inv, plans, Some("test".into()), action, forks))
+            .block_on(run_all(
+                self.project.clone(),
+                loaded,
+                inv,
+                plans,
+                Some("test".into()),
+                action,
+                forks,
+                Extra::default(),
+            ))
             .expect("run_all")
     }
 

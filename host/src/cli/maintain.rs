@@ -18,11 +18,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use clap_complete::ArgValueCompleter;
 use serde_json::json;
 
-use super::provision::{Selection, forks_value, select};
-use super::{Cli, Output, completions, outln, print_json};
+use super::provision::{Selection, SelectionArgs, forks_value, select};
+use super::{Cli, Output, outln, print_json};
 use crate::caps::maintenance::{Allow, Change, Class};
 use crate::maintain::{self, PlanHeader, PlanOutcome, Reboot, plan_file};
 use crate::provision::{Action, HostResult};
@@ -30,15 +29,8 @@ use crate::text::printable;
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// The Ansible inventory (file or directory) that says what the VMs should be.
-    #[arg(short = 'i', long)]
-    pub inventory: PathBuf,
-    /// Hosts to plan for (Ansible pattern: names, groups, globs, `!x`, `a:b`, `a:&b`).
-    #[arg(long, add = ArgValueCompleter::new(completions::limit_candidates))]
-    pub limit: Option<String>,
-    /// The environment (default: `default_environment`).
-    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
-    pub env: Option<String>,
+    #[command(flatten)]
+    pub hosts: SelectionArgs,
     /// Write the plan to this file (owner-only) for `cradle apply PLAN`.
     /// Without it, the plan is only printed.
     #[arg(long, value_name = "PLAN")]
@@ -93,14 +85,19 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if args.out.as_deref().is_some_and(|p| p.as_os_str() == "-") {
         anyhow::bail!("--out -: a plan is written to a file only (owner-only, 0600), never to stdout; give a path");
     }
-    let selection = Selection { inventory: &args.inventory, limit: args.limit.as_deref(), env: args.env.as_deref() };
-    let selected = select(cli, selection)?;
+    let selected = select(cli, args.hosts.selection())?;
     let cluster = maintain::cluster_of(&selected.project.config, &selected.env).map_err(anyhow::Error::msg)?;
     let allow = Allow { disk_removal: args.allow_disk_removal, nic_replacement: args.allow_nic_replacement };
     let (plans, inv, env) = (selected.plans.clone(), selected.inv.clone(), selected.env.clone());
     let extra = maintain::plan_extra(allow, &plans)?;
     let results = selected.run(plans.clone(), Action::MaintainPlan, args.forks, extra).await?;
-    let header = PlanHeader { cluster, environment: env, inventory: &args.inventory, limit: args.limit.clone(), allow };
+    let header = PlanHeader {
+        cluster,
+        environment: env,
+        inventory: &args.hosts.inventory,
+        limit: args.hosts.limit.clone(),
+        allow,
+    };
     let (mut file, outcomes) = maintain::collect_plan(header, &plans, &inv, results)?;
     if let Some(out) = &args.out {
         file.write(out)?;

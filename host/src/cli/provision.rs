@@ -18,20 +18,13 @@ use super::{Cli, Output, completions, outln, print_json};
 use crate::config::ClusterKind;
 use crate::inventory::{Inventory, ResolveOptions, VmPlan, resolve_selected};
 use crate::project::Project;
-use crate::provision::{Action, Extra, HostResult, forks, run_all_with};
+use crate::provision::{Action, Extra, HostResult, forks, run_all};
 use crate::text::printable;
 
 #[derive(Debug, Args)]
 pub struct ProvisionArgs {
-    /// The Ansible inventory (file or directory).
-    #[arg(short = 'i', long)]
-    pub inventory: PathBuf,
-    /// Hosts to act on (Ansible pattern: names, groups, globs, `!x`, `a:b`, `a:&b`).
-    #[arg(long, add = ArgValueCompleter::new(completions::limit_candidates))]
-    pub limit: Option<String>,
-    /// The environment (default: `default_environment`).
-    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
-    pub env: Option<String>,
+    #[command(flatten)]
+    pub hosts: SelectionArgs,
     /// VMs worked on at once.
     #[arg(long, default_value_t = 5, value_parser = forks_value)]
     pub forks: usize,
@@ -42,8 +35,7 @@ pub struct ProvisionArgs {
 
 pub async fn run(cli: &Cli, args: &ProvisionArgs) -> anyhow::Result<ExitCode> {
     let action = if args.check { Action::Check } else { Action::Provision };
-    let selection = Selection { inventory: &args.inventory, limit: args.limit.as_deref(), env: args.env.as_deref() };
-    let results = run_inventory(cli, selection, action, args.forks, |_, _| Ok(())).await?;
+    let results = run_inventory(cli, args.hosts.selection(), action, args.forks, |_, _| Ok(())).await?;
     print_results(cli, &results, args.check)
 }
 
@@ -55,6 +47,29 @@ pub struct Selection<'a> {
     pub limit: Option<&'a str>,
     /// The environment (default: `default_environment`).
     pub env: Option<&'a str>,
+}
+
+/// `-i INVENTORY [--limit PATTERN] [--env NAME]`: the selection of
+/// `cradle provision` and `cradle plan`, with the completions of `--limit`
+/// (the inventory's hosts and groups) and `--env`.
+#[derive(Debug, Args)]
+pub struct SelectionArgs {
+    /// The Ansible inventory (file or directory) that says what the VMs should be.
+    #[arg(short = 'i', long)]
+    pub inventory: PathBuf,
+    /// Hosts to work on (Ansible pattern: names, groups, globs, `!x`, `a:b`, `a:&b`).
+    #[arg(long, add = ArgValueCompleter::new(completions::limit_candidates))]
+    pub limit: Option<String>,
+    /// The environment (default: `default_environment`).
+    #[arg(long, add = ArgValueCompleter::new(completions::env_candidates))]
+    pub env: Option<String>,
+}
+
+impl SelectionArgs {
+    /// The selection these arguments name.
+    pub fn selection(&self) -> Selection<'_> {
+        Selection { inventory: &self.inventory, limit: self.limit.as_deref(), env: self.env.as_deref() }
+    }
 }
 
 /// Resolve the selected hosts, let `approve` see them (environment, plans)
@@ -129,7 +144,7 @@ impl Selected {
             Arc::new(tokio::task::spawn_blocking(move || p.load()).await??)
         };
         let redraw = self.live.as_ref().map(|l| l.start());
-        let results = run_all_with(self.project, loaded, self.inv, plans, Some(self.env), action, forks, extra).await;
+        let results = run_all(self.project, loaded, self.inv, plans, Some(self.env), action, forks, extra).await;
         if let Some(r) = redraw {
             r.finish().await;
         }

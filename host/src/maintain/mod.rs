@@ -2,7 +2,7 @@
 //! `workflows/maintain.rhai::plan_vm(vm)` for each selected VM (reads only, no
 //! lock) and gathers the answers into a [`PlanFile`]; `cradle apply` reads a
 //! plan file, re-resolves its inventory and runs `apply_vm(vm)` for each VM with
-//! operations. Both go through [`crate::provision::run_all_with`] (the same
+//! operations. Both go through [`crate::provision::run_all`] (the same
 //! runs, journals, `--forks` and live display as `cradle provision`), each
 //! VM's `vm` carrying `vm.maintenance = #{ allow, planned, reboot,
 //! terraform_plan }`.

@@ -198,22 +198,10 @@ pub struct Extra {
     pub by_vm: HashMap<String, Dynamic>,
 }
 
-/// Run `action` for every plan, at most `forks` at a time.
+/// Run `action` for every plan, at most `forks` at a time, `extra` added to
+/// each VM's `vm` value (`Extra::default()`: nothing added).
+#[allow(clippy::too_many_arguments, reason = "one run's inputs, each used once")]
 pub async fn run_all(
-    project: Arc<Project>,
-    loaded: Arc<Loaded>,
-    inv: Arc<Inventory>,
-    plans: Vec<VmPlan>,
-    env: Option<String>,
-    action: Action,
-    forks: usize,
-) -> Result<Vec<HostResult>, ProjectError> {
-    run_all_with(project, loaded, inv, plans, env, action, forks, Extra::default()).await
-}
-
-/// [`run_all`] with `extra` added to each VM's `vm` value.
-#[allow(clippy::too_many_arguments, reason = "run_all's arguments and the one it adds; each used once")]
-pub async fn run_all_with(
     project: Arc<Project>,
     loaded: Arc<Loaded>,
     inv: Arc<Inventory>,
