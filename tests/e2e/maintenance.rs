@@ -175,22 +175,28 @@ fn time_ago(hours: i64) -> String {
     t.format(&time::format_description::well_known::Rfc3339).expect("RFC 3339")
 }
 
+/// `cradle apply PLAN --reboot never` of a plan refused as a whole (before
+/// any run): what it printed on stderr; the VM's config is as it was.
+fn apply_refused(p: &Project, plan: &Path) -> String {
+    let vm = &p.names[0];
+    let before = p.vm(vm);
+    let refused = p.apply(plan, "never", None);
+    assert!(!refused.status.success(), "{}", show(&refused));
+    assert_eq!(p.vm(vm)["config"], before["config"], "nothing changed");
+    String::from_utf8_lossy(&refused.stderr).into_owned()
+}
+
 #[test]
 fn a_plan_older_than_plan_max_age_is_refused() {
     let (p, plan, _) = planned(PREFIX, 5, 1, grow_memory);
     age_plan(&plan, 26);
-    let vm = &p.names[0];
-    let before = p.vm(vm);
-    let refused = p.apply(&plan, "never", None);
-    assert!(!refused.status.success(), "{}", show(&refused));
-    let err = String::from_utf8_lossy(&refused.stderr);
+    let err = apply_refused(&p, &plan);
     assert!(
         err.contains("the plan was made 26 h ago; the limit is 24 h ([maintenance] plan_max_age); plan again")
             && err.contains(&plan.display().to_string())
             && err.contains("created"),
         "{err}"
     );
-    assert_eq!(p.vm(vm)["config"], before["config"], "nothing changed");
     // The limit is the project's: a longer one accepts the same plan.
     let path = p.dir.path().join("cradle.toml");
     let mut toml = std::fs::read_to_string(&path).unwrap();
@@ -198,7 +204,7 @@ fn a_plan_older_than_plan_max_age_is_refused() {
     std::fs::write(&path, toml).unwrap();
     let applied = p.apply(&plan, "never", None);
     assert!(applied.status.success(), "{}", show(&applied));
-    assert_eq!(p.vm(vm)["pending"]["memory"], "3072");
+    assert_eq!(p.vm(&p.names[0])["pending"]["memory"], "3072");
 }
 
 #[test]
@@ -211,16 +217,11 @@ fn a_plan_for_another_cluster_is_refused() {
     assert!(made_on.starts_with("https://127.0.0.1:"), "the cluster identity is its endpoint: {made_on}");
     // Environment `test` now points at another cluster (another endpoint).
     p.edit_config(&format!("endpoint = \"{made_on}\""), "endpoint = \"https://pve-other.invalid:8006\"");
-    let vm = &p.names[0];
-    let before = p.vm(vm);
-    let refused = p.apply(&plan, "never", None);
-    assert!(!refused.status.success(), "{}", show(&refused));
-    let err = String::from_utf8_lossy(&refused.stderr);
+    let err = apply_refused(&p, &plan);
     assert!(
         err.contains("cluster:") && err.contains(&made_on) && err.contains("https://pve-other.invalid:8006"),
         "{err}"
     );
-    assert_eq!(p.vm(vm)["config"], before["config"], "nothing changed");
 }
 
 #[test]
