@@ -229,3 +229,51 @@ fn completion_with_a_broken_project_offers_nothing_and_prints_nothing() {
     let config = ("CRADLE_CONFIG", "/nonexistent/cradle.toml");
     assert!(bash_tab(&["cradle", "run", "x", "--env", ""], dir.path(), &[config]).is_empty());
 }
+
+/// The files a package installs (`/usr/share/bash-completion/completions/cradle`,
+/// `/usr/share/zsh/vendor-completions/_cradle`,
+/// `/usr/share/fish/vendor_completions.d/cradle.fish`) are written by the build
+/// tree's binary with `--completer cradle`: they call the `cradle` on PATH,
+/// never the build path; without the flag, the binary as invoked.
+#[test]
+fn completions_with_completer_cradle_call_cradle_from_path_not_the_build_path() {
+    let bin = cradle_bin();
+    let build_dir = bin.parent().expect("the binary's directory").to_str().expect("utf-8 path").to_string();
+    for shell in ["bash", "zsh", "fish"] {
+        let packaged = Out::from(
+            clean(Command::new(&bin)).args(["completions", shell, "--completer", "cradle"]).output().expect("run"),
+        );
+        assert!(packaged.code == 0 && packaged.stderr.is_empty(), "{packaged:#?}");
+        assert!(!packaged.stdout.contains(&build_dir), "{shell} script names the build path:\n{}", packaged.stdout);
+        assert!(!packaged.stdout.contains("/cradle"), "{shell} script calls cradle by a path:\n{}", packaged.stdout);
+        let dev = Out::from(clean(Command::new(&bin)).args(["completions", shell]).output().expect("run"));
+        assert!(dev.stdout.contains(bin.to_str().expect("utf-8 path")), "{shell} script:\n{}", dev.stdout);
+    }
+}
+
+/// zsh's compinit autoloads `_cradle` from `$fpath` on the first TAB: that
+/// first call must complete, not only register the completer (which would
+/// leave the operator's first TAB with nothing). `_describe` is stubbed to
+/// print what zsh would offer; `cradle` is found on PATH.
+#[test]
+fn completions_zsh_file_in_fpath_completes_on_the_first_tab() {
+    let dir = project();
+    let out = Out::from(
+        clean(Command::new(cradle_bin())).args(["completions", "zsh", "--completer", "cradle"]).output().expect("run"),
+    );
+    let fpath = dir.path().join("vendor-completions");
+    std::fs::create_dir(&fpath).expect("mkdir");
+    std::fs::write(fpath.join("_cradle"), &out.stdout).expect("write _cradle");
+    let code = r#"fpath=("$1" $fpath); autoload -Uz _cradle
+        compdef() { print -r -- "compdef $*" }
+        _describe() { shift 2; print -rl -- ${(P)1} }
+        words=(cradle provisio); CURRENT=2; _cradle"#;
+    let path =
+        format!("{}:{}", cradle_bin().parent().expect("dir").display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = clean(Command::new("zsh"));
+    cmd.args(["-f", "-c", code, "zsh", fpath.to_str().expect("utf-8 path")]).current_dir(dir.path());
+    cmd.env("HOME", dir.path()).env("PATH", path);
+    let out = Out::from(cmd.output().expect("run zsh"));
+    assert!(out.code == 0 && out.stderr.is_empty(), "{out:#?}");
+    assert!(out.stdout.starts_with("provision:"), "the first TAB offered nothing:\n{out:#?}");
+}

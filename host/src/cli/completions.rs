@@ -8,7 +8,16 @@
 //!   request and exits before anything else runs (no logging, no runtime).
 //!   `cradle completions SHELL` prints exactly the script `COMPLETE=SHELL cradle`
 //!   prints, so `source <(cradle completions bash)` and a file written once
-//!   behave the same.
+//!   behave the same. The script calls back the program `--completer` names,
+//!   else this cradle as invoked (`./target/debug/cradle` made absolute): a
+//!   package writes its files with `--completer cradle`, so the installed
+//!   scripts run the `cradle` found on PATH, never a build path.
+//! - The zsh script works both sourced and installed as `_cradle` in `$fpath`
+//!   (`/usr/share/zsh/vendor-completions/_cradle`): autoloaded by compinit,
+//!   it completes on the first TAB instead of only registering itself
+//!   (clap_complete's dynamic zsh script only registers; its static one
+//!   checks `$funcstack` the same way): [`ZshAutoload`], used by both
+//!   `cradle completions zsh` and `COMPLETE=zsh cradle`.
 //! - Subcommands, options and file paths complete from the clap definition.
 //!   `--env` completes the environment names of the project's cradle.toml:
 //!   the `--config` on the command line being completed, else `CRADLE_CONFIG`,
@@ -31,7 +40,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory as _, ValueEnum};
 use clap_complete::CompletionCandidate;
-use clap_complete::env::{CompleteEnv, EnvCompleter, Shells};
+use clap_complete::env::{Bash, CompleteEnv, Elvish, EnvCompleter, Fish, Powershell, Shells, Zsh};
 
 use super::Cli;
 use crate::config::{CONFIG_FILE, Config};
@@ -45,6 +54,10 @@ pub struct CompletionsArgs {
     /// The shell to print the completion script for.
     #[arg(value_enum)]
     pub shell: Shell,
+    /// The program the script runs on TAB: `cradle` (found on PATH) for the
+    /// files a package installs. Default: this cradle, as invoked.
+    #[arg(long, value_name = "PROGRAM")]
+    pub completer: Option<String>,
 }
 
 /// The shells `cradle completions` writes scripts for.
@@ -65,7 +78,49 @@ pub fn complete_if_asked() {
         // A candidate reader that panics must not print over the command line.
         std::panic::set_hook(Box::new(|_| {}));
     }
-    CompleteEnv::with_factory(Cli::command).var(VAR).complete();
+    CompleteEnv::with_factory(Cli::command).var(VAR).shells(SHELLS).complete();
+}
+
+/// clap_complete's shells, zsh's registration made autoloadable.
+const SHELLS: Shells<'static> = Shells(&[&Bash, &Elvish, &Fish, &Powershell, &ZshAutoload]);
+
+/// clap_complete's zsh support, its registration script made to complete
+/// when compinit autoloads it as `_NAME` from `$fpath` (the body then runs on
+/// the first TAB: define the function, then call it) and to register itself
+/// when sourced, as before.
+struct ZshAutoload;
+
+impl EnvCompleter for ZshAutoload {
+    fn name(&self) -> &'static str {
+        Zsh.name()
+    }
+
+    fn is(&self, name: &str) -> bool {
+        Zsh.is(name)
+    }
+
+    fn write_registration(
+        &self,
+        var: &str,
+        name: &str,
+        bin: &str,
+        completer: &str,
+        buf: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        let mut script = Vec::new();
+        Zsh.write_registration(var, name, bin, completer, &mut script)?;
+        buf.write_all(zsh_autoloadable(&String::from_utf8_lossy(&script), name).as_bytes())
+    }
+
+    fn write_complete(
+        &self,
+        cmd: &mut clap::Command,
+        args: Vec<OsString>,
+        current_dir: Option<&Path>,
+        buf: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        Zsh.write_complete(cmd, args, current_dir, buf)
+    }
 }
 
 /// `cradle completions SHELL`: the registration script on stdout.
@@ -75,14 +130,25 @@ pub fn run(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
         Shell::Zsh => "zsh",
         Shell::Fish => "fish",
     };
-    let shells = Shells::builtins();
+    let shells = SHELLS;
     let shell: &dyn EnvCompleter =
         shells.completer(name).ok_or_else(|| anyhow::anyhow!("clap_complete has no {name} support"))?;
     let cmd = Cli::command();
+    let completer = args.completer.clone().unwrap_or_else(completer_path);
     let mut script = Vec::new();
-    shell.write_registration(VAR, cmd.get_name(), cmd.get_name(), &completer_path(), &mut script)?;
+    shell.write_registration(VAR, cmd.get_name(), cmd.get_name(), &completer, &mut script)?;
     std::io::stdout().lock().write_all(&script)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `script` (clap_complete's zsh registration) with its final `compdef`
+/// run only when sourced; autoloaded as `_NAME`, it completes instead.
+fn zsh_autoloadable(script: &str, name: &str) -> String {
+    let register = format!("compdef _clap_dynamic_completer_{name} {name}\n");
+    let both = format!(
+        "if [ \"$funcstack[1]\" = \"_{name}\" ]; then\n    _clap_dynamic_completer_{name} \"$@\"\nelse\n    {register}fi\n"
+    );
+    script.replacen(&register, &both, 1)
 }
 
 /// The program the script calls back, chosen as [`CompleteEnv`] chooses it:
@@ -223,6 +289,15 @@ mod tests {
             .iter()
             .map(|c| c.get_value().to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn the_zsh_script_completes_when_autoloaded_and_registers_when_sourced() {
+        let script = "#compdef cradle\nfunction _clap_dynamic_completer_cradle() {\n}\n\ncompdef _clap_dynamic_completer_cradle cradle\n";
+        let fixed = zsh_autoloadable(script, "cradle");
+        assert!(fixed.ends_with(
+            "if [ \"$funcstack[1]\" = \"_cradle\" ]; then\n    _clap_dynamic_completer_cradle \"$@\"\nelse\n    compdef _clap_dynamic_completer_cradle cradle\nfi\n"
+        ), "{fixed}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod completions;
 mod init;
 mod maintain;
+mod manpages;
 mod netbox;
 mod plugin_test;
 mod plugins;
@@ -97,6 +98,9 @@ enum Command {
     Sim(sim::SimCmd),
     /// Print the shell completion script (bash, zsh, fish).
     Completions(completions::CompletionsArgs),
+    /// Write the manual pages (cradle.1, cradle-SUB.1, ...) into DIR, for packaging.
+    #[command(hide = true)]
+    Manpages(manpages::ManpagesArgs),
 }
 
 /// Parse the command line and run it; the process exit code.
@@ -191,6 +195,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Netbox(cmd) => netbox::run(&cli, cmd).await,
         Command::Sim(cmd) => sim::run(cmd, cli.state_dir.clone()).await,
         Command::Completions(args) => completions::run(args),
+        Command::Manpages(args) => manpages::run(args),
     }
 }
 
