@@ -36,6 +36,7 @@ mod runs_timeline;
 mod sandbox;
 mod scale;
 mod serve;
+mod serve_systemd;
 mod sim_cli;
 mod status_page;
 mod terraform;

@@ -34,7 +34,7 @@ fn post(addr: SocketAddr, path: &str, signature: Option<&str>, body: &str) -> (u
     request(addr, &head, body.as_bytes())
 }
 
-fn deliver(addr: SocketAddr, body: &str) -> (u16, String) {
+pub(crate) fn deliver(addr: SocketAddr, body: &str) -> (u16, String) {
     post(addr, "/hooks/netbox", Some(&sign(body)), body)
 }
 
@@ -297,7 +297,7 @@ fn failed(event, failure) {
 
 const DEFAULTS: &str = "global_os:\n  debian12:\n    template: debian-12-cloud\n    cores: 1\n    memory: 512\n    storage: local-lvm\nvms_os: debian12\nvms_config:\n  nic0:\n    bridge: vmbr0\n    ip: dhcp\n";
 
-fn project() -> tempfile::TempDir {
+pub(crate) fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::write(dir.path().join("cradle.toml"), PROJECT).expect("config");
     let secret = dir.path().join("webhook.secret");
@@ -320,7 +320,7 @@ fn spawn_serve_with(dir: &Path, env: &[(&str, &str)]) -> (Child, SocketAddr, Arc
     (served.child, addr, served.log)
 }
 
-fn wait_events(dir: &Path, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+pub(crate) fn wait_events(dir: &Path, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
     let serve = dir.join("state/serve");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -431,7 +431,7 @@ fn cradle_serve_refuses_to_start_without_its_workflow_or_secret_naming_what_is_m
 }
 
 /// Every journal line of the project's runs, as text.
-fn journals(dir: &Path) -> String {
+pub(crate) fn journals(dir: &Path) -> String {
     let mut all = String::new();
     for entry in std::fs::read_dir(dir.join("state/runs")).expect("runs").flatten() {
         all.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());

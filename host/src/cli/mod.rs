@@ -108,6 +108,8 @@ pub fn main() -> ExitCode {
     // The shell asking for completions (`COMPLETE=bash cradle -- ...`): answered, then exit.
     completions::complete_if_asked();
     let cli = Cli::parse();
+    // Before any thread starts: no child process may inherit $NOTIFY_SOCKET.
+    crate::serve::notify::take_from_env();
     init_tracing(&cli);
     let json = cli.output == Output::Json;
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -15,6 +15,9 @@
 //!   journals (`scan`, read incrementally, into `histogram`s) and the
 //!   listener's counters;
 //!   `page`: the status page under `/status`, live by server-sent events;
+//! - `notify`: systemd's `Type=notify` readiness (`READY=1` once the listener
+//!   is bound and the unfinished events are queued, `STOPPING=1` when the
+//!   shutdown starts);
 //! - `pipeline`: an event's pipeline is three workflow functions (`host`,
 //!   `staged`, `failed`), and `host`: the VM `host(event)` describes,
 //!   resolved like an inventory host.
@@ -41,6 +44,7 @@ pub mod histogram;
 pub mod host;
 pub mod listener;
 pub mod metrics;
+pub mod notify;
 pub mod page;
 pub mod pipeline;
 pub mod scan;
@@ -145,6 +149,13 @@ pub async fn serve(
         status,
         max_queued: config.max_queued,
     });
+    // Ready: the caller bound the listener, and the unfinished events are loaded
+    // and queued. Connections wait in the backlog until the loop below takes them.
+    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    notify::send(&format!(
+        "READY=1\n{}",
+        notify::status_line(&format!("listening on {addr}, {} pending event(s) resumed", resume.len()))
+    ));
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -183,6 +194,13 @@ pub async fn serve(
         });
     }
     drop(listener);
+    notify::send(&format!(
+        "STOPPING=1\n{}",
+        notify::status_line(&format!(
+            "stopping: running pipelines get {}s to finish, the rest resume at the next start",
+            grace.as_secs()
+        ))
+    ));
     tracing::info!("stopping: no new connections or pipelines");
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(DRAIN, async { while open.join_next().await.is_some() {} }).await;
