@@ -4,6 +4,7 @@
 
 mod completions;
 mod init;
+mod logfmt;
 mod maintain;
 mod manpages;
 mod netbox;
@@ -137,7 +138,9 @@ pub fn main() -> ExitCode {
             }
             // The JSON above is exact; the terminal gets control characters
             // escaped (plugin or remote text may be part of the message).
-            eprintln!("error: {}", crate::text::printable_paragraph(&message));
+            // Under systemd the journal files it as an error, not as info.
+            let priority = if logfmt::stderr_is_journal() { "<3>" } else { "" };
+            eprintln!("{priority}error: {}", crate::text::printable_paragraph(&message));
             ExitCode::FAILURE
         }
     }
@@ -225,13 +228,17 @@ fn init_tracing(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // Colour only on a terminal, and never when NO_COLOR is set.
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(progress::log_writer)
-        .fmt_fields(crate::text::log_fields())
-        .with_target(false)
-        .with_ansi(ansi)
-        .try_init();
+        .fmt_fields(crate::text::log_fields());
+    // Under systemd: journald stamps and colours nothing itself, and reads the
+    // priority from each line's `<N>` (cli/logfmt.rs).
+    let _ = if logfmt::stderr_is_journal() {
+        builder.event_format(logfmt::journal_format()).try_init()
+    } else {
+        builder.with_target(false).with_ansi(ansi).try_init()
+    };
 }
 
 /// Print `value` as pretty JSON on stdout.
