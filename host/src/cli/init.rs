@@ -289,3 +289,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "init_package_tests.rs"]
+mod package_tests;
