@@ -2,8 +2,10 @@
 //! (docs/SERVE.md). It checks everything it needs before it listens (the
 //! sources' secrets and workflows), prints the address it listens on, and
 //! stops on SIGTERM or Ctrl-C: running pipelines get `shutdown_grace_s` to
-//! finish, the rest resume at the next start. Workflows reload when their
-//! files change; the next event runs the new version.
+//! finish; the process then exits 0 at once, leaving the rest as a kill would
+//! (no step of theirs fails, `failed()` is not called), and they resume at the
+//! next start. Workflows reload when their files change; the next event runs
+//! the new version.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -86,6 +88,11 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "cradle serve: stopped; {} pipeline(s) were still running and resume at the next start",
             stopped.left_running
         );
+        // Leave now, as a kill would: shutting the runtime down (what
+        // returning does) fails the abandoned pipelines' host calls, their
+        // steps fail, and the workflow's `failed()` runs (NetBox: status
+        // Failed) for events that resume at the next start.
+        std::process::exit(0);
     } else {
         eprintln!("cradle serve: stopped");
     }
