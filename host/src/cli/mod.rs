@@ -121,9 +121,11 @@ pub fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(dispatch(cli));
-    // Work still on a blocking thread now is abandoned (a pipeline `cradle
-    // serve` left running past its grace period resumes at the next start):
-    // the process does not wait for it.
+    // Work still on a blocking thread now is abandoned: the process does not
+    // wait for it. (`cradle serve` never gets here with a pipeline running
+    // past its grace period: it exits at once, as a kill would, so the
+    // pipeline resumes at the next start instead of failing here; see
+    // cli/serve.rs.)
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => code,
