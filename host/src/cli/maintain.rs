@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::provision::{Selection, SelectionArgs, forks_value, select};
+use super::provision::{Selection, SelectionArgs, forks_value, select, select_in};
 use super::{Cli, Output, outln, print_json};
 use crate::caps::maintenance::{Allow, Change, Class};
 use crate::maintain::{self, PlanHeader, PlanOutcome, Reboot, plan_file};
@@ -294,8 +294,9 @@ fn plural(n: usize) -> &'static str {
 }
 
 pub async fn apply(cli: &Cli, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    // One project: its config checks the plan file, then runs the plan's VMs.
+    let project = cli.project()?;
     let file = {
-        let project = cli.project()?;
         let config = &project.config;
         let cluster_of = |env: &str| maintain::cluster_of(config, env);
         let expect = plan_file::Expect {
@@ -307,7 +308,7 @@ pub async fn apply(cli: &Cli, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     };
     let selection =
         Selection { inventory: &file.inventory, limit: file.limit.as_deref(), env: Some(&file.environment) };
-    let selected = select(cli, selection)?;
+    let selected = select_in(cli, project, selection)?;
     let sel = maintain::apply_selection(&file, selected.plans.clone(), &selected.inv, args.reboot.into())?;
     let mut results = sel.settled;
     if !sel.run.is_empty() {

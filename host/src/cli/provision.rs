@@ -105,7 +105,12 @@ pub struct Selected {
 
 /// Open the project and resolve the selected hosts of the inventory.
 pub fn select(cli: &Cli, selection: Selection<'_>) -> anyhow::Result<Selected> {
-    let mut project = cli.project()?;
+    select_in(cli, cli.project()?, selection)
+}
+
+/// Resolve the selected hosts of the inventory in a project already open
+/// (`cradle apply` opened it to read the plan file with its config).
+pub fn select_in(cli: &Cli, mut project: Project, selection: Selection<'_>) -> anyhow::Result<Selected> {
     let live = Live::wanted(cli.quiet, cli.output == Output::Json).then(|| Arc::new(Live::default()));
     if let Some(live) = &live {
         project.progress = live.sink();
