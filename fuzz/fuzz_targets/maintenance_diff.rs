@@ -134,7 +134,10 @@ fuzz_target!(|data: &[u8]| {
     applied.remove("digest");
     for (k, v) in &planned.expect {
         match v {
-            Some(v) => applied.insert(k.clone(), as_pve_stores(k, v)),
+            // Only a written value is turned into what PVE stores (a resize's
+            // expected value keeps the volume, whatever its name looks like).
+            Some(v) if planned.set.contains_key(k) => applied.insert(k.clone(), as_pve_stores(k, v)),
+            Some(v) => applied.insert(k.clone(), v.clone()),
             None => applied.remove(k),
         };
     }

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use super::change::{Allow, Change, Class, Live, Resize, VmChanges, Wanted};
 use super::pve::{self, Drive};
 
-/// A live config the diff cannot read.
+/// A live config the diff cannot read, or an inventory VM it cannot plan.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DiffError {
     /// A value it cannot parse.
@@ -46,6 +46,16 @@ pub enum DiffError {
         value: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// The inventory's description of the VM contradicts itself.
+    #[error("{vm}: the inventory gives {what} `{slot}` twice: give each slot once")]
+    Twice {
+        /// The VM.
+        vm: String,
+        /// `disk slot` or `NIC`.
+        what: &'static str,
+        /// The slot.
+        slot: String,
     },
     /// Something the inventory asks for has nothing to act on.
     #[error("{vm}: {message}")]
@@ -96,8 +106,34 @@ struct Differ<'a> {
 
 impl<'a> Differ<'a> {
     fn new(want: &'a Wanted, live: &'a Live, allow: &'a Allow) -> Result<Differ<'a>, DiffError> {
+        // The inventory refuses a slot given twice (inventory/hardware.rs,
+        // net{N} by position), but a workflow script builds the VM map it
+        // diffs: two wishes for one slot would plan two resizes of one disk.
+        let twice = |what, mut slots: Vec<&str>| {
+            slots.sort_unstable();
+            match slots.windows(2).find(|w| w[0] == w[1]) {
+                Some(w) => Err(DiffError::Twice { vm: want.name.clone(), what, slot: w[0].to_string() }),
+                None => Ok(()),
+            }
+        };
+        twice("disk slot", want.disks.iter().map(|d| d.slot.as_str()).collect())?;
+        twice("NIC", want.nics.iter().map(|n| n.slot.as_str()).collect())?;
         let hotplug = pve::hotplug_features(live.config.get("hotplug").map(String::as_str))
             .map_err(|reason| unreadable(want, live, "hotplug", reason))?;
+        for (key, value) in &live.config {
+            if (pve::is_disk_key(key) || pve::is_net_key(key))
+                && let Some(dup) = pve::duplicate_key(value)
+            {
+                return Err(unreadable(want, live, key, format!("`{dup}` is given twice, which PVE refuses")));
+            }
+            // `storage:N` is how a write asks PVE for a new N GiB volume
+            // (src/PVE/QemuServer/Drive.pm `$NEW_DISK_RE`), never a volume a
+            // config holds: the plan could not tell its own write from it.
+            if pve::is_disk_key(key) && Drive::parse(value).allocation().is_some() {
+                let reason = "its volume is PVE's syntax for allocating a new disk (`storage:GiB`), not a volume".into();
+                return Err(unreadable(want, live, key, reason));
+            }
+        }
         Ok(Differ { want, live, allow, hotplug, changes: vec![], set: BTreeMap::new(), delete: vec![], resize: vec![] })
     }
 

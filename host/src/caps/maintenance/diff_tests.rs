@@ -289,6 +289,39 @@ fn an_unreadable_live_value_names_the_vm_and_key() {
 }
 
 #[test]
+fn a_drive_or_nic_pve_would_not_store_is_unreadable_not_guessed_at() {
+    // The `maintenance_diff` fuzz target's find: `size=4G` and a bare `size`
+    // in one drive value read as 4 GiB before the resize and unreadable after.
+    let twice = "local-lvm:vm-100-disk-0,size=4G,size";
+    let e = diff(&want(), &with(live(false), "scsi0", twice), &Allow::default()).expect_err("duplicate key");
+    let text = e.to_string();
+    assert!(text.contains("web-1") && text.contains("scsi0") && text.contains("twice"), "{text}");
+    let e = diff(&want(), &with(live(true), "scsi1", "local-lvm:vm-150-disk-1,size=9G,size=10G"), &Allow::default())
+        .expect_err("two sizes");
+    assert!(e.to_string().contains("`size` is given twice"), "{e}");
+    let e = diff(&want(), &with(live(false), "net0", "virtio,bridge=vmbr0,bridge=vmbr1"), &Allow::default())
+        .expect_err("duplicate bridge");
+    assert!(e.to_string().contains("`bridge` is given twice"), "{e}");
+    assert_eq!(super::pve::duplicate_key("virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20"), None);
+    // Nor a volume spelled like an allocation: after the grow it would read as a new 1 GiB disk.
+    let e = diff(&want(), &with(live(true), "scsi1", "local-lvm:1,size=4G"), &Allow::default()).expect_err("alloc");
+    assert!(e.to_string().contains("allocating a new disk"), "{e}");
+}
+
+#[test]
+fn a_slot_wanted_twice_is_refused_before_any_change_is_planned() {
+    // The `maintenance_diff` fuzz target's find: two wishes for scsi1 planned two resizes.
+    let mut w = want();
+    w.disks.push(WantedDisk { slot: "scsi1".into(), storage: "local-lvm".into(), size_gib: 40 });
+    let e = diff(&w, &live(true), &Allow::default()).expect_err("scsi1 twice");
+    assert_eq!(e.to_string(), "web-1: the inventory gives disk slot `scsi1` twice: give each slot once");
+    let mut w = want();
+    w.nics.push(WantedNic { slot: "net0".into(), bridge: "vmbr1".into(), vlan: None });
+    let e = diff(&w, &live(true), &Allow::default()).expect_err("net0 twice");
+    assert!(e.to_string().contains("NIC `net0` twice"), "{e}");
+}
+
+#[test]
 fn the_rest_hash_ignores_the_digest_and_the_touched_keys() {
     let a = diff(&Wanted { cores: 4, ..want() }, &live(true), &Allow::default()).expect("diff");
     let mut l = with(live(true), "digest", "other");

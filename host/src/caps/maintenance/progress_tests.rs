@@ -148,16 +148,3 @@ fn a_plan_with_no_operations_is_done_whatever_the_digest() {
     let pr = progress(&p, &config(&[("cores", Some("8"))]), "d9");
     assert_eq!((pr.config, pr.resize.len(), pr.changed), (Step::Done, 0, None));
 }
-
-#[test]
-fn a_grown_drive_with_a_repeated_size_is_done_once_grown() {
-    // Found by the maintenance_diff fuzz target: `size=` read as the last of two, written as the first.
-    let mut l = live(true);
-    l.config.insert("scsi1".into(), "local-lvm:vm-150-disk-1,size=9G,size=10G".into());
-    let mut w = want();
-    w.disks[0].size_gib = 15;
-    let p = diff(&w, &l, &Allow::default()).expect("diff");
-    let c = config(&[("scsi1", p.expect["scsi1"].as_deref())]);
-    let pr = progress(&p, &c, "d1");
-    assert_eq!((pr.config, pr.resize.len(), pr.changed), (Step::Done, 0, None));
-}

@@ -47,6 +47,28 @@ pub fn props(s: &str) -> Props {
         .collect()
 }
 
+/// The first key a property string gives twice, a bare part counting as the
+/// format's default key (the drive's volume, the NIC's model): PVE refuses
+/// such a value (pve-common src/PVE/JSONSchema.pm `parse_property_string`:
+/// "duplicate key in comma-separated list property"), so a GET never shows
+/// one and cradle reads it as unreadable, not as whichever copy wins.
+pub fn duplicate_key(s: &str) -> Option<String> {
+    let mut seen = BTreeSet::new();
+    let mut bare = false;
+    for p in s.split(',').filter(|p| !p.trim().is_empty()) {
+        match p.split_once('=') {
+            Some((k, _)) => {
+                if !seen.insert(k) {
+                    return Some(k.to_string());
+                }
+            }
+            None if bare => return Some(p.to_string()),
+            None => bare = true,
+        }
+    }
+    None
+}
+
 /// Whether `key` names a disk slot (`scsi0`, `virtio1`, `sata2`, `ide3`).
 pub fn is_disk_key(key: &str) -> bool {
     ["scsi", "virtio", "sata", "ide"]
@@ -136,8 +158,8 @@ pub fn size_gib(size: &str) -> Option<u64> {
 }
 
 /// A drive value with its `size=` set to `size`, every other part in place
-/// (a repeated `size=`, which PVE would refuse, collapses into the first:
-/// the `maintenance_diff` fuzz target found one read as the last).
+/// (the diff refuses a value giving `size=` twice, `duplicate_key`; were one
+/// to come here it would collapse into the first).
 pub fn with_size(value: &str, size: &str) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut sized = false;
