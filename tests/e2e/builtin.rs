@@ -6,7 +6,7 @@
 //!
 //! Needs `target/debug/cradle` (and, for the file-override test, the sample
 //! plugin `scripts/test` builds). Simulated guests bind port 22 on
-//! 127.35.<n>.0/24, a prefix no other test uses; each test here its own `n` (1, 2 for the init project, 3), since they run at the same time.
+//! 127.35.<n>.0/24, a prefix no other test uses; each test here its own `n` (1, 2 for the init project, 3, 4), since they run at the same time.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -289,5 +289,35 @@ fn runs_on_the_built_in_cluster_keep_known_hosts_at_a_constant_size_and_take_ove
         let text = std::fs::read_to_string(&known_hosts).expect("known_hosts");
         let ours = text.lines().filter(|l| !l.ends_with(other_key)).count();
         assert_eq!(ours, size, "run {run}: our pins replaced, not appended");
+    }
+}
+
+#[test]
+fn verbose_output_logs_each_step_start_once() {
+    let project = tempfile::tempdir().expect("tmp");
+    let config = bare().write(project.path());
+    let inventory = write_inventory(project.path(), 4);
+    let state = project.path().join("state");
+    let out = cradle(
+        project.path(),
+        &["-v", "--config", s(&config), "--state-dir", s(&state), "provision", "-i", s(&inventory)],
+    );
+    out.ok();
+    // The engine and the run's observer both logged each start, fields in
+    // another order: the same (VM, step) started twice in a row. A step may
+    // run again later (discover after the lock), so neighbours are compared.
+    let field = |line: &str, name: &str| {
+        let at = line.find(&format!(" {name}=\""))? + name.len() + 3;
+        line[at..].split('"').next().map(str::to_string)
+    };
+    let steps: Vec<(bool, Option<String>, Option<String>)> = out
+        .stderr
+        .lines()
+        .filter(|l| ["step started", "step done", "step failed"].iter().any(|m| l.contains(m)))
+        .map(|l| (l.contains("step started"), field(l, "vm"), field(l, "step")))
+        .collect();
+    assert!(steps.iter().filter(|s| s.0).count() >= 5, "-v shows the steps: {}", out.stderr);
+    for pair in steps.windows(2) {
+        assert!(!(pair[0].0 && pair[0] == pair[1]), "{:?} logged twice: {}", pair[0], out.stderr);
     }
 }

@@ -163,8 +163,11 @@ fn run_step(
         if let Ok(mut last) = run.failed_step.lock() {
             *last = None;
         }
+    } else {
+        // With a run, its observer logs the step (`project::JournalObserver`,
+        // `-v`); logging here too printed every step twice.
+        tracing::debug!(target: "cradle::workflow", step = name, vm, "step started");
     }
-    tracing::debug!(target: "cradle::workflow", step = name, vm, "step started");
     super::crashpoint::at(super::crashpoint::Edge::Before, vm, name);
     let result = body.call_within_context::<Dynamic>(ctx, ());
     if result.is_ok() {

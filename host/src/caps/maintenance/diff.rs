@@ -130,7 +130,8 @@ impl<'a> Differ<'a> {
             // (src/PVE/QemuServer/Drive.pm `$NEW_DISK_RE`), never a volume a
             // config holds: the plan could not tell its own write from it.
             if pve::is_disk_key(key) && Drive::parse(value).allocation().is_some() {
-                let reason = "its volume is PVE's syntax for allocating a new disk (`storage:GiB`), not a volume".into();
+                let reason =
+                    "its volume is PVE's syntax for allocating a new disk (`storage:GiB`), not a volume".into();
                 return Err(unreadable(want, live, key, reason));
             }
         }
