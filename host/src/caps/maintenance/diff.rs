@@ -47,15 +47,14 @@ pub enum DiffError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The inventory's description of the VM contradicts itself.
-    #[error("{vm}: the inventory gives {what} `{slot}` twice: give each slot once")]
-    Twice {
+    /// The inventory's description of the VM cannot be planned (a slot
+    /// given twice or not a slot).
+    #[error("{vm}: the inventory {message}")]
+    Inventory {
         /// The VM.
         vm: String,
-        /// `disk slot` or `NIC`.
-        what: &'static str,
-        /// The slot.
-        slot: String,
+        /// What is wrong, after "the inventory".
+        message: String,
     },
     /// Something the inventory asks for has nothing to act on.
     #[error("{vm}: {message}")]
@@ -106,23 +105,32 @@ struct Differ<'a> {
 
 impl<'a> Differ<'a> {
     fn new(want: &'a Wanted, live: &'a Live, allow: &'a Allow) -> Result<Differ<'a>, DiffError> {
-        // The inventory refuses a slot given twice (inventory/hardware.rs,
-        // net{N} by position), but a workflow script builds the VM map it
-        // diffs: two wishes for one slot would plan two resizes of one disk.
-        let twice = |what, mut slots: Vec<&str>| {
-            slots.sort_unstable();
-            match slots.windows(2).find(|w| w[0] == w[1]) {
-                Some(w) => Err(DiffError::Twice { vm: want.name.clone(), what, slot: w[0].to_string() }),
-                None => Ok(()),
+        // The inventory refuses a slot given twice or not a slot
+        // (inventory/hardware.rs, net{N} by position), but a workflow script
+        // builds the VM map it diffs: two wishes for one slot would plan two
+        // resizes of one disk.
+        let slots = |what, is_slot: fn(&str) -> bool, slots: Vec<&str>| {
+            let mut seen = BTreeSet::new();
+            for slot in slots {
+                let message = if !is_slot(slot) {
+                    format!("names `{slot}` as a {what}, which is not one (scsi1, virtio1, sata1, net1, …)")
+                } else if !seen.insert(slot) {
+                    format!("gives {what} `{slot}` twice: give each slot once")
+                } else {
+                    continue;
+                };
+                return Err(DiffError::Inventory { vm: want.name.clone(), message });
             }
+            Ok(())
         };
-        twice("disk slot", want.disks.iter().map(|d| d.slot.as_str()).collect())?;
-        twice("NIC", want.nics.iter().map(|n| n.slot.as_str()).collect())?;
+        slots("disk slot", pve::is_disk_key, want.disks.iter().map(|d| d.slot.as_str()).collect())?;
+        slots("NIC slot", pve::is_net_key, want.nics.iter().map(|n| n.slot.as_str()).collect())?;
         let hotplug = pve::hotplug_features(live.config.get("hotplug").map(String::as_str))
             .map_err(|reason| unreadable(want, live, "hotplug", reason))?;
         for (key, value) in &live.config {
+            let default_key = pve::is_disk_key(key).then_some("file");
             if (pve::is_disk_key(key) || pve::is_net_key(key))
-                && let Some(dup) = pve::duplicate_key(value)
+                && let Some(dup) = pve::duplicate_key(value, default_key)
             {
                 return Err(unreadable(want, live, key, format!("`{dup}` is given twice, which PVE refuses")));
             }

@@ -302,14 +302,19 @@ fn a_drive_or_nic_pve_would_not_store_is_unreadable_not_guessed_at() {
     let e = diff(&want(), &with(live(false), "net0", "virtio,bridge=vmbr0,bridge=vmbr1"), &Allow::default())
         .expect_err("duplicate bridge");
     assert!(e.to_string().contains("`bridge` is given twice"), "{e}");
-    assert_eq!(super::pve::duplicate_key("virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20"), None);
+    assert_eq!(super::pve::duplicate_key("virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=20", None), None);
+    // The drive's default key by name and bare is twice too; blank parts are skipped, as PVE does.
+    assert_eq!(super::pve::duplicate_key("local:1/a.raw,file=local:1/b.raw", Some("file")), Some("file".into()));
+    assert_eq!(super::pve::duplicate_key(",local-lvm:vm-150-disk-1, ,size=4G", Some("file")), None);
+    let lead = diff(&want(), &with(live(true), "scsi1", ",local-lvm:vm-150-disk-1,size=10G"), &Allow::default());
+    assert!(lead.expect("a leading blank part").changes.is_empty(), "the same volume as without the comma");
     // Nor a volume spelled like an allocation: after the grow it would read as a new 1 GiB disk.
     let e = diff(&want(), &with(live(true), "scsi1", "local-lvm:1,size=4G"), &Allow::default()).expect_err("alloc");
     assert!(e.to_string().contains("allocating a new disk"), "{e}");
 }
 
 #[test]
-fn a_slot_wanted_twice_is_refused_before_any_change_is_planned() {
+fn a_slot_wanted_twice_or_not_a_slot_is_refused_before_any_change_is_planned() {
     // The `maintenance_diff` fuzz target's find: two wishes for scsi1 planned two resizes.
     let mut w = want();
     w.disks.push(WantedDisk { slot: "scsi1".into(), storage: "local-lvm".into(), size_gib: 40 });
@@ -318,7 +323,12 @@ fn a_slot_wanted_twice_is_refused_before_any_change_is_planned() {
     let mut w = want();
     w.nics.push(WantedNic { slot: "net0".into(), bridge: "vmbr1".into(), vlan: None });
     let e = diff(&w, &live(true), &Allow::default()).expect_err("net0 twice");
-    assert!(e.to_string().contains("NIC `net0` twice"), "{e}");
+    assert!(e.to_string().contains("NIC slot `net0` twice"), "{e}");
+    // Nor a slot that is none: `data=:local-lvm:8` in the fuzz target read the key "".
+    let mut w = want();
+    w.disks[0].slot = String::new();
+    let e = diff(&w, &live(true), &Allow::default()).expect_err("empty slot");
+    assert!(e.to_string().contains("names `` as a disk slot"), "{e}");
 }
 
 #[test]

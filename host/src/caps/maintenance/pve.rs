@@ -36,10 +36,16 @@ const NIC_MODELS: [&str; 14] = [
 /// when their maps are equal.
 pub type Props = BTreeMap<String, Option<String>>;
 
-/// Parse `a,b=1,c=2` (empty parts dropped).
+/// The parts of a property string as PVE reads them: split on `,`, a blank
+/// part skipped (pve-common src/PVE/JSONSchema.pm `parse_property_string`:
+/// `next if $part =~ /^\s*$/`).
+pub fn parts(s: &str) -> impl Iterator<Item = &str> {
+    s.split(',').filter(|p| !p.trim().is_empty())
+}
+
+/// Parse `a,b=1,c=2` (blank parts dropped, [`parts`]).
 pub fn props(s: &str) -> Props {
-    s.split(',')
-        .filter(|p| !p.is_empty())
+    parts(s)
         .map(|p| match p.split_once('=') {
             Some((k, v)) => (k.to_string(), Some(v.to_string())),
             None => (p.to_string(), None),
@@ -52,18 +58,17 @@ pub fn props(s: &str) -> Props {
 /// such a value (pve-common src/PVE/JSONSchema.pm `parse_property_string`:
 /// "duplicate key in comma-separated list property"), so a GET never shows
 /// one and cradle reads it as unreadable, not as whichever copy wins.
-pub fn duplicate_key(s: &str) -> Option<String> {
+/// `default_key` names the bare part's key where the value may also give it
+/// by name (a drive's `file`).
+pub fn duplicate_key(s: &str, default_key: Option<&str>) -> Option<String> {
     let mut seen = BTreeSet::new();
-    let mut bare = false;
-    for p in s.split(',').filter(|p| !p.trim().is_empty()) {
-        match p.split_once('=') {
-            Some((k, _)) => {
-                if !seen.insert(k) {
-                    return Some(k.to_string());
-                }
-            }
-            None if bare => return Some(p.to_string()),
-            None => bare = true,
+    for p in parts(s) {
+        let key = match p.split_once('=') {
+            Some((k, _)) => k,
+            None => default_key.unwrap_or(""),
+        };
+        if !seen.insert(key) {
+            return Some(if p.contains('=') { key.to_string() } else { p.to_string() });
         }
     }
     None
@@ -100,13 +105,15 @@ pub struct Drive {
 impl Drive {
     /// Parse a drive value.
     pub fn parse(value: &str) -> Drive {
+        // The volume is the bare part wherever it stands (the format's
+        // default key), else `file=`.
         let mut opts = props(value);
-        let first = value.split(',').next().unwrap_or("");
-        let volume = if !first.contains('=') && !first.is_empty() {
-            opts.remove(first);
-            first.to_string()
-        } else {
-            opts.remove("file").flatten().unwrap_or_default()
+        let volume = match parts(value).find(|p| !p.contains('=')) {
+            Some(bare) => {
+                opts.remove(bare);
+                bare.to_string()
+            }
+            None => opts.remove("file").flatten().unwrap_or_default(),
         };
         Drive { volume, opts }
     }
@@ -161,22 +168,22 @@ pub fn size_gib(size: &str) -> Option<u64> {
 /// (the diff refuses a value giving `size=` twice, `duplicate_key`; were one
 /// to come here it would collapse into the first).
 pub fn with_size(value: &str, size: &str) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
     let mut sized = false;
-    for p in value.split(',').filter(|p| !p.is_empty()) {
+    for p in parts(value) {
         if p.starts_with("size=") {
             if !sized {
-                parts.push(format!("size={size}"));
+                kept.push(format!("size={size}"));
                 sized = true;
             }
         } else {
-            parts.push(p.to_string());
+            kept.push(p.to_string());
         }
     }
     if !sized {
-        parts.push(format!("size={size}"));
+        kept.push(format!("size={size}"));
     }
-    parts.join(",")
+    kept.join(",")
 }
 
 /// `memory` in MiB: `2048` or `current=2048` (qemu-server e6352be,
@@ -236,21 +243,21 @@ pub fn nic_model(p: &Props) -> Option<(&str, Option<&str>)> {
 /// `virtio` for a new NIC: PVE generates the MAC), bridge and tag replaced,
 /// every other part kept in place (the guest kit's `net_value`).
 pub fn net_value(existing: Option<&str>, bridge: &str, vlan: Option<u16>) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
     let mut model = None;
-    for part in existing.unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+    for part in parts(existing.unwrap_or("")) {
         let key = part.split('=').next().unwrap_or(part);
         if model.is_none() && NIC_MODELS.contains(&key) {
             model = Some(part.to_string());
         } else if key != "bridge" && key != "tag" {
-            parts.push(part.to_string());
+            kept.push(part.to_string());
         }
     }
     let mut out = vec![model.unwrap_or_else(|| "virtio".to_string()), format!("bridge={bridge}")];
     if let Some(tag) = vlan {
         out.push(format!("tag={tag}"));
     }
-    out.extend(parts);
+    out.extend(kept);
     out.join(",")
 }
 
