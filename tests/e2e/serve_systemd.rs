@@ -1,8 +1,8 @@
 //! `cradle serve` under systemd's `Type=notify`, through the real binary: a
 //! unix datagram socket made by the test stands in for the service manager's
 //! `$NOTIFY_SOCKET` (sd_notify(3)). `READY=1` arrives once the port accepts
-//! and the unfinished events are loaded (its STATUS counts them),
-//! `STOPPING=1` once SIGTERM starts the shutdown, and the process exits 0
+//! and the unfinished events are loaded (its STATUS counts them), then
+//! STATUS= follows the events running, waiting and ended, `STOPPING=1` once SIGTERM starts the shutdown, and the process exits 0
 //! after the grace period; the event a kill left unfinished completes after
 //! the restart, and so does the one a SIGTERM stopped mid-step.
 
@@ -57,7 +57,18 @@ fn cradle_serve_notifies_ready_once_listening_with_the_resumed_events_and_stoppi
     assert_eq!(status, 200);
     let events = wait_events(dir.path(), |e| e.first().is_some_and(|e| !e.state.unfinished()));
     assert_eq!((events[0].state, events[0].attempts), (EventState::Done, 2), "{events:?}");
-    assert_eq!(nothing_more(&manager), None, "one READY, nothing before SIGTERM");
+    // Between READY and STOPPING only STATUS=, kept current: the resumed
+    // event's end is counted (its start may come before READY, and is then
+    // not sent: nothing precedes READY).
+    let done = format!("STATUS=listening on {addr}: 0 running, 0 waiting; 1 done, 0 failed since the start");
+    loop {
+        let status = next(&manager);
+        assert!(status.starts_with(&format!("STATUS=listening on {addr}: ")), "only STATUS= after READY: {status}");
+        if status == done {
+            break;
+        }
+    }
+    assert_eq!(nothing_more(&manager), None, "one READY, the status, nothing else before SIGTERM");
 
     let log = served.log.clone();
     let mut child = served.child;
@@ -175,6 +186,14 @@ fn sigterm_mid_pipeline_stops_after_the_grace_and_the_restart_finishes_the_event
     assert_eq!(deliver(served.addr(), REAL_BODY).0, 202);
     // The step is running: it polls the gate, which stays shut.
     gate.wait_asked("/attempt-1");
+    let addr = served.addr();
+    let running = format!("STATUS=listening on {addr}: 1 running, 0 waiting; 0 done, 0 failed since the start");
+    let accepted = format!("STATUS=listening on {addr}: 0 running, 1 waiting; 0 done, 0 failed since the start");
+    // Accepted, then running, as `systemctl status` shows them (the
+    // dispatcher may start it before the listener reports it accepted).
+    let (first, second) = (next(&manager), next(&manager));
+    assert!(first == accepted || first == running, "{first}");
+    assert_eq!(second, running);
     let log = served.log.clone();
     let mut child = served.child;
     Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");

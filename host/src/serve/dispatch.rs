@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::notify::Announcer;
 use super::store::{Event, EventStore};
 
 /// What one pipeline run came to.
@@ -38,6 +39,7 @@ pub trait Pipeline: Send + Sync + 'static {
 /// up to `grace` for the running ones. Returns how many were left running.
 pub async fn run(
     store: Arc<EventStore>,
+    announcer: Arc<Announcer>,
     pipeline: Arc<dyn Pipeline>,
     mut rx: mpsc::UnboundedReceiver<u64>,
     concurrency: usize,
@@ -57,10 +59,10 @@ pub async fn run(
         };
         // Reap finished tasks so the set does not grow with the service's life.
         while running.try_join_next().is_some() {}
-        let (store, pipeline) = (store.clone(), pipeline.clone());
+        let (store, announcer, pipeline) = (store.clone(), announcer.clone(), pipeline.clone());
         running.spawn(async move {
             let _permit = permit;
-            run_one(&store, pipeline, seq).await;
+            run_one(&store, &announcer, pipeline, seq).await;
         });
     }
     let left = tokio::time::timeout(grace, async { while running.join_next().await.is_some() {} }).await;
@@ -75,7 +77,7 @@ pub async fn run(
     }
 }
 
-async fn run_one(store: &EventStore, pipeline: Arc<dyn Pipeline>, seq: u64) {
+async fn run_one(store: &EventStore, announcer: &Announcer, pipeline: Arc<dyn Pipeline>, seq: u64) {
     let event = match store.started(seq).await {
         Ok(e) => e,
         Err(e) => {
@@ -84,6 +86,7 @@ async fn run_one(store: &EventStore, pipeline: Arc<dyn Pipeline>, seq: u64) {
         }
     };
     tracing::info!(seq, vm = %event.vm_name, attempt = event.attempts, "pipeline started");
+    announcer.announce(store);
     let outcome = match tokio::task::spawn_blocking(move || pipeline.run(&event)).await {
         Ok(o) => o,
         Err(e) => Outcome { ok: false, run_id: None, detail: format!("the pipeline panicked: {e}") },
@@ -93,7 +96,10 @@ async fn run_one(store: &EventStore, pipeline: Arc<dyn Pipeline>, seq: u64) {
     } else {
         tracing::warn!(seq, run = outcome.run_id.as_deref().unwrap_or("-"), error = %outcome.detail, "pipeline failed");
     }
-    if let Err(e) = store.finished(seq, outcome.ok, outcome.run_id, outcome.detail).await {
+    let ok = outcome.ok;
+    if let Err(e) = store.finished(seq, ok, outcome.run_id, outcome.detail).await {
         tracing::error!(seq, error = %e, "cannot record the end of a pipeline; it runs again at the next start");
     }
+    announcer.finished(ok);
+    announcer.announce(store);
 }

@@ -60,6 +60,8 @@ pub struct Listener {
     pub status: Option<Arc<View>>,
     /// `max_queued`, for `/metrics`.
     pub max_queued: usize,
+    /// The service manager's `STATUS=`.
+    pub announcer: Arc<super::notify::Announcer>,
 }
 
 /// A token bucket: `per_s` requests a second, bursts of up to `per_s`.
@@ -188,6 +190,7 @@ impl Listener {
                 // The dispatcher is gone only while stopping: the event is on
                 // disk and resumes at the next start.
                 let _ = self.dispatch.send(event.seq);
+                self.announcer.announce(&self.store);
                 (Counted::Accepted, answer(StatusCode::ACCEPTED, json!({ "status": "accepted", "event": event.seq })))
             }
             Ok(Admission::InFlight { seq }) => {

@@ -134,8 +134,17 @@ pub async fn serve(
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let grace = Duration::from_secs(config.shutdown_grace_s);
-    let dispatcher =
-        tokio::spawn(dispatch::run(store.clone(), pipeline, rx, config.concurrency, stop_rx.clone(), grace));
+    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let announcer = Arc::new(notify::Announcer::new(addr));
+    let dispatcher = tokio::spawn(dispatch::run(
+        store.clone(),
+        announcer.clone(),
+        pipeline,
+        rx,
+        config.concurrency,
+        stop_rx.clone(),
+        grace,
+    ));
     let deliveries = metrics::Deliveries::new(keys.keys());
     let status = status.map(Arc::new);
     let watcher = status.as_ref().map(|view| tokio::spawn(view::watch(view.clone(), stop_rx.clone())));
@@ -148,14 +157,11 @@ pub async fn serve(
         deliveries,
         status,
         max_queued: config.max_queued,
+        announcer: announcer.clone(),
     });
     // Ready: the caller bound the listener, and the unfinished events are loaded
     // and queued. Connections wait in the backlog until the loop below takes them.
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
-    notify::send(&format!(
-        "READY=1\n{}",
-        notify::status_line(&format!("listening on {addr}, {} pending event(s) resumed", resume.len()))
-    ));
+    announcer.ready(resume.len());
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -194,13 +200,7 @@ pub async fn serve(
         });
     }
     drop(listener);
-    notify::send(&format!(
-        "STOPPING=1\n{}",
-        notify::status_line(&format!(
-            "stopping: running pipelines get {}s to finish, the rest resume at the next start",
-            grace.as_secs()
-        ))
-    ));
+    announcer.stopping(grace);
     tracing::info!("stopping: no new connections or pipelines");
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(DRAIN, async { while open.join_next().await.is_some() {} }).await;

@@ -369,6 +369,17 @@ impl EventStore {
         self.index.lock().unwrap_or_else(|e| e.into_inner()).queued()
     }
 
+    /// Events in flight: (accepted and waiting for a slot, running).
+    pub fn in_flight(&self) -> (usize, usize) {
+        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let running = index
+            .in_flight
+            .values()
+            .filter(|seq| index.events.get(seq).is_some_and(|e| e.state == EventState::Running))
+            .count();
+        (index.in_flight.len() - running, running)
+    }
+
     /// Stop the writer once what was sent is written.
     pub fn close(&self) {
         self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
