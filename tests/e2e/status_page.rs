@@ -11,7 +11,8 @@
 //!   visible, the page does not grow sideways;
 //! - a run's card says what it did (`WORKFLOW:FUNCTION`), so a
 //!   maintenance-style `apply` is told from its `preview`, and its details
-//!   name the function;
+//!   name the function; the kind filter (API and select) keeps one function
+//!   or every function of a workflow;
 //! - off loopback the page, its data and its stream need credentials; a
 //!   browser signs in with the token through the form, and the token reaches
 //!   neither the page nor the log.
@@ -357,6 +358,28 @@ fn a_runs_card_names_its_workflow_and_function_so_an_apply_is_told_from_a_previe
     let facts: Vec<String> = serde_json::from_value(browser.wait_for(facts, LIVE).expect("details")).expect("facts");
     assert!(facts.iter().any(|f| f == "function=apply"), "{facts:?}");
     assert!(facts.iter().any(|f| f.starts_with("workflow=upkeep (")), "{facts:?}");
+
+    // The kind filter: the API keeps one function, or every function of a bare workflow.
+    let api = |q: &str| {
+        format!("fetch('/status/api/runs?{q}').then(r => r.json()).then(d => [d.kinds, d.runs.map(r => r.function)])")
+    };
+    let (kinds, functions): (Vec<String>, Vec<String>) =
+        serde_json::from_value(browser.eval(&api("kind=upkeep%3Aapply")).expect("kind=")).expect("list");
+    assert_eq!((kinds, functions), (vec!["upkeep:apply".to_string(), "upkeep:preview".into()], vec!["apply".into()]));
+    let (_, functions): (Vec<String>, Vec<String>) =
+        serde_json::from_value(browser.eval(&api("kind=upkeep")).expect("kind=")).expect("list");
+    assert_eq!(functions, ["apply", "preview"]);
+    // ... and so does the page's select, kept in the address.
+    browser
+        .eval("const k = document.getElementById('f-kind'); k.value = 'upkeep:preview'; k.dispatchEvent(new Event('change'))")
+        .expect("filter kind");
+    browser
+        .wait_for(
+            "Array.from(document.querySelectorAll('section.run')).map(s => s.dataset.kind).join() === 'upkeep:preview'",
+            LIVE,
+        )
+        .expect("only the preview");
+    assert!(string(browser.eval("location.search").expect("url")).contains("kind=upkeep%3Apreview"));
     assert!(browser.console_errors().is_empty(), "{:?}", browser.console_errors());
     artifact("maintenance-kinds.png", &browser.screenshot_png().expect("screenshot"));
     served.stop();

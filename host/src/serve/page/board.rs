@@ -75,6 +75,18 @@ impl Card {
     pub fn result(&self) -> Option<RunResult> {
         self.problem.is_none().then_some(self.run.result)
     }
+
+    /// What the run is: `WORKFLOW:FUNCTION` (`maintain:apply_vm`), the
+    /// workflow alone for a journal written before the function was
+    /// recorded, `None` without a workflow (an unreadable journal). The
+    /// page's `runKind` (app.js) spells it the same way.
+    pub fn kind(&self) -> Option<String> {
+        let workflow = self.run.workflow.as_deref()?;
+        Some(match self.run.function.as_deref() {
+            Some(function) => format!("{workflow}:{function}"),
+            None => workflow.to_string(),
+        })
+    }
 }
 
 /// A step running now.
@@ -148,6 +160,10 @@ pub struct Filter {
     pub result: Option<String>,
     /// Runs in this environment.
     pub environment: Option<String>,
+    /// Runs of this kind ([`Card::kind`]: `maintain:apply_vm`), or of any
+    /// function of this workflow (`maintain`); a run without a workflow has
+    /// no kind and is dropped.
+    pub kind: Option<String>,
 }
 
 impl Filter {
@@ -168,6 +184,12 @@ impl Filter {
         {
             return false;
         }
+        if let Some(want) = self.kind.as_deref().filter(|k| !k.is_empty()) {
+            let Some(kind) = card.kind() else { return false };
+            if kind != want && card.run.workflow.as_deref() != Some(want) {
+                return false;
+            }
+        }
         true
     }
 }
@@ -183,6 +205,8 @@ pub struct List {
     pub runs: Vec<Arc<Card>>,
     /// Every environment seen, for the filter.
     pub environments: Vec<String>,
+    /// Every kind seen ([`Card::kind`]), for the filter.
+    pub kinds: Vec<String>,
 }
 
 /// What identifies a journal file's content without reading it.
@@ -364,11 +388,13 @@ impl Board {
         });
         let environments: BTreeSet<String> =
             self.entries.values().filter_map(|e| e.card.run.environment.clone()).collect();
+        let kinds: BTreeSet<String> = self.entries.values().filter_map(|e| e.card.kind()).collect();
         List {
             total: self.entries.len(),
             matched: kept.len(),
             runs: kept.into_iter().take(limit.min(MAX_LIST)).cloned().collect(),
             environments: environments.into_iter().collect(),
+            kinds: kinds.into_iter().collect(),
         }
     }
 

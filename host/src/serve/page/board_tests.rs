@@ -170,6 +170,7 @@ fn the_list_keeps_what_the_filters_say_running_first_then_newest() {
     let list = b.list(&Filter::default(), 1);
     assert_eq!((list.total, list.matched, list.runs.len()), (3, 3, 1));
     assert_eq!(list.environments, ["lab", "prod"]);
+    assert_eq!(list.kinds, ["provision"], "journals written before the function was recorded");
     let (old, _) = b.run("20261130T080000Z-old").expect("old");
     let failing = old.failing.as_ref().expect("failing step");
     assert_eq!((failing.vm.as_deref(), failing.path.as_slice()), (Some("Web-Front-1"), &["create".to_string()][..]));
@@ -329,4 +330,47 @@ fn a_maintenance_apply_card_names_its_workflow_and_function_and_an_older_journal
     let old = b.run("20261130T080001Z-old").expect("old").0;
     assert_eq!((old.run.workflow.as_deref(), old.run.function.as_deref()), (Some("provision"), None));
     assert!(serde_json::to_value(&*old).expect("json")["function"].is_null());
+}
+
+#[test]
+fn the_kind_filter_keeps_a_workflow_function_or_every_function_of_a_workflow() {
+    let t = tempfile::tempdir().expect("tmp");
+    let dir = t.path();
+    let lines = [done("succeeded", 9, None)];
+    // `run_started` with the function it called, as cradle writes it now.
+    let with_function = |id: &str, workflow: &str, function: &str| {
+        write(dir, id, workflow, "prod", ME, 1, &lines);
+        let path = dir.join(format!("{id}.jsonl"));
+        let text = fs::read_to_string(&path).expect("journal");
+        let from = format!(r#""workflow":"{workflow}","#);
+        fs::write(&path, text.replacen(&from, &format!(r#"{from}"function":"{function}","#), 1)).expect("journal");
+    };
+    with_function("20261130T080003Z-apply", "maintain", "apply_vm");
+    with_function("20261130T080002Z-plan", "maintain", "plan_vm");
+    with_function("20261130T080001Z-prov", "provision", "provision");
+    // Written before the function was recorded: its kind is the workflow.
+    write(dir, "20261130T080000Z-old", "maintain", "prod", ME, 1, &lines);
+    // No workflow at all: no kind.
+    fs::write(dir.join("20261130T075900Z-bad.jsonl"), "not json\n").expect("bad");
+    let mut b = board(dir);
+    b.refresh(false);
+    let ids = |kind: &str| {
+        let filter = Filter { kind: Some(kind.into()), ..Filter::default() };
+        b.list(&filter, 10).runs.iter().map(|c| c.run.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("maintain:apply_vm"), ["20261130T080003Z-apply"]);
+    assert_eq!(
+        ids("maintain"),
+        ["20261130T080003Z-apply", "20261130T080002Z-plan", "20261130T080000Z-old"],
+        "a bare workflow keeps every function of it, and a journal without one"
+    );
+    assert_eq!(ids("provision:provision"), ["20261130T080001Z-prov"]);
+    assert!(ids("maintain:apply").is_empty(), "a kind is matched whole, not by prefix");
+    assert!(ids("apply_vm").is_empty(), "a function alone is no kind");
+    assert_eq!(ids("").len(), 5, "an empty kind filters nothing, the unreadable journal included");
+    let list = b.list(&Filter::default(), 10);
+    assert_eq!(list.kinds, ["maintain", "maintain:apply_vm", "maintain:plan_vm", "provision:provision"]);
+    let (apply, _) = b.run("20261130T080003Z-apply").expect("apply");
+    assert_eq!(apply.kind().as_deref(), Some("maintain:apply_vm"));
+    assert_eq!(b.run("20261130T075900Z-bad").expect("bad").0.kind(), None);
 }

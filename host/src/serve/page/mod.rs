@@ -10,7 +10,8 @@
 //! - `/status/app.js`, `/status/app.css`, `/status/favicon.svg`: the page's
 //!   code and icon, compiled into the binary (no CDN, no network); served to
 //!   anyone, they hold no data;
-//! - `/status/api/runs?vm=&result=&env=&limit=`: the run list (`board::List`);
+//! - `/status/api/runs?vm=&result=&env=&kind=&limit=`: the run list
+//!   (`board::List`; `kind` is `WORKFLOW:FUNCTION` or a bare workflow);
 //! - `/status/api/runs/ID`: one run's card and timeline;
 //! - `/status/events`: the live stream (`live`).
 //!
@@ -195,6 +196,7 @@ fn filter_of(query: &str) -> (board::Filter, usize) {
             "vm" => filter.vm = v,
             "result" => filter.result = v,
             "env" => filter.environment = v,
+            "kind" => filter.kind = v,
             "limit" => limit = v.and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_LIMIT),
             _ => {}
         }
@@ -244,12 +246,14 @@ mod tests {
 
     #[test]
     fn a_list_query_names_its_filters_and_an_unreadable_limit_is_the_default() {
-        let (f, limit) = filter_of("vm=web%201&result=failed&env=prod&limit=5&other=x");
+        let (f, limit) = filter_of("vm=web%201&result=failed&env=prod&kind=maintain%3Aapply_vm&limit=5&other=x");
         assert_eq!(f.vm.as_deref(), Some("web 1"));
         assert_eq!(f.result.as_deref(), Some("failed"));
         assert_eq!(f.environment.as_deref(), Some("prod"));
+        assert_eq!(f.kind.as_deref(), Some("maintain:apply_vm"));
         assert_eq!(limit, 5);
-        let (f, limit) = filter_of("vm=&limit=lots");
+        assert_eq!(filter_of("kind=maintain").0.kind.as_deref(), Some("maintain"));
+        let (f, limit) = filter_of("vm=&kind=&limit=lots");
         assert_eq!(f, board::Filter::default());
         assert_eq!(limit, DEFAULT_LIMIT);
     }

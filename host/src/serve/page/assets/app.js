@@ -63,7 +63,7 @@
   }
 
   function filter() {
-    return { vm: $('f-vm').value.trim(), result: $('f-result').value, env: $('f-env').value };
+    return { vm: $('f-vm').value.trim(), result: $('f-result').value, env: $('f-env').value, kind: $('f-kind').value };
   }
 
   function keeps(card) {
@@ -71,6 +71,8 @@
     if (f.vm && !(card.vms || []).some((v) => v.toLowerCase().includes(f.vm.toLowerCase()))) return false;
     if (f.result && resultWord(card) !== f.result) return false;
     if (f.env && card.environment !== f.env) return false;
+    // The server's rule (board::Filter): the kind itself, or any function of a workflow.
+    if (f.kind && runKind(card) !== f.kind && card.workflow !== f.kind) return false;
     return true;
   }
 
@@ -80,6 +82,7 @@
     if (f.vm) q.set('vm', f.vm);
     if (f.result) q.set('result', f.result);
     if (f.env) q.set('env', f.env);
+    if (f.kind) q.set('kind', f.kind);
     return q.toString();
   }
 
@@ -119,7 +122,8 @@
       for (const id of set) if (!state.cards.has(id)) set.delete(id);
     }
     for (const id of state.timelines.keys()) if (!state.cards.has(id)) state.timelines.delete(id);
-    fillEnvironments(data.environments);
+    fillSelect('f-env', data.environments);
+    fillSelect('f-kind', data.kinds || []);
     drawList();
     if (probe.firstRender === null) {
       probe.firstRender = performance.now();
@@ -134,12 +138,13 @@
     }
   }
 
-  function fillEnvironments(envs) {
-    const sel = $('f-env');
+  // The environments (or kinds) seen, as options of select `id`.
+  function fillSelect(id, values) {
+    const sel = $(id);
     const chosen = sel.value;
     const known = new Set(Array.from(sel.options).map((o) => o.value));
-    for (const env of envs) {
-      if (!known.has(env)) sel.append(new Option(env, env));
+    for (const value of values) {
+      if (!known.has(value)) sel.append(new Option(value, value));
     }
     sel.value = chosen;
   }
@@ -463,10 +468,12 @@
     const params = new URLSearchParams(window.location.search);
     $('f-vm').value = params.get('vm') || '';
     $('f-result').value = params.get('result') || '';
-    const env = params.get('env');
-    if (env) {
-      $('f-env').append(new Option(env, env));
-      $('f-env').value = env;
+    for (const [id, name] of [['f-env', 'env'], ['f-kind', 'kind']]) {
+      const value = params.get(name);
+      if (value) {
+        $(id).append(new Option(value, value));
+        $(id).value = value;
+      }
     }
     let pending = null;
     const changed = () => {
@@ -480,6 +487,7 @@
     });
     $('f-result').addEventListener('change', changed);
     $('f-env').addEventListener('change', changed);
+    $('f-kind').addEventListener('change', changed);
     $('filters').addEventListener('submit', (e) => e.preventDefault());
   }
 
