@@ -54,11 +54,28 @@ impl Hardware<'_> {
     }
 }
 
+/// PVE's storage id: `^[a-z][a-z0-9\-\_\.]*[a-z0-9]$`, any case
+/// (pve-common src/PVE/JSONSchema.pm `parse_id`, format `pve-storage-id`).
+/// cradle writes it into drive values (`local-lvm:20`), so a `,` or `=` in
+/// it would add options of the operator's choosing.
+pub fn is_storage_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// PVE's bridge name: `^[-_.\w\d]+$` (format `pve-bridge-id`, the `bridge`
+/// of a `netN` value; ASCII here). cradle writes it into NIC values, so a
+/// `,` or `=` in it would add options of the operator's choosing.
+pub fn is_bridge_id(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
 pub(crate) fn storage_id(ctx: &Ctx<'_>, path: &str, v: &Value) -> Result<String, InventoryError> {
     let s = ctx.string(path, v)?;
-    let ok = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok { Ok(s) } else { Err(ctx.invalid(path, v, "a Proxmox storage id such as local-lvm")) }
+    if is_storage_id(&s) { Ok(s) } else { Err(ctx.invalid(path, v, "a Proxmox storage id such as local-lvm")) }
 }
 
 pub(crate) fn disks(ctx: &Ctx<'_>, config: &Map<String, Value>, storage: &str) -> Result<Vec<Disk>, InventoryError> {

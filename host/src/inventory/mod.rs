@@ -56,6 +56,7 @@ use serde_json::Value;
 
 pub use error::InventoryError;
 pub use guest::GuestVars;
+pub use hardware::{is_bridge_id, is_storage_id};
 pub use nic::{IpCidr, Nic};
 pub use resolve::{SshTarget, VmPlan, resolve, resolve_selected};
 pub use spec::{Disk, NicRecord, OsTemplate, ResolveOptions, SpecRecord, VmState};

@@ -139,7 +139,13 @@ fn nic<'a>(
     opts: &ResolveOptions,
 ) -> Result<Nic, InventoryError> {
     let bridge = match get("bridge") {
-        Some((p, v)) => ctx.string(p, v)?,
+        Some((p, v)) => {
+            let bridge = ctx.string(p, v)?;
+            if !super::hardware::is_bridge_id(&bridge) {
+                return Err(ctx.invalid(p, v, "a Proxmox bridge name such as vmbr0 (letters, digits, - _ .)"));
+            }
+            bridge
+        }
         None => {
             return Err(ctx.missing(&format!("vms_config.{key}.bridge"), "name the node's bridge, e.g. bridge: vmbr0"));
         }

@@ -221,6 +221,16 @@ fn bad_values_name_host_variable_value_and_form() {
             "[g]\nh1 vms_config=\"{'disks': [{'size': 'huge'}], 'nic0': {'bridge': 'b', 'ip': 'dhcp'}}\"".into(),
             "vms_config.disks[0].size",
         ),
+        // Written into the NIC and drive values: a `,` would add options (pve-bridge-id, pve-storage-id).
+        (
+            "[g]\nh1 vms_config=\"{'nic0': {'bridge': 'vmbr0,firewall=0', 'ip': 'dhcp'}}\"".into(),
+            "a Proxmox bridge name",
+        ),
+        (
+            "[g]\nh1 vms_config=\"{'disks': [{'size': 8, 'storage': 'local,cache=unsafe'}], 'nic0': {'bridge': 'b', 'ip': 'dhcp'}}\"".into(),
+            "a Proxmox storage id",
+        ),
+        ("[g]\nh1 vms_config=\"{'storage': 'local-', 'nic0': {'bridge': 'b', 'ip': 'dhcp'}}\"".into(), "storage id"),
     ];
     for (text, needle) in cases {
         let e = err(&inv(&text), "h1");

@@ -125,6 +125,18 @@ impl<'a> Differ<'a> {
         };
         slots("disk slot", pve::is_disk_key, want.disks.iter().map(|d| d.slot.as_str()).collect())?;
         slots("NIC slot", pve::is_net_key, want.nics.iter().map(|n| n.slot.as_str()).collect())?;
+        // Names written into property strings: PVE's id rules, or a `,` in one
+        // would add drive or NIC options nobody reviewed.
+        let storages = std::iter::once(&want.storage).chain(want.disks.iter().map(|d| &d.storage));
+        if let Some(bad) = storages.into_iter().find(|s| !crate::inventory::is_storage_id(s)) {
+            let message = format!("names `{bad}` as a storage, which is no Proxmox storage id (local-lvm)");
+            return Err(DiffError::Inventory { vm: want.name.clone(), message });
+        }
+        if let Some(bad) = want.nics.iter().find(|n| !crate::inventory::is_bridge_id(&n.bridge)) {
+            let message =
+                format!("names `{}` as the bridge of {}, which is no bridge name (vmbr0)", bad.bridge, bad.slot);
+            return Err(DiffError::Inventory { vm: want.name.clone(), message });
+        }
         let hotplug = pve::hotplug_features(live.config.get("hotplug").map(String::as_str))
             .map_err(|reason| unreadable(want, live, "hotplug", reason))?;
         for (key, value) in &live.config {

@@ -329,6 +329,15 @@ fn a_slot_wanted_twice_or_not_a_slot_is_refused_before_any_change_is_planned() {
     w.disks[0].slot = String::new();
     let e = diff(&w, &live(true), &Allow::default()).expect_err("empty slot");
     assert!(e.to_string().contains("names `` as a disk slot"), "{e}");
+    // Nor a storage or bridge that would add options to the value written.
+    let mut w = want();
+    w.disks[0].storage = ",ocal-lvm".into();
+    let e = diff(&w, &live(true), &Allow::default()).expect_err("storage with a comma");
+    assert!(e.to_string().contains("names `,ocal-lvm` as a storage"), "{e}");
+    let mut w = want();
+    w.nics[0].bridge = "vmbr0,firewall=0".into();
+    let e = diff(&w, &live(true), &Allow::default()).expect_err("bridge with options");
+    assert!(e.to_string().contains("as the bridge of net0"), "{e}");
 }
 
 #[test]
