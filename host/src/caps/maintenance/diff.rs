@@ -48,7 +48,7 @@ pub enum DiffError {
         reason: String,
     },
     /// The inventory's description of the VM cannot be planned (a slot
-    /// given twice or not a slot).
+    /// given twice or not a slot, a storage or bridge that is no PVE id).
     #[error("{vm}: the inventory {message}")]
     Inventory {
         /// The VM.
@@ -105,56 +105,10 @@ struct Differ<'a> {
 
 impl<'a> Differ<'a> {
     fn new(want: &'a Wanted, live: &'a Live, allow: &'a Allow) -> Result<Differ<'a>, DiffError> {
-        // The inventory refuses a slot given twice or not a slot
-        // (inventory/hardware.rs, net{N} by position), but a workflow script
-        // builds the VM map it diffs: two wishes for one slot would plan two
-        // resizes of one disk.
-        let slots = |what, is_slot: fn(&str) -> bool, slots: Vec<&str>| {
-            let mut seen = BTreeSet::new();
-            for slot in slots {
-                let message = if !is_slot(slot) {
-                    format!("names `{slot}` as a {what}, which is not one (scsi1, virtio1, sata1, net1, …)")
-                } else if !seen.insert(slot) {
-                    format!("gives {what} `{slot}` twice: give each slot once")
-                } else {
-                    continue;
-                };
-                return Err(DiffError::Inventory { vm: want.name.clone(), message });
-            }
-            Ok(())
-        };
-        slots("disk slot", pve::is_disk_key, want.disks.iter().map(|d| d.slot.as_str()).collect())?;
-        slots("NIC slot", pve::is_net_key, want.nics.iter().map(|n| n.slot.as_str()).collect())?;
-        // Names written into property strings: PVE's id rules, or a `,` in one
-        // would add drive or NIC options nobody reviewed.
-        let storages = std::iter::once(&want.storage).chain(want.disks.iter().map(|d| &d.storage));
-        if let Some(bad) = storages.into_iter().find(|s| !crate::inventory::is_storage_id(s)) {
-            let message = format!("names `{bad}` as a storage, which is no Proxmox storage id (local-lvm)");
-            return Err(DiffError::Inventory { vm: want.name.clone(), message });
-        }
-        if let Some(bad) = want.nics.iter().find(|n| !crate::inventory::is_bridge_id(&n.bridge)) {
-            let message =
-                format!("names `{}` as the bridge of {}, which is no bridge name (vmbr0)", bad.bridge, bad.slot);
-            return Err(DiffError::Inventory { vm: want.name.clone(), message });
-        }
+        check_wanted(want)?;
+        check_live(want, live)?;
         let hotplug = pve::hotplug_features(live.config.get("hotplug").map(String::as_str))
             .map_err(|reason| unreadable(want, live, "hotplug", reason))?;
-        for (key, value) in &live.config {
-            let default_key = pve::is_disk_key(key).then_some("file");
-            if (pve::is_disk_key(key) || pve::is_net_key(key))
-                && let Some(dup) = pve::duplicate_key(value, default_key)
-            {
-                return Err(unreadable(want, live, key, format!("`{dup}` is given twice, which PVE refuses")));
-            }
-            // `storage:N` is how a write asks PVE for a new N GiB volume
-            // (src/PVE/QemuServer/Drive.pm `$NEW_DISK_RE`), never a volume a
-            // config holds: the plan could not tell its own write from it.
-            if pve::is_disk_key(key) && Drive::parse(value).allocation().is_some() {
-                let reason =
-                    "its volume is PVE's syntax for allocating a new disk (`storage:GiB`), not a volume".into();
-                return Err(unreadable(want, live, key, reason));
-            }
-        }
         Ok(Differ { want, live, allow, hotplug, changes: vec![], set: BTreeMap::new(), delete: vec![], resize: vec![] })
     }
 
@@ -531,6 +485,63 @@ impl<'a> Differ<'a> {
             pending_before: pending_before.into_iter().collect(),
         }
     }
+}
+
+/// What the VM's description asks must be plannable: each slot once and a
+/// slot, storages and bridges PVE's ids.
+fn check_wanted(want: &Wanted) -> Result<(), DiffError> {
+    // The inventory refuses a slot given twice or not a slot
+    // (inventory/hardware.rs, net{N} by position), but a workflow script
+    // builds the VM map it diffs: two wishes for one slot would plan two
+    // resizes of one disk.
+    let slots = |what, is_slot: fn(&str) -> bool, names: Vec<&str>| {
+        let mut seen = BTreeSet::new();
+        for slot in names {
+            let message = if !is_slot(slot) {
+                format!("names `{slot}` as a {what}, which is not one (scsi1, virtio1, sata1, net1, …)")
+            } else if !seen.insert(slot) {
+                format!("gives {what} `{slot}` twice: give each slot once")
+            } else {
+                continue;
+            };
+            return Err(DiffError::Inventory { vm: want.name.clone(), message });
+        }
+        Ok(())
+    };
+    slots("disk slot", pve::is_disk_key, want.disks.iter().map(|d| d.slot.as_str()).collect())?;
+    slots("NIC slot", pve::is_net_key, want.nics.iter().map(|n| n.slot.as_str()).collect())?;
+    // Names written into property strings: PVE's id rules, or a `,` in one
+    // would add drive or NIC options nobody reviewed.
+    let storages = std::iter::once(&want.storage).chain(want.disks.iter().map(|d| &d.storage));
+    if let Some(bad) = storages.into_iter().find(|s| !crate::inventory::is_storage_id(s)) {
+        let message = format!("names `{bad}` as a storage, which is no Proxmox storage id (local-lvm)");
+        return Err(DiffError::Inventory { vm: want.name.clone(), message });
+    }
+    if let Some(bad) = want.nics.iter().find(|n| !crate::inventory::is_bridge_id(&n.bridge)) {
+        let message = format!("names `{}` as the bridge of {}, which is no bridge name (vmbr0)", bad.bridge, bad.slot);
+        return Err(DiffError::Inventory { vm: want.name.clone(), message });
+    }
+    Ok(())
+}
+
+/// Live drive and NIC values PVE could hold (see the errors).
+fn check_live(want: &Wanted, live: &Live) -> Result<(), DiffError> {
+    for (key, value) in &live.config {
+        let default_key = pve::is_disk_key(key).then_some("file");
+        if (pve::is_disk_key(key) || pve::is_net_key(key))
+            && let Some(dup) = pve::duplicate_key(value, default_key)
+        {
+            return Err(unreadable(want, live, key, format!("`{dup}` is given twice, which PVE refuses")));
+        }
+        // `storage:N` is how a write asks PVE for a new N GiB volume
+        // (src/PVE/QemuServer/Drive.pm `$NEW_DISK_RE`), never a volume a
+        // config holds: the plan could not tell its own write from it.
+        if pve::is_disk_key(key) && Drive::parse(value).allocation().is_some() {
+            let reason = "its volume is PVE's syntax for allocating a new disk (`storage:GiB`), not a volume".into();
+            return Err(unreadable(want, live, key, reason));
+        }
+    }
+    Ok(())
 }
 
 fn unreadable(want: &Wanted, live: &Live, key: &str, reason: String) -> DiffError {
