@@ -254,6 +254,6 @@ impl ServicesBuilder {
     fn terraform(on: Inputs<'_>, cluster: &str, creds: crate::caps::terraform::Credentials) -> Terraform {
         let cfg = &on.config.terraform;
         let cache = cfg.plugin_cache_dir.clone().unwrap_or_else(|| on.state.root().join("terraform/plugin-cache"));
-        Terraform::new(cfg, creds, cluster, cache)
+        Terraform::new(cfg, creds, cluster, cache).with_kept_max_age(on.config.maintenance.plan_max_age)
     }
 }

@@ -267,8 +267,8 @@ impl terraform::Host for CapCtx {
 
     fn keep_plan(&mut self, module: String, plan_id: String) -> Result<String, WitError> {
         self.guard("keep-plan", call(&module), || {
-            let m = self.module_dir(&module)?;
-            self.run.terraform_plans.keep(m.existing()?, &plan_id)
+            let (tf, m, _) = self.module_call(&module)?;
+            self.run.terraform_plans.keep(m.existing()?, &plan_id, tf.kept_max_age())
         })
         .map_err(Into::into)
     }

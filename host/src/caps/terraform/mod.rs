@@ -60,6 +60,10 @@ pub struct Terraform {
     tls: TlsTrust,
     cluster: String,
     cache_dir: PathBuf,
+    /// `[maintenance] plan_max_age`: a kept plan older than this can never be
+    /// applied, so keeping another removes it (`plans::Plans::keep`); `None`
+    /// (not configured) removes none.
+    kept_max_age: Option<Duration>,
 }
 
 /// One `terraform init` at a time in this process: terraform's plugin cache is
@@ -86,7 +90,20 @@ impl Terraform {
             tls: creds.tls.clone(),
             cluster: cluster.to_string(),
             cache_dir,
+            kept_max_age: None,
         }
+    }
+
+    /// With kept plans older than `max_age` removed at each keep
+    /// (`[maintenance] plan_max_age`).
+    pub fn with_kept_max_age(mut self, max_age: Duration) -> Terraform {
+        self.kept_max_age = Some(max_age);
+        self
+    }
+
+    /// How old a kept plan may grow before a keep in its module removes it.
+    pub fn kept_max_age(&self) -> Option<Duration> {
+        self.kept_max_age
     }
 
     /// The provider flavour modules are rendered for.

@@ -18,11 +18,14 @@
 //!   uses it like its own; an adopted plan's file is not removed when the run
 //!   ends, only when discarded (after its apply), so a run that dies before
 //!   applying leaves it for the rerun. [`Plans::remove_kept`] removes every
-//!   kept plan of a module (after an apply there they are all stale).
+//!   kept plan of a module (after an apply there they are all stale), and a
+//!   keep removes the module's kept plans older than `plan_max_age` (no plan
+//!   file that old can be applied).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use crate::contract::CapError;
 use crate::state::process::{Liveness, pid_start_ticks, process_liveness};
@@ -91,8 +94,11 @@ impl Plans {
     }
 
     /// Keep plan `id` (this run's, for `module_dir`, not a `-destroy` plan)
-    /// beyond the run: its file becomes `cradle-kept-<new id>.tfplan`; the new id.
-    pub fn keep(&self, module_dir: &Path, id: &str) -> Result<String, CapError> {
+    /// beyond the run: its file becomes `cradle-kept-<new id>.tfplan`; the new
+    /// id. Kept plans of the module older than `max_age` go: `cradle apply`
+    /// refuses a plan file that old (`[maintenance] plan_max_age`), so nothing
+    /// can adopt them, and a plan never applied would otherwise stay.
+    pub fn keep(&self, module_dir: &Path, id: &str, max_age: Option<Duration>) -> Result<String, CapError> {
         let file = self.file(module_dir, id)?;
         if self.is_destroy(module_dir, id)? {
             return Err(CapError::invalid(format!(
@@ -106,6 +112,14 @@ impl Plans {
             CapError::failed(format!("terraform: cannot keep plan {} as {}: {e}", file.display(), to.display()))
         })?;
         lock(self).remove(id);
+        let Some(max_age) = max_age else { return Ok(kept) };
+        match Plans::remove_kept_older(module_dir, Some(max_age)) {
+            Ok(gone) if !gone.is_empty() => {
+                tracing::info!(module = %module_dir.display(), removed = gone.len(), "removed kept plans older than plan_max_age");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e.message, "could not remove old kept plans"),
+        }
         Ok(kept)
     }
 
@@ -133,14 +147,30 @@ impl Plans {
     /// Remove every kept plan of `module_dir` (after an apply there, terraform
     /// would refuse each as stale); what was removed.
     pub fn remove_kept(module_dir: &Path) -> Result<Vec<PathBuf>, CapError> {
+        Plans::remove_kept_older(module_dir, None)
+    }
+
+    /// Remove the kept plans of `module_dir` last written more than
+    /// `older_than` ago (all of them with `None`); what was removed.
+    fn remove_kept_older(module_dir: &Path, older_than: Option<Duration>) -> Result<Vec<PathBuf>, CapError> {
         let mut removed = Vec::new();
         let Ok(entries) = std::fs::read_dir(module_dir) else { return Ok(removed) };
+        let now = SystemTime::now();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(KEPT) && name.ends_with(SUFFIX) {
-                remove(&entry.path())?;
-                removed.push(entry.path());
+            if !(name.starts_with(KEPT) && name.ends_with(SUFFIX)) {
+                continue;
             }
+            if let Some(age) = older_than {
+                let written = entry.metadata().and_then(|m| m.modified()).ok();
+                // An unreadable time or one in the future is kept: only a
+                // plan known to be too old goes.
+                if !written.and_then(|w| now.duration_since(w).ok()).is_some_and(|d| d > age) {
+                    continue;
+                }
+            }
+            remove(&entry.path())?;
+            removed.push(entry.path());
         }
         Ok(removed)
     }
@@ -215,6 +245,8 @@ fn remove(file: &Path) -> Result<(), CapError> {
 mod tests {
     use super::*;
 
+    const DAY: Duration = Duration::from_secs(86_400);
+
     #[test]
     fn a_plan_id_resolves_only_in_the_run_and_module_that_made_it() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -252,7 +284,7 @@ mod tests {
         let planning = Plans::default();
         let (id, file) = planning.reserve(dir, false);
         std::fs::write(&file, "plan").expect("write");
-        let kept = planning.keep(dir, &id).expect("kept");
+        let kept = planning.keep(dir, &id, Some(DAY)).expect("kept");
         assert!(planning.file(dir, &id).is_err(), "no longer the planning run's");
         drop(planning);
         let kept_path = dir.join(format!("cradle-kept-{kept}{SUFFIX}"));
@@ -279,7 +311,7 @@ mod tests {
         let plans = Plans::default();
         let (id, file) = plans.reserve(tmp.path(), true);
         std::fs::write(&file, "plan").expect("write");
-        assert!(plans.keep(tmp.path(), &id).is_err());
+        assert!(plans.keep(tmp.path(), &id, Some(DAY)).is_err());
         std::fs::write(tmp.path().join("x.tfplan"), "plan").expect("write");
         for bad in ["../x", "", "x", "ab/../../x"] {
             assert!(plans.adopt(tmp.path(), bad).is_err(), "{bad}");
@@ -294,11 +326,32 @@ mod tests {
         for _ in 0..2 {
             let (id, file) = plans.reserve(tmp.path(), false);
             std::fs::write(&file, "plan").expect("write");
-            kept.push(plans.keep(tmp.path(), &id).expect("kept"));
+            kept.push(plans.keep(tmp.path(), &id, Some(DAY)).expect("kept"));
         }
         std::fs::write(tmp.path().join("main.tf.json"), "{}").expect("write");
         assert_eq!(Plans::remove_kept(tmp.path()).expect("removed").len(), 2);
         assert!(tmp.path().join("main.tf.json").exists());
+    }
+
+    #[test]
+    fn a_keep_removes_the_modules_kept_plans_older_than_plan_max_age_and_no_other() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let plans = Plans::default();
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let (id, file) = plans.reserve(tmp.path(), false);
+            std::fs::write(&file, "plan").expect("write");
+            kept.push(plans.keep(tmp.path(), &id, Some(DAY)).expect("kept"));
+        }
+        let path = |k: &str| tmp.path().join(format!("{KEPT}{k}{SUFFIX}"));
+        // The first was never applied and is two days old now.
+        let old = std::fs::File::options().write(true).open(path(&kept[0])).expect("open");
+        old.set_modified(SystemTime::now() - 2 * DAY).expect("mtime");
+        let (id, file) = plans.reserve(tmp.path(), false);
+        std::fs::write(&file, "plan").expect("write");
+        let newest = plans.keep(tmp.path(), &id, Some(DAY)).expect("kept");
+        assert!(!path(&kept[0]).exists(), "older than plan_max_age: no plan file could adopt it");
+        assert!(path(&kept[1]).exists() && path(&newest).exists(), "younger ones stay");
     }
 
     #[test]
