@@ -165,7 +165,7 @@ impl Plans {
                 let written = entry.metadata().and_then(|m| m.modified()).ok();
                 // An unreadable time or one in the future is kept: only a
                 // plan known to be too old goes.
-                if !written.and_then(|w| now.duration_since(w).ok()).is_some_and(|d| d > age) {
+                if written.and_then(|w| now.duration_since(w).ok()).is_none_or(|d| d <= age) {
                     continue;
                 }
             }
