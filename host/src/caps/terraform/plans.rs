@@ -318,15 +318,19 @@ mod tests {
         }
     }
 
+    /// A plan made in `dir` and kept (plans older than a day removed); its kept id.
+    fn keep_one(plans: &Plans, dir: &Path) -> String {
+        let (id, file) = plans.reserve(dir, false);
+        std::fs::write(&file, "plan").expect("write");
+        plans.keep(dir, &id, Some(DAY)).expect("kept")
+    }
+
     #[test]
     fn every_kept_plan_of_a_module_is_removed_after_an_apply_there() {
         let tmp = tempfile::tempdir().expect("tmp");
         let plans = Plans::default();
-        let mut kept = Vec::new();
         for _ in 0..2 {
-            let (id, file) = plans.reserve(tmp.path(), false);
-            std::fs::write(&file, "plan").expect("write");
-            kept.push(plans.keep(tmp.path(), &id, Some(DAY)).expect("kept"));
+            keep_one(&plans, tmp.path());
         }
         std::fs::write(tmp.path().join("main.tf.json"), "{}").expect("write");
         assert_eq!(Plans::remove_kept(tmp.path()).expect("removed").len(), 2);
@@ -337,19 +341,12 @@ mod tests {
     fn a_keep_removes_the_modules_kept_plans_older_than_plan_max_age_and_no_other() {
         let tmp = tempfile::tempdir().expect("tmp");
         let plans = Plans::default();
-        let mut kept = Vec::new();
-        for _ in 0..2 {
-            let (id, file) = plans.reserve(tmp.path(), false);
-            std::fs::write(&file, "plan").expect("write");
-            kept.push(plans.keep(tmp.path(), &id, Some(DAY)).expect("kept"));
-        }
+        let kept = [keep_one(&plans, tmp.path()), keep_one(&plans, tmp.path())];
         let path = |k: &str| tmp.path().join(format!("{KEPT}{k}{SUFFIX}"));
         // The first was never applied and is two days old now.
         let old = std::fs::File::options().write(true).open(path(&kept[0])).expect("open");
         old.set_modified(SystemTime::now() - 2 * DAY).expect("mtime");
-        let (id, file) = plans.reserve(tmp.path(), false);
-        std::fs::write(&file, "plan").expect("write");
-        let newest = plans.keep(tmp.path(), &id, Some(DAY)).expect("kept");
+        let newest = keep_one(&plans, tmp.path());
         assert!(!path(&kept[0]).exists(), "older than plan_max_age: no plan file could adopt it");
         assert!(path(&kept[1]).exists() && path(&newest).exists(), "younger ones stay");
     }
