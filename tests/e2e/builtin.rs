@@ -148,7 +148,7 @@ fn init_writes_a_starter_project_that_runs_and_refuses_to_overwrite() {
         let expected = std::fs::read_to_string(source.join(rel)).expect("source");
         assert!(
             written == expected,
-            "{rel} differs from workflows/{rel}: is target/debug/cradle stale? (cargo build -p cradle)"
+            "{rel} differs from workflows/{rel}: is target/debug/cradle stale? (scripts/build)"
         );
         compared += 1;
     }

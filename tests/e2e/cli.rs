@@ -5,7 +5,7 @@
 //! Needs `target/debug/cradle` and the sample and hostile plugins (`scripts/test`
 //! builds them: `cargo build --profile plugin --target wasm32-wasip2
 //! -p cradle-plugin-sample -p cradle-plugin-direct -p cradle-plugin-hostile`, then
-//! `cargo build -p cradle`).
+//! `scripts/build`).
 
 use std::io::Read;
 use std::path::Path;
@@ -72,11 +72,6 @@ fn bad_vlan() {
 "#;
 
 fn project(config: &str) -> Fixture {
-    assert!(
-        cradle_bin().is_file(),
-        "{} is missing: build it first with `cargo build -p cradle`",
-        cradle_bin().display()
-    );
     Fixture::new(config, &[("app.rhai", APP), ("lib/vm.rhai", VM_SPEC_RHAI)])
 }
 

@@ -7,7 +7,7 @@
 //! the protocol its script speaks (`COMPLETE=zsh cradle -- WORDS`). A broken
 //! project gives no candidates and prints nothing.
 //!
-//! Needs `target/debug/cradle` (`cargo build -p cradle`), bash and zsh (apt
+//! Needs `target/debug/cradle` (`scripts/build`), bash and zsh (apt
 //! `zsh`; `scripts/test` installs it). fish is checked with `fish
 //! --no-execute` when it is installed.
 
@@ -34,11 +34,6 @@ const INVENTORY: &str = "[guests]\nlocal-a\nlocal-b\n";
 
 /// A project directory: cradle.toml and `inventory/hosts.ini`.
 fn project() -> tempfile::TempDir {
-    assert!(
-        cradle_bin().is_file(),
-        "{} is missing: build it first with `cargo build -p cradle`",
-        cradle_bin().display()
-    );
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("cradle.toml"), CONFIG).expect("write cradle.toml");
     std::fs::create_dir_all(dir.path().join("inventory")).expect("mkdir inventory");

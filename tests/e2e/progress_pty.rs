@@ -31,7 +31,6 @@ const VMS: [&str; 2] = ["vm-0", "vm-1"];
 
 /// A project with two VMs on loopback subnet 127.37.`subnet`.0/24.
 fn project(subnet: u8) -> tempfile::TempDir {
-    assert!(cradle_bin().is_file(), "{} is missing: build it with `cargo build -p cradle`", cradle_bin().display());
     let dir = tempfile::tempdir().expect("tempdir");
     ProjectConfig::new(Cluster::Sim(SimCluster::three_nodes(0.02))).write(dir.path());
     let wait = Wait { cloudinit_attempts: 400, reboot_attempts: Some(40), ..Wait::fast() };

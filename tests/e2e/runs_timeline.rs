@@ -22,7 +22,6 @@ struct Project {
 }
 
 fn project() -> Project {
-    assert!(cradle_bin().is_file(), "{} is missing: build it with `cargo build -p cradle`", cradle_bin().display());
     let dir = tempfile::tempdir().expect("tmp");
     let sim = SimCluster { nodes: vec!["pve1", "pve2"], time_scale: 0.0, seed: None, faults: None, extra: Vec::new() };
     let config = ProjectConfig::new(Cluster::Sim(sim))

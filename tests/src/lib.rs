@@ -29,11 +29,19 @@ pub fn plugin_wasm(name: &str) -> PathBuf {
     path
 }
 
-/// The path of the cradle binary under test.
+/// The path of the cradle binary under test (`target/debug/cradle`, or under
+/// `$CARGO_TARGET_DIR`). Panics, saying how to build it, when it is missing.
 pub fn cradle_bin() -> PathBuf {
+    let path = built_bin("cradle");
+    assert!(path.is_file(), "{} is missing: build it first with scripts/build", path.display());
+    path
+}
+
+/// A binary of the workspace's build for this test's profile.
+fn built_bin(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    target.join(profile).join("cradle")
+    target.join(profile).join(name)
 }
 
 /// Runs the cradle binary in `cwd` with `args`, as an operator's shell would
@@ -51,16 +59,10 @@ pub fn cradle_in(cwd: &Path, args: &[&str]) -> Out {
     Out::from(out)
 }
 
-/// The test provider (`tests/tf-provider`), built by `scripts/test`.
+/// The test provider (`tests/tf-provider`), built by `scripts/build`.
 pub fn tf_provider_bin() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
-    let path = target.join(profile).join("terraform-provider-proxmox");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it first (scripts/test does: cargo build -p cradle-tf-provider)",
-        path.display()
-    );
+    let path = built_bin("terraform-provider-proxmox");
+    assert!(path.is_file(), "{} is missing: build it first with scripts/build", path.display());
     path
 }
 
