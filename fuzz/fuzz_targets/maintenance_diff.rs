@@ -1,5 +1,5 @@
 //! A maintenance diff over an arbitrary live config: the first line holds the
-//! run's settings (`running`, `allow-disks`, `allow-nics`, and what the
+//! run's settings (`running`, `allow-disks`, `allow-nics`, `allow-moves`, and what the
 //! inventory wants: `cores=N memory=N disk=N data=SLOT:STORAGE:GIB
 //! nic=SLOT:BRIDGE[:VLAN] tags=a;b order=N`), every other line is a config
 //! entry (`key: value`) or a pending entry (`pending key: value`, `pending
@@ -7,9 +7,10 @@
 //!
 //! Invariants: the diff never panics; a refused change is no operation; and
 //! the config PVE would hold once the plan is applied (every `expect` value
-//! written, a new disk allocated, a new NIC given a MAC) is `Done` for
-//! `progress` under a new digest, with no resize left, nothing changed and
-//! nothing outstanding.
+//! written, a new disk allocated, a new NIC given a MAC, a moved disk given
+//! a new volume on its target storage) is `Done` for `progress` under a new
+//! digest, with no move or resize left, nothing changed and nothing
+//! outstanding.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use cradle_fuzz::caps::maintenance::change::{Allow, Class, Live, PendingEntry, Wanted, WantedDisk, WantedNic};
 use cradle_fuzz::caps::maintenance::diff::diff;
 use cradle_fuzz::caps::maintenance::progress::{Step, progress};
-use cradle_fuzz::caps::maintenance::pve::{Drive, is_disk_key, is_net_key, nic_model, props};
+use cradle_fuzz::caps::maintenance::pve::{Drive, is_disk_key, is_net_key, moved, nic_model, props};
 use cradle_fuzz::caps::maintenance::verify::outstanding;
 use libfuzzer_sys::fuzz_target;
 
@@ -42,6 +43,7 @@ fn wanted(line: &str) -> (Wanted, Allow, bool) {
             "running" => running = true,
             "allow-disks" => allow.disk_removal = true,
             "allow-nics" => allow.nic_replacement = true,
+            "allow-moves" => allow.disk_move = true,
             "cores" => w.cores = v.parse().unwrap_or(1),
             "memory" => w.memory_mib = v.parse().unwrap_or(1024),
             "disk" => w.disk_gib = v.parse().ok(),
@@ -137,17 +139,25 @@ fuzz_target!(|data: &[u8]| {
             // Only a written value is turned into what PVE stores (a resize's
             // expected value keeps the volume, whatever its name looks like).
             Some(v) if planned.set.contains_key(k) => applied.insert(k.clone(), as_pve_stores(k, v)),
-            Some(v) => applied.insert(k.clone(), v.clone()),
+            // A move: PVE's new volume on the target storage.
+            Some(v) => match planned.moves.iter().find(|m| &m.disk == k) {
+                Some(m) => applied.insert(k.clone(), moved(v, &format!("{}:vm-150-disk-8", m.to))),
+                None => applied.insert(k.clone(), v.clone()),
+            },
             None => applied.remove(k),
         };
     }
     if !planned.delete.is_empty() {
         applied.insert("unused7".into(), "local-lvm:vm-150-disk-7".into());
     }
+    if let Some(m) = planned.moves.first() {
+        applied.insert("unused8".into(), m.volume.clone());
+    }
     let p = progress(&planned, &applied, "d1");
     assert_eq!(p.changed, None, "an applied plan is no conflict: {planned:?} on {applied:?}");
     assert_eq!(p.config, Step::Done, "{planned:?} on {applied:?}");
     assert!(p.resize.is_empty(), "resizes left: {:?}", p.resize);
+    assert!(p.moves.is_empty(), "moves left: {:?}", p.moves);
     assert!(outstanding(&planned, &applied, &[]).is_empty(), "{planned:?} on {applied:?}");
     let fresh = progress(&planned, &config, "d0");
     assert_eq!(fresh.changed, None);

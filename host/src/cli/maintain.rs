@@ -2,7 +2,8 @@
 //! (issue 34).
 //!
 //! - `cradle plan -i INVENTORY [--limit P] [--env E] [--out PLAN]
-//!   [--allow-disk-removal] [--allow-nic-replacement] [--forks N]`: for each
+//!   [--allow-disk-removal] [--allow-nic-replacement] [--allow-disk-move]
+//!   [--forks N]`: for each
 //!   selected VM, what differs between the inventory and the live config, one
 //!   line per change (what, from → to, class, the flag that allows it or
 //!   why), then a summary line; with `--out`, the plan file (0600). Reads
@@ -43,6 +44,11 @@ pub struct PlanArgs {
     /// inventory no longer lists (the guest sees a NIC replaced).
     #[arg(long)]
     pub allow_nic_replacement: bool,
+    /// Let the plan move a disk (the boot disk included) to the storage the
+    /// inventory names: PVE copies it, online on a running VM, and keeps the
+    /// old volume as `unusedN`.
+    #[arg(long)]
+    pub allow_disk_move: bool,
     /// VMs read at once.
     #[arg(long, default_value_t = 5, value_parser = forks_value)]
     pub forks: usize,
@@ -87,7 +93,11 @@ pub async fn plan(cli: &Cli, args: &PlanArgs) -> anyhow::Result<ExitCode> {
     }
     let selected = select(cli, args.hosts.selection())?;
     let cluster = maintain::cluster_of(&selected.project.config, &selected.env).map_err(anyhow::Error::msg)?;
-    let allow = Allow { disk_removal: args.allow_disk_removal, nic_replacement: args.allow_nic_replacement };
+    let allow = Allow {
+        disk_removal: args.allow_disk_removal,
+        nic_replacement: args.allow_nic_replacement,
+        disk_move: args.allow_disk_move,
+    };
     let (plans, inv, env) = (selected.plans.clone(), selected.inv.clone(), selected.env.clone());
     let extra = maintain::plan_extra(allow, &plans)?;
     let results = selected.run(plans.clone(), Action::MaintainPlan, args.forks, extra).await?;

@@ -81,6 +81,11 @@ pub struct ServeArgs {
     /// Size in bytes of each node's root filesystem (/var/tmp, /var/lib/vz).
     #[arg(long)]
     pub node_root_bytes: Option<u64>,
+    /// One more storage on every node besides `local` and `local-lvm`, as
+    /// ID=TYPE:CONTENT (TYPE `dir` or `lvmthin`; a dir storage lives under
+    /// /mnt/pve/ID), e.g. `fast=lvmthin:images,rootdir` (repeatable).
+    #[arg(long = "storage", value_name = "ID=TYPE:CONTENT", value_parser = storage_arg)]
+    pub storages: Vec<cradle_sim::StorageSpec>,
     /// Hand out `cradle@pve!cradle`, a privilege-separated token holding exactly
     /// cradle's documented role (docs/CONFIG.md, "Proxmox VE permissions"), checked
     /// as PVE checks it, instead of root@pam's token.
@@ -302,6 +307,31 @@ fn unifi_subnets(u: &cradle_sim::services::unifi::Unifi) -> Vec<String> {
         .collect()
 }
 
+/// `--storage ID=TYPE:CONTENT`: a storage PVE would accept (its id rule,
+/// `pve-storage-id`), of a type the simulator models.
+fn storage_arg(arg: &str) -> Result<cradle_sim::StorageSpec, String> {
+    let form = "give ID=TYPE:CONTENT, e.g. fast=lvmthin:images,rootdir";
+    let (id, rest) = arg.split_once('=').ok_or_else(|| format!("`{arg}`: {form}"))?;
+    let (kind, content) = rest.split_once(':').ok_or_else(|| format!("`{arg}`: {form}"))?;
+    if !crate::inventory::is_storage_id(id) {
+        return Err(format!("`{id}` is no Proxmox storage id (lowercase letters, digits, `-_.`, e.g. fast-lvm)"));
+    }
+    if kind != "dir" && kind != "lvmthin" {
+        return Err(format!("`{kind}`: the simulator models storages of type dir or lvmthin"));
+    }
+    if content.split(',').any(|c| c.trim().is_empty()) {
+        return Err(format!("`{content}`: content is a comma-separated list of types, e.g. images,rootdir"));
+    }
+    Ok(cradle_sim::StorageSpec {
+        id: id.into(),
+        kind: kind.into(),
+        content: content.into(),
+        path: (kind == "dir").then(|| format!("/mnt/pve/{id}")),
+        shared: false,
+        size_bytes: None,
+    })
+}
+
 /// `state_dir` is the global `--state-dir`: where the cluster keeps its VMs,
 /// certificate and token (in memory and a temp dir when absent).
 pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
@@ -322,6 +352,12 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     };
     if let Some(b) = args.node_root_bytes {
         config.node_disk.root_bytes = b;
+    }
+    for extra in &args.storages {
+        if config.storages.iter().any(|s| s.id == extra.id) {
+            anyhow::bail!("--storage {}: the simulator already has a storage of that id", extra.id);
+        }
+        config.storages.push(extra.clone());
     }
     if args.least_privilege {
         config.access = crate::caps::proxmox::role::sim_access(&[]);
@@ -356,4 +392,32 @@ pub async fn run(cmd: &SimCmd, state_dir: Option<PathBuf>) -> anyhow::Result<Exi
     cluster.shutdown().await;
     drop(stand_ins);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::storage_arg;
+
+    #[test]
+    fn a_storage_argument_gives_id_type_and_content() {
+        let s = storage_arg("fast=lvmthin:images,rootdir").expect("valid");
+        assert_eq!((s.id.as_str(), s.kind.as_str(), s.content.as_str()), ("fast", "lvmthin", "images,rootdir"));
+        assert_eq!(s.path, None);
+        assert_eq!(storage_arg("nfs-a=dir:images").expect("dir").path.as_deref(), Some("/mnt/pve/nfs-a"));
+    }
+
+    #[test]
+    fn a_malformed_storage_argument_says_what_to_give() {
+        for (arg, says) in [
+            ("fast", "ID=TYPE:CONTENT"),
+            ("fast=lvmthin", "ID=TYPE:CONTENT"),
+            ("Fast=lvmthin:images", "no Proxmox storage id"),
+            ("fast,x=lvmthin:images", "no Proxmox storage id"),
+            ("fast=zfspool:images", "dir or lvmthin"),
+            ("fast=lvmthin:images,", "comma-separated"),
+        ] {
+            let e = storage_arg(arg).expect_err(arg);
+            assert!(e.contains(says), "{arg}: {e}");
+        }
+    }
 }

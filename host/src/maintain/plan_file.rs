@@ -83,7 +83,11 @@ impl PlannedVm {
     /// Whether apply has anything to write for this VM.
     pub fn has_operations(&self) -> bool {
         let c = &self.changes;
-        !c.set.is_empty() || !c.delete.is_empty() || !c.resize.is_empty() || self.terraform_plan.is_some()
+        !c.set.is_empty()
+            || !c.delete.is_empty()
+            || !c.moves.is_empty()
+            || !c.resize.is_empty()
+            || self.terraform_plan.is_some()
     }
 
     /// Whether PVE held changes pending when the plan was made (an earlier

@@ -52,6 +52,21 @@ pub struct Resize {
     pub to: String,
 }
 
+/// A disk to move to another storage (`POST .../move_disk`): PVE copies it
+/// (a drive-mirror on a running VM) and keeps the source volume as `unusedN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Move {
+    /// The drive key (`scsi0`).
+    pub disk: String,
+    /// Its volume at plan time (`local-lvm:vm-150-disk-0`).
+    pub volume: String,
+    /// Its storage at plan time (`local-lvm`).
+    pub from: String,
+    /// The storage to move it to (`ceph-vm`).
+    pub to: String,
+}
+
 /// One VM's plan: the reviewed changes and the operations that make them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,11 +89,18 @@ pub struct VmChanges {
     pub set: BTreeMap<String, String>,
     /// Keys to delete.
     pub delete: Vec<String>,
+    /// Disks to move to another storage after the config write, before the
+    /// resizes. Left out of the file when empty, so a plan written before
+    /// moves existed reads (and hashes to its `id`) as it was written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<Move>,
     /// Disks to grow after the config write.
     pub resize: Vec<Resize>,
     /// The effective value of each touched key at plan time (`None`: absent).
     pub before: BTreeMap<String, Option<String>>,
-    /// The effective value of each touched key after apply (resized sizes included).
+    /// The effective value of each touched key after apply (resized sizes
+    /// included; a moved drive keeps its plan-time volume here, and is
+    /// compared by storage: [`super::pve::moved`]).
     pub expect: BTreeMap<String, Option<String>>,
     /// sha256 hex of the effective config's untouched keys (`digest`
     /// excluded), as sorted `k=v\n` lines.
@@ -184,4 +206,7 @@ pub struct Allow {
     /// `--allow-nic-replacement`.
     #[serde(default)]
     pub nic_replacement: bool,
+    /// `--allow-disk-move`.
+    #[serde(default)]
+    pub disk_move: bool,
 }

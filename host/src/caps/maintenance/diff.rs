@@ -22,6 +22,10 @@
 //!   unplugs it and keeps the volume as `unusedN`; a grow is the online
 //!   `resize` (src/PVE/API2/Qemu.pm:5939-6072), which refuses to shrink
 //!   (:6048).
+//! - A disk on another storage moves with `move_disk` (src/PVE/API2/Qemu.pm
+//!   `move_vm_disk`): a copy (drive-mirror while running, no reboot) to a new
+//!   volume; the source volume stays as `unusedN` unless `delete` is sent,
+//!   which cradle never does. Only with `--allow-disk-move`.
 //! - Deleting a key named in `boot: order=` rewrites `boot` without it
 //!   (src/PVE/API2/Qemu.pm:2305-2309): [`VmChanges::expect`] predicts it.
 
@@ -29,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
-use super::change::{Allow, Change, Class, Live, Resize, VmChanges, Wanted};
+use super::change::{Allow, Change, Class, Live, Move, Resize, VmChanges, Wanted};
 use super::pve::{self, Drive};
 
 /// A live config the diff cannot read, or an inventory VM it cannot plan.
@@ -100,6 +104,7 @@ struct Differ<'a> {
     changes: Vec<Change>,
     set: BTreeMap<String, String>,
     delete: Vec<String>,
+    moves: Vec<Move>,
     resize: Vec<Resize>,
 }
 
@@ -109,7 +114,17 @@ impl<'a> Differ<'a> {
         check_live(want, live)?;
         let hotplug = pve::hotplug_features(live.config.get("hotplug").map(String::as_str))
             .map_err(|reason| unreadable(want, live, "hotplug", reason))?;
-        Ok(Differ { want, live, allow, hotplug, changes: vec![], set: BTreeMap::new(), delete: vec![], resize: vec![] })
+        Ok(Differ {
+            want,
+            live,
+            allow,
+            hotplug,
+            changes: vec![],
+            set: BTreeMap::new(),
+            delete: vec![],
+            moves: vec![],
+            resize: vec![],
+        })
     }
 
     fn get(&self, key: &str) -> Option<&'a str> {
@@ -341,21 +356,37 @@ impl<'a> Differ<'a> {
         let have_size = drive.opts.get("size").cloned().flatten().unwrap_or_default();
         let have =
             drive.size_gib().ok_or_else(|| unreadable(self.want, self.live, &disk, "no readable size=".into()))?;
-        if let Some(storage) = drive.storage()
-            && storage != self.want.storage
-        {
-            self.refuse(
-                "boot disk storage",
-                &disk,
-                Some(storage.to_string()),
-                Some(self.want.storage.clone()),
-                None,
-                format!("moving {disk} to another storage is not done by cradle: move it in PVE (Hardware → Disk Action → Move Storage), then plan again"),
-            );
+        if !self.storage_change("boot disk storage", &disk, &drive, &self.want.storage) {
             return Ok(());
         }
         self.size_change("boot disk size", &disk, have, &have_size, u64::from(want_gib));
         Ok(())
+    }
+
+    /// A drive on another storage than the inventory's: a move with
+    /// `--allow-disk-move`, else refused. False when refused (the drive's
+    /// other changes are not planned either: the operator decides first).
+    fn storage_change(&mut self, what: &str, disk: &str, drive: &Drive, want: &str) -> bool {
+        let Some(have) = drive.storage() else { return true };
+        if have == want {
+            return true;
+        }
+        let (from, to) = (Some(have.to_string()), Some(want.to_string()));
+        if !self.allow.disk_move {
+            let why = format!(
+                "moving {disk} from {have} to {want} copies the whole disk: pass --allow-disk-move to plan it (PVE keeps the old volume as an unused disk)"
+            );
+            self.refuse(what, disk, from, to, Some("--allow-disk-move"), why);
+            return false;
+        }
+        self.moves.push(Move { disk: disk.into(), volume: drive.volume.clone(), from: have.into(), to: want.into() });
+        let why = if self.live.running {
+            "PVE copies the disk to the new storage while the VM runs (a drive-mirror, no reboot) and keeps the old volume as an unused disk"
+        } else {
+            "the VM is stopped: PVE copies the disk to the new storage now and keeps the old volume as an unused disk"
+        };
+        self.push(what, disk, from, to, Class::Live, why);
+        true
     }
 
     fn size_change(&mut self, what: &str, disk: &str, have: u64, have_size: &str, want: u64) {
@@ -403,10 +434,7 @@ impl<'a> Differ<'a> {
             let have_size = drive.opts.get("size").cloned().flatten().unwrap_or_default();
             let have =
                 drive.size_gib().ok_or_else(|| unreadable(self.want, self.live, slot, "no readable size=".into()))?;
-            if let Some(storage) = drive.storage()
-                && storage != disk.storage
-            {
-                self.refuse(format!("{slot} storage"), slot, Some(storage.into()), Some(disk.storage.clone()), None, format!("moving {slot} to another storage is not done by cradle: move it in PVE (Hardware → Disk Action → Move Storage), then plan again"));
+            if !self.storage_change(&format!("{slot} storage"), slot, &drive, &disk.storage) {
                 continue;
             }
             self.size_change(&format!("{slot} size"), slot, have, &have_size, u64::from(disk.size_gib));
@@ -459,6 +487,9 @@ impl<'a> Differ<'a> {
         if let Some(boot) = pve::boot_without(config.get("boot").map(String::as_str), &removed) {
             expect.insert("boot".into(), (!boot.is_empty()).then_some(boot));
         }
+        for m in &self.moves {
+            expect.entry(m.disk.clone()).or_insert_with(|| config.get(&m.disk).cloned());
+        }
         for r in &self.resize {
             let value = pve::with_size(config.get(&r.disk).map(String::as_str).unwrap_or_default(), &r.to);
             expect.insert(r.disk.clone(), Some(value));
@@ -478,6 +509,7 @@ impl<'a> Differ<'a> {
             changes: self.changes,
             set: self.set,
             delete: self.delete,
+            moves: self.moves,
             resize: self.resize,
             before,
             expect,

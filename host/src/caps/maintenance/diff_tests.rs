@@ -80,8 +80,12 @@ fn memory_with_the_memory_hotplug_feature_and_numa_is_live() {
 fn memory_hotplug_without_numa_is_refused_with_no_flag() {
     // Memory.pm:364: "NUMA needs to be enabled for memory hotplug".
     let l = with(live(true), "hotplug", "network,disk,memory");
-    let c = diff(&Wanted { memory_mib: 4096, ..want() }, &l, &Allow { disk_removal: true, nic_replacement: true })
-        .expect("diff");
+    let c = diff(
+        &Wanted { memory_mib: 4096, ..want() },
+        &l,
+        &Allow { disk_removal: true, nic_replacement: true, disk_move: false },
+    )
+    .expect("diff");
     assert_eq!(c.changes[0].class, Class::Refused);
     assert_eq!(c.changes[0].flag, None);
     assert!(c.set.is_empty(), "a refused change is no operation");
@@ -109,7 +113,7 @@ fn a_stopped_vm_takes_every_allowed_change_live() {
     w.nics[0].vlan = Some(30);
     w.disks.push(WantedDisk { slot: "scsi2".into(), storage: "local-lvm".into(), size_gib: 5 });
     let l = with(live(false), "net1", "virtio=BC:24:11:00:00:02,bridge=vmbr1");
-    let c = diff(&w, &l, &Allow { disk_removal: false, nic_replacement: true }).expect("diff");
+    let c = diff(&w, &l, &Allow { nic_replacement: true, ..Allow::default() }).expect("diff");
     assert!(c.changes.len() >= 6, "{:?}", c.changes);
     assert!(c.changes.iter().all(|ch| ch.class == Class::Live), "{:?}", c.changes);
     assert!(!c.running);
@@ -192,7 +196,8 @@ fn a_disk_shrink_is_refused_with_no_flag() {
     // Qemu.pm:6048: "shrinking disks is not supported".
     let mut w = Wanted { disk_gib: Some(10), ..want() };
     w.disks[0].size_gib = 5;
-    let c = diff(&w, &live(true), &Allow { disk_removal: true, nic_replacement: true }).expect("diff");
+    let c =
+        diff(&w, &live(true), &Allow { disk_removal: true, nic_replacement: true, disk_move: false }).expect("diff");
     assert_eq!(c.changes.len(), 2);
     assert!(c.changes.iter().all(|ch| ch.class == Class::Refused && ch.flag.is_none()));
     assert!(c.resize.is_empty());
@@ -214,13 +219,49 @@ fn a_disk_grow_is_a_live_resize_with_the_size_in_expect() {
 }
 
 #[test]
-fn a_disk_on_another_storage_is_refused_as_a_move() {
+fn a_disk_on_another_storage_is_refused_naming_the_move_flag() {
     let mut w = want();
     w.disks[0].storage = "ceph".into();
-    let c = diff(&w, &live(true), &Allow { disk_removal: true, nic_replacement: true }).expect("diff");
-    assert_eq!(c.changes[0].class, Class::Refused);
+    w.disks[0].size_gib = 15;
+    let c =
+        diff(&w, &live(true), &Allow { disk_removal: true, nic_replacement: true, disk_move: false }).expect("diff");
+    assert_eq!(c.changes.len(), 1, "the refused move hides the grow too: {:?}", c.changes);
+    assert_eq!((c.changes[0].what.as_str(), c.changes[0].class), ("scsi1 storage", Class::Refused));
+    assert_eq!(c.changes[0].flag.as_deref(), Some("--allow-disk-move"));
+    assert!(c.moves.is_empty() && c.resize.is_empty() && !c.expect.contains_key("scsi1"), "{c:?}");
+}
+
+#[test]
+fn with_allow_disk_move_a_data_disk_moves_and_then_grows() {
+    // Qemu.pm move_vm_disk: a copy to a new volume, online on a running VM;
+    // the source stays as unusedN (no `delete`).
+    let mut w = want();
+    w.disks[0].storage = "ceph".into();
+    w.disks[0].size_gib = 15;
+    let c = diff(&w, &live(true), &Allow { disk_move: true, ..Allow::default() }).expect("diff");
+    let m = &c.moves[..];
+    assert_eq!(m.len(), 1);
+    assert_eq!((m[0].disk.as_str(), m[0].volume.as_str()), ("scsi1", "local-lvm:vm-150-disk-1"));
+    assert_eq!((m[0].from.as_str(), m[0].to.as_str()), ("local-lvm", "ceph"));
+    assert_eq!(c.changes[0].class, Class::Live);
     assert_eq!(c.changes[0].flag, None);
-    assert!(c.changes[0].why.contains("Move Storage"), "{}", c.changes[0].why);
+    assert!(c.changes[0].why.contains("unused disk"), "{}", c.changes[0].why);
+    assert_eq!(c.resize.len(), 1, "the grow is planned after the move");
+    assert!(c.set.is_empty() && c.delete.is_empty());
+    assert_eq!(c.before.get("scsi1"), Some(&Some("local-lvm:vm-150-disk-1,size=10G".to_string())));
+}
+
+#[test]
+fn with_allow_disk_move_the_boot_disk_moves_to_the_inventory_storage() {
+    let w = Wanted { storage: "ceph".into(), ..want() };
+    let c = diff(&w, &live(false), &Allow { disk_move: true, ..Allow::default() }).expect("diff");
+    assert_eq!(c.moves.len(), 1);
+    assert_eq!((c.moves[0].disk.as_str(), c.moves[0].to.as_str()), ("scsi0", "ceph"));
+    assert_eq!((c.changes[0].what.as_str(), c.changes[0].class), ("boot disk storage", Class::Live));
+    assert!(c.changes[0].why.contains("stopped"), "{}", c.changes[0].why);
+    let refused = diff(&w, &live(false), &Allow::default()).expect("diff");
+    assert_eq!(refused.changes[0].flag.as_deref(), Some("--allow-disk-move"));
+    assert!(refused.moves.is_empty());
 }
 
 #[test]

@@ -12,7 +12,10 @@
 //!   planned effect (the write happened: the config step is done) or, in a
 //!   plan with no config write, its plan-time value; a resized drive is
 //!   compared without `size=`, and each resize is done iff the live size is
-//!   its target, to do iff it is still the plan-time size;
+//!   its target, to do iff it is still the plan-time size; a moved drive is
+//!   compared by storage (its new volume's name is PVE's choice), and each
+//!   move is done iff the drive is on its target storage, to do iff it still
+//!   holds its plan-time volume;
 //! - anything else — a touched key with a third value, a key at its
 //!   plan-time value while others have their planned effect (PVE writes a
 //!   PUT at once: someone else did), an untouched key changed, or a new
@@ -23,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Resize, VmChanges};
+use super::change::{Move, Resize, VmChanges};
 use super::diff::rest_hash;
 use super::pve;
 
@@ -42,6 +45,8 @@ pub enum Step {
 pub struct Progress {
     /// The config write (`Done` when the plan writes nothing).
     pub config: Step,
+    /// Moves still to do.
+    pub moves: Vec<Move>,
     /// Resizes still to do.
     pub resize: Vec<Resize>,
     /// Set when someone else changed the VM since the plan: a sentence naming
@@ -53,15 +58,15 @@ pub struct Progress {
 /// config) whose digest is `digest` (see the module doc).
 pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, digest: &str) -> Progress {
     let writes = !planned.set.is_empty() || !planned.delete.is_empty();
-    if !writes && planned.resize.is_empty() {
+    if !writes && planned.resize.is_empty() && planned.moves.is_empty() {
         // Nothing to do, so nothing to clobber: no digest or value matters.
-        return Progress { config: Step::Done, resize: vec![], changed: None };
+        return Progress { config: Step::Done, moves: vec![], resize: vec![], changed: None };
     }
     if digest == planned.digest {
         let config = if writes { Step::Todo } else { Step::Done };
-        return Progress { config, resize: planned.resize.clone(), changed: None };
+        return Progress { config, moves: planned.moves.clone(), resize: planned.resize.clone(), changed: None };
     }
-    let changed = |why: String| Progress { config: Step::Todo, resize: vec![], changed: Some(why) };
+    let changed = |why: String| Progress { config: Step::Todo, moves: vec![], resize: vec![], changed: Some(why) };
     let touched: BTreeSet<&str> = planned.expect.keys().map(String::as_str).collect();
     if rest_hash(live_config, &touched) != planned.rest {
         return changed(format!(
@@ -75,6 +80,7 @@ pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, dig
         let live = live_config.get(key).map(String::as_str);
         let ignore_size = resized.contains_key(key.as_str());
         let before = planned.before.get(key).cloned().flatten();
+        let expect = expected(planned, key, expect.as_deref(), live);
         if pve::same_effect(key, expect.as_deref(), live, ignore_size) {
             at_expect.push(key.as_str());
         } else if pve::same_effect(key, before.as_deref(), live, ignore_size) {
@@ -83,9 +89,10 @@ pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, dig
             other.push(describe(key, live, before.as_deref()));
         }
     }
-    // Keys only resized are at their plan-time value and their effect alike
-    // (size aside): the config step does not decide them.
-    let config_keys = |keys: &[&str]| keys.iter().filter(|k| !only_resized(planned, k)).count();
+    // Keys only resized or moved are at their plan-time value and their
+    // effect alike (size and volume aside): the config step does not decide
+    // them.
+    let config_keys = |keys: &[&str]| keys.iter().filter(|k| !only_operated(planned, k)).count();
     if !other.is_empty() {
         return changed(format!("changed since the plan: {}; plan again", other.join(", ")));
     }
@@ -95,7 +102,7 @@ pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, dig
         _ => {
             let keys: Vec<String> = at_before
                 .iter()
-                .filter(|k| !only_resized(planned, k))
+                .filter(|k| !only_operated(planned, k))
                 .map(|k| {
                     describe(
                         k,
@@ -110,8 +117,23 @@ pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, dig
             ));
         }
     };
-    let mut todo = vec![];
     let mut progressed = config == Step::Done && writes;
+    let mut moves = vec![];
+    for m in &planned.moves {
+        let drive = live_config.get(&m.disk).map(|v| pve::Drive::parse(v));
+        match drive {
+            Some(d) if d.storage() == Some(m.to.as_str()) => progressed = true,
+            Some(d) if d.volume == m.volume => moves.push(m.clone()),
+            _ => {
+                let now = drive.map_or("absent".to_string(), |d| format!("on {}", d.volume));
+                return changed(format!(
+                    "changed since the plan: {} is {now} (plan read {}, plan moves it to {}); plan again",
+                    m.disk, m.volume, m.to
+                ));
+            }
+        }
+    }
+    let mut todo = vec![];
     for r in &planned.resize {
         let size = live_config.get(&r.disk).and_then(|v| pve::Drive::parse(v).size_gib());
         let (from, to) = (pve::size_gib(&r.from), pve::size_gib(&r.to));
@@ -133,14 +155,31 @@ pub fn progress(planned: &VmChanges, live_config: &BTreeMap<String, String>, dig
             planned.name
         ));
     }
-    Progress { config, resize: todo, changed: None }
+    Progress { config, moves, resize: todo, changed: None }
 }
 
-/// Whether `key` is only grown by the plan (not in `set`/`delete`).
-fn only_resized(planned: &VmChanges, key: &str) -> bool {
-    planned.resize.iter().any(|r| r.disk == key)
+/// Whether `key` is only grown or moved by the plan (not in `set`/`delete`).
+fn only_operated(planned: &VmChanges, key: &str) -> bool {
+    (planned.resize.iter().any(|r| r.disk == key) || planned.moves.iter().any(|m| m.disk == key))
         && !planned.set.contains_key(key)
         && !planned.delete.iter().any(|d| d == key)
+}
+
+/// `expect` for `key` as the live config shows it done: a planned move whose
+/// drive is on its target storage has PVE's new volume ([`pve::moved`]).
+pub(super) fn expected(planned: &VmChanges, key: &str, expect: Option<&str>, live: Option<&str>) -> Option<String> {
+    let (Some(expect), Some(live)) = (expect, live) else { return expect.map(String::from) };
+    match planned.moves.iter().find(|m| m.disk == key) {
+        Some(m) => {
+            let now = pve::Drive::parse(live);
+            if now.storage() == Some(m.to.as_str()) {
+                Some(pve::moved(expect, &now.volume))
+            } else {
+                Some(expect.to_string())
+            }
+        }
+        None => Some(expect.to_string()),
+    }
 }
 
 /// `memory is 3072 (plan read 2048)`.

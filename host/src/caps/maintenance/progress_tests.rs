@@ -148,3 +148,53 @@ fn a_plan_with_no_operations_is_done_whatever_the_digest() {
     let pr = progress(&p, &config(&[("cores", Some("8"))]), "d9");
     assert_eq!((pr.config, pr.resize.len(), pr.changed), (Step::Done, 0, None));
 }
+
+/// A plan that moves scsi1 from local-lvm to ceph and grows it to 15 GiB.
+fn planned_move() -> VmChanges {
+    let mut w = want();
+    w.disks[0].storage = "ceph".into();
+    w.disks[0].size_gib = 15;
+    diff(&w, &live(true), &Allow { disk_move: true, ..Allow::default() }).expect("diff")
+}
+
+#[test]
+fn a_move_is_to_do_while_the_drive_holds_its_plan_time_volume() {
+    let p = planned_move();
+    let fresh = progress(&p, &config(&[]), "d0");
+    assert_eq!((fresh.config, fresh.changed.as_deref()), (Step::Done, None));
+    assert_eq!((fresh.moves.len(), fresh.resize.len()), (1, 1));
+    // Another digest with nothing of the plan in effect: someone else wrote.
+    let other = progress(&p, &config(&[("onboot", Some("0"))]), "d1");
+    assert!(other.changed.is_some(), "{other:?}");
+}
+
+#[test]
+fn a_moved_drive_on_its_target_storage_is_done_whatever_volume_pve_chose() {
+    // clone_disk: a new volume name, `format` dropped, the source as unused0.
+    let p = planned_move();
+    let moved = config(&[("scsi1", Some("ceph:vm-150-disk-3,size=10G")), ("unused0", Some("local-lvm:vm-150-disk-1"))]);
+    let pr = progress(&p, &moved, "d1");
+    assert_eq!((pr.changed.as_deref(), pr.moves.len(), pr.resize.len()), (None, 0, 1), "{pr:?}");
+    let grown = config(&[("scsi1", Some("ceph:vm-150-disk-3,size=15G")), ("unused0", Some("local-lvm:vm-150-disk-1"))]);
+    let pr = progress(&p, &grown, "d2");
+    assert_eq!((pr.changed.as_deref(), pr.moves.len(), pr.resize.len()), (None, 0, 0), "{pr:?}");
+    assert!(outstanding(&p, &grown, &[]).is_empty());
+}
+
+#[test]
+fn a_drive_moved_elsewhere_or_replaced_is_changed_since_the_plan() {
+    let p = planned_move();
+    for value in ["zfs:vm-150-disk-3,size=10G", "local-lvm:vm-150-disk-7,size=10G"] {
+        let pr = progress(&p, &config(&[("scsi1", Some(value))]), "d1");
+        let why = pr.changed.unwrap_or_default();
+        assert!(why.contains("scsi1 is") && why.ends_with("plan again"), "{value}: {why}");
+    }
+}
+
+#[test]
+fn a_move_not_in_effect_after_apply_is_outstanding() {
+    let p = planned_move();
+    let missing = outstanding(&p, &config(&[("scsi1", Some("local-lvm:vm-150-disk-1,size=15G"))]), &[]);
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(missing[0].contains("the plan moves it to ceph"), "{}", missing[0]);
+}

@@ -186,6 +186,15 @@ pub fn with_size(value: &str, size: &str) -> String {
     kept.join(",")
 }
 
+/// A planned drive value as PVE writes it after moving the disk to `volume`
+/// (another storage): qemu-server `clone_disk` sets `file` to the new volume
+/// and drops `format` (src/PVE/QemuServer.pm, `delete $disk->{format}`),
+/// every other part in place; the volume stands bare in front.
+pub fn moved(value: &str, volume: &str) -> String {
+    let rest = parts(value).filter(|p| p.contains('=') && !p.starts_with("file=") && !p.starts_with("format="));
+    std::iter::once(volume).chain(rest).collect::<Vec<_>>().join(",")
+}
+
 /// `memory` in MiB: `2048` or `current=2048` (qemu-server e6352be,
 /// src/PVE/QemuServer/Memory.pm:68 `$memory_fmt`, `current` the default
 /// key; absent = 512, its default).

@@ -9,9 +9,10 @@
 //!   proxmox::get_pending(..), status: proxmox::vm_status(..), digest }`
 //!   (`digest` may be left out or `()`: the config map's `digest` key, which
 //!   `get_config` returns, is used); `allow` is `#{disk_removal,
-//!   nic_replacement}`.
+//!   nic_replacement, disk_move}` (a missing flag is false).
 //! - `maintenance::progress(planned, config, digest)` → `#{config:
-//!   "todo"|"done", resize: [#{disk, from, to}], changed: () | sentence}`
+//!   "todo"|"done", moves: [#{disk, volume, from, to}], resize: [#{disk,
+//!   from, to}], changed: () | sentence}`
 //!   (`digest` `()`: the config map's).
 //! - `maintenance::outstanding(planned, config, pending)` → array of sentences.
 //! - `maintenance::needs_cold_start(pending)` → bool.

@@ -22,6 +22,13 @@ pub fn outstanding(
     let mut out = vec![];
     for (key, expect) in &planned.expect {
         let live = live_config.get(key).map(String::as_str);
+        let expect = &super::progress::expected(planned, key, expect.as_deref(), live);
+        if let Some(m) = planned.moves.iter().find(|m| &m.disk == key)
+            && live.map(pve::Drive::parse).and_then(|d| d.storage().map(String::from)).as_deref() != Some(m.to.as_str())
+        {
+            out.push(format!("{key} is {}, the plan moves it to {}", live.unwrap_or("absent"), m.to));
+            continue;
+        }
         let pending_here = pending.iter().find(|p| &p.key == key);
         let in_pending = pending_here.is_some_and(|p| {
             if p.delete {

@@ -149,9 +149,17 @@ mod tests {
 
     #[test]
     fn only_pure_reads_keep_what_is_held() {
-        for f in
-            ["clone-vm", "set-config", "power", "wait-task", "migrate", "destroy", "resize-disk", "add-ha-resource"]
-        {
+        for f in [
+            "clone-vm",
+            "set-config",
+            "power",
+            "wait-task",
+            "migrate",
+            "destroy",
+            "resize-disk",
+            "move-disk",
+            "add-ha-resource",
+        ] {
             assert!(changes_cluster(f), "{f}");
         }
         for f in ["list-vms", "get-config", "storage-info", "vm-status", "list-tasks"] {

@@ -8,7 +8,8 @@
 //! the storages and volumes `clone-vm` and `set-config` name. Not scoped beyond
 //! the node: `list-tasks`'s VMID filter (it only narrows a read), the VM inside
 //! a `wait-task` UPID, and the storage of the disk `resize-disk` grows (the
-//! disk's storage was checked when it was attached).
+//! disk's storage was checked when it was attached). `move-disk`'s target
+//! storage is scoped.
 //! What the adapter reads to describe a call (a template's name, the HA rule
 //! being rewritten, the config a deletion changes) is read through the same
 //! guard and journaled. Every call is checked and journaled; a read the run
@@ -227,6 +228,21 @@ impl Host for CapCtx {
 
     fn resize_disk(&mut self, node: String, vmid: u32, disk: String, size: String) -> Result<String, WitError> {
         self.resize_disk_at(&node, vmid, &disk, &size, None)
+    }
+
+    /// The target storage is scoped like a clone's: a move allocates a new
+    /// volume there. The source volume stays the VM's (an `unusedN` disk).
+    fn move_disk(
+        &mut self,
+        node: String,
+        vmid: u32,
+        disk: String,
+        storage: String,
+        digest: Option<String>,
+    ) -> Result<String, WitError> {
+        let (node, disk, storage) = (node.as_str(), disk.as_str(), storage.as_str());
+        let call = ProxmoxCall { storage: Some(storage), ..vm_call(node, vmid) };
+        self.pve("move-disk", call, |c| async move { c.move_disk(node, vmid, disk, storage, digest.as_deref()).await })
     }
 
     fn migrate(

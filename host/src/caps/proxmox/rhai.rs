@@ -1,7 +1,8 @@
 //! `proxmox::*` for workflow scripts: the Proxmox calls the shared steps need
 //! (`list_vms`, `next_id`, status, power, tasks and a VM's task list, config
 //! and pending changes, migration, storage (definition, free space on a node,
-//! volumes), the PVE version, `create_vm`, containers (create, config,
+//! volumes, `move_disk(node, vmid, disk, storage, digest)`), the PVE version,
+//! `create_vm`, containers (create, config,
 //! status, power, destroy), a task's log, `agent_ping`, HA resources and
 //! PVE 9 HA rules (`ha_resources`, `add_ha_resource(vmid, state, comment)`,
 //! `ha_rules`, `put_ha_rule(#{rule, kind, resources, nodes, strict, digest})`).
@@ -280,6 +281,30 @@ pub fn module() -> Module {
          digest: Dynamic|
          -> Res<ImmutableString> {
             resize_disk(&ctx, &node, vmid, &disk, &size, digest_arg(&digest, "resize_disk")?.as_deref())
+        },
+    );
+    // `move_disk(node, vmid, disk, storage, digest)` → UPID of the `qmmove`
+    // task (`digest` `()`: none sent). The source volume stays as `unusedN`.
+    FuncRegistration::new("move_disk").set_into_module(
+        &mut m,
+        |ctx: NativeCallContext,
+         node: ImmutableString,
+         vmid: i64,
+         disk: ImmutableString,
+         storage: ImmutableString,
+         digest: Dynamic|
+         -> Res<ImmutableString> {
+            let digest = digest_arg(&digest, "move_disk")?;
+            let upid = Host::move_disk(
+                &mut caps(&ctx)?,
+                node.to_string(),
+                int_arg(vmid, "vmid")?,
+                disk.to_string(),
+                storage.to_string(),
+                digest,
+            )
+            .map_err(wit_throw)?;
+            Ok(upid.into())
         },
     );
     // `create_vm(node, vmid, #{key: value})` → UPID of the `qmcreate` task.

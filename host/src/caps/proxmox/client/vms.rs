@@ -172,6 +172,28 @@ impl ProxmoxClient {
         self.fetch(call, upid_from).await
     }
 
+    /// `POST .../move_disk` with `disk`, `storage` and, when given, the config
+    /// `digest` the caller read; returns the `qmmove` task's UPID. `delete` is
+    /// never sent: PVE keeps the source volume as an `unusedN` disk (its
+    /// default), so a move loses nothing. PVE checks the digest, lock, disk
+    /// and storage before forking (an error of this call) and again inside
+    /// the worker (a failed task): qemu-server src/PVE/API2/Qemu.pm
+    /// `move_vm_disk`, `$load_and_check_move`.
+    pub async fn move_disk(
+        &self,
+        node: &str,
+        vmid: u32,
+        disk: &str,
+        storage: &str,
+        digest: Option<&str>,
+    ) -> Result<String, ProxmoxError> {
+        let call = Call::new(Method::POST, self.vm_path(node, vmid, "/move_disk")?, Idempotency::NotIdempotent)
+            .param("disk", disk)
+            .param("storage", storage)
+            .opt_param("digest", digest);
+        self.fetch(call, upid_from).await
+    }
+
     /// `POST .../migrate` with `target`, `online`, `with-local-disks`; returns the UPID.
     pub async fn migrate(
         &self,
