@@ -86,6 +86,8 @@ pub struct Timings {
     pub migrate: Duration,
     /// A resize task.
     pub resize: Duration,
+    /// A disk move (`qmmove`): the copy, while the worker holds the VM's config lock.
+    pub move_disk: Duration,
     /// A destroy task.
     pub destroy: Duration,
     /// A create task (`qmcreate`) without imports.
@@ -114,6 +116,7 @@ impl Default for Timings {
             guest_reboot: Duration::from_secs(10),
             migrate: Duration::from_secs(8),
             resize: Duration::from_secs(1),
+            move_disk: Duration::from_secs(5),
             destroy: Duration::from_secs(1),
             create: Duration::from_secs(1),
             import_per_gib: Duration::from_secs(2),

@@ -195,6 +195,17 @@ fn qemu_vm(cx: &Ctx, state: &ClusterState, m: &str, vmid: &str, rest: &[&str], p
             qemu_update(cx, &vm_path, conf, p)
         }
         ("PUT", ["unlink"] | ["resize"]) => cx.check(&vm_path, &["VM.Config.Disk"]),
+        // apidata.js: perm /vms/{vmid} VM.Config.Disk; then Qemu.pm l. 5173-5174 (the
+        // reassign form: VM.Config.Disk on the target VM) or l. 5191 (Datastore.AllocateSpace
+        // on the target storage). Both given is the handler's parameter error (l. 5169-5171).
+        ("POST", ["move_disk"]) => {
+            cx.check(&vm_path, &["VM.Config.Disk"])?;
+            match (p.get("target-vmid"), p.get("storage")) {
+                (Some(t), None) => cx.check(&format!("/vms/{t}"), &["VM.Config.Disk"]),
+                (None, Some(s)) => cx.check(&format!("/storage/{s}"), &["Datastore.AllocateSpace"]),
+                _ => Ok(()),
+            }
+        }
         ("POST", ["clone"]) => {
             // apidata.js: ['and', perm /vms/{vmid} VM.Clone, ['or', perm /vms/{newid}
             // VM.Allocate, perm /pool/{pool} VM.Allocate require_param pool]]; a failed

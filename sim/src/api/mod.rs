@@ -21,6 +21,7 @@ mod lifecycle;
 mod lxc;
 mod lxc_status;
 mod migrate;
+mod move_disk;
 mod nodes;
 pub mod params;
 mod qemu;

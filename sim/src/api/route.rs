@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use super::{
-    ApiError, ApiResult, Params, agent, cluster, create, ha, lifecycle, lxc, lxc_status, migrate, nodes, qemu, storage,
+    ApiError, ApiResult, Params, agent, cluster, create, ha, lifecycle, lxc, lxc_status, migrate, move_disk, nodes,
+    qemu, storage,
 };
 use crate::sim::Sim;
 
@@ -70,6 +71,7 @@ pub fn classify(method: &str, segs: &[String]) -> Class {
             | ("POST", ["status", _])
             | ("POST", ["migrate"])
             | ("PUT", ["resize"])
+            | ("POST", ["move_disk"])
             | ("POST", ["config"])
             | ("DELETE", [])
     );
@@ -167,6 +169,7 @@ fn qemu_vm(sim: &Arc<Sim>, m: &str, node: &str, vmid: u32, rest: &[&str], p: &Pa
         ("GET", ["pending"]) => qemu::pending(sim, node, vmid),
         ("POST", ["clone"]) => lifecycle::clone(sim, node, vmid, p),
         ("PUT", ["resize"]) => migrate::resize(sim, node, vmid, p),
+        ("POST", ["move_disk"]) => move_disk::move_disk(sim, node, vmid, p),
         ("GET", ["migrate"]) => migrate::migrate_precheck(sim, node, vmid, p),
         ("POST", ["migrate"]) => migrate::migrate(sim, node, vmid, p),
         ("GET", ["status"]) => qemu::status_index(),

@@ -244,13 +244,21 @@ impl Vm {
     }
 
     /// The next free `STORAGE:vm-VMID-disk-N` (`find_free_diskname`): the lowest N
-    /// no volume of this VM uses on that storage.
+    /// no volume of this VM uses on that storage. A volume counts as PVE counts it
+    /// (pve-storage 0c56bad src/PVE/Storage/Plugin.pm:950-990, `$get_vm_disk_number`:
+    /// `(vm|base)-VMID-disk-(\d+)` anywhere in the volume name), so a template's
+    /// `base-VMID-disk-0` and a linked clone's `base-T-disk-0/vm-VMID-disk-0` take
+    /// number 0.
     pub fn next_disk_name(&self, storage: &str) -> String {
-        let prefix = format!("{storage}:vm-{}-disk-", self.vmid);
-        let taken: BTreeSet<u32> =
-            self.volids().iter().filter_map(|v| v.strip_prefix(&prefix)).filter_map(|n| n.parse().ok()).collect();
+        let prefix = format!("{storage}:");
+        let taken: BTreeSet<u32> = self
+            .volids()
+            .iter()
+            .filter_map(|v| v.strip_prefix(&prefix))
+            .filter_map(|name| disk_number(name, self.vmid))
+            .collect();
         let n = (0..).find(|n| !taken.contains(n)).unwrap_or(0);
-        format!("{prefix}{n}")
+        format!("{prefix}vm-{}-disk-{n}", self.vmid)
     }
 
     /// The config digest (40 hex chars, over the sorted config).
@@ -359,6 +367,29 @@ impl Vm {
     }
 }
 
+/// The disk number `$get_vm_disk_number` finds in a volume name: the leftmost
+/// `vm-VMID-disk-N` or `base-VMID-disk-N` (pve-storage 0c56bad
+/// src/PVE/Storage/Plugin.pm:950-968).
+fn disk_number(volname: &str, vmid: u32) -> Option<u32> {
+    let patterns = [format!("vm-{vmid}-disk-"), format!("base-{vmid}-disk-")];
+    let mut found: Option<(usize, u32)> = None;
+    for p in &patterns {
+        let mut from = 0;
+        while let Some(i) = volname[from..].find(p.as_str()) {
+            let at = from + i;
+            let digits: String = volname[at + p.len()..].chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(n) = digits.parse::<u32>() {
+                if found.is_none_or(|(pos, _)| at < pos) {
+                    found = Some((at, n));
+                }
+                break;
+            }
+            from = at + 1;
+        }
+    }
+    found.map(|(_, n)| n)
+}
+
 /// An HA resource (`vm:<vmid>`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HaResource {
@@ -398,6 +429,12 @@ pub struct ClusterState {
     pub next_pid: u32,
     /// Counter for generated identifiers (MACs, UUIDs).
     pub id_counter: u64,
+    /// The VMs whose config file lock (`lock_config`'s flock on
+    /// `/var/lock/qemu-server/lock-VMID.conf`, not the `lock` property) a running
+    /// worker holds, with that worker's UPID (`crate::api` `move_disk`). Never
+    /// written: a loaded state has no running workers (`crate::recover`).
+    #[serde(skip)]
+    pub config_flocks: BTreeMap<u32, String>,
 }
 
 impl ClusterState {

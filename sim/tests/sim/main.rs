@@ -12,6 +12,7 @@ mod faults;
 mod hotplug;
 mod import_disk;
 mod lxc;
+mod move_disk;
 mod node_disk;
 mod openssh;
 mod proxmoxer;
