@@ -19,6 +19,7 @@ mod lxc;
 mod maintenance;
 mod maintenance_crash;
 mod maintenance_lab;
+mod maintenance_move;
 mod maintenance_terraform;
 mod metrics;
 mod netbox_pipeline;

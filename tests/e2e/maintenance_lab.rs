@@ -46,6 +46,16 @@ impl Project {
         Project::with_inventory(dir, Some(sim), prefix, subnet, hosts, shape)
     }
 
+    /// As [`Project::new`], the simulator started with `sim_args` besides its
+    /// nodes (`--storage fast=lvmthin:images,rootdir`).
+    pub fn with_sim_args(prefix: &str, subnet: u8, hosts: usize, sim_args: &[&str]) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let args: Vec<&str> = ["--nodes", "pve1,pve2,pve3"].iter().chain(sim_args).copied().collect();
+        let sim = RemoteSim::start_with(dir.path(), "0", &args);
+        ProjectConfig::new(Cluster::Written(sim.cluster_toml.clone())).write(dir.path());
+        Project::with_inventory(dir, Some(sim), prefix, subnet, hosts, |lab| lab)
+    }
+
     /// On the built-in simulated cluster (`kind = "sim"`, time scale 0).
     pub fn builtin(prefix: &str, subnet: u8, hosts: usize) -> Project {
         let dir = tempfile::tempdir().expect("tempdir");

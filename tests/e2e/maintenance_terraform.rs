@@ -8,6 +8,8 @@
 //!   into the plan file; `apply` applies exactly that saved plan, the live
 //!   config then matches the inventory, and a rerun applies nothing twice
 //!   (terraform's state serial unchanged, the kept plan gone);
+//! - a disk move (`--allow-disk-move`) is `blocked`: the backend does not
+//!   move disks;
 //! - a change terraform would make by replacing the VM is `blocked` at plan
 //!   time, the module left as provisioning renders it;
 //! - a saved plan whose module state moved on since is refused at apply by
@@ -219,6 +221,30 @@ fn a_maintenance_change_terraform_would_make_by_replacing_the_vm_is_blocked_at_p
     assert_eq!(doc["vms"][0]["result"], "blocked", "{doc}");
     assert!(why.contains("never rebuilds") && why.contains("cradle provision"), "{why}");
     assert!(saved_plans(&p).is_empty(), "{:?}", saved_plans(&p));
+    assert_eq!(p.vm(&vm)["config"], before["config"], "the VM is untouched");
+}
+
+#[test]
+fn a_disk_move_is_blocked_on_the_terraform_backend_even_with_allow_disk_move() {
+    let p = builtin_with_two_templates(6);
+    let vm = p.names[0].clone();
+    let before = p.vm(&vm);
+    p.edit_inventory("storage: local-lvm", "storage: fast");
+    let plan = p.plan_path("move.plan");
+    let out = p.cradle(
+        &["--output", "json", "plan", "-i", &p.inventory(), "--allow-disk-move", "--out", &plan.display().to_string()],
+        None,
+    );
+    assert!(!out.status.success(), "a blocked VM fails the plan: {}", show(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["vms"][0]["result"], "blocked", "{doc}");
+    let why = doc["vms"][0]["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("does not move disks (scsi0 to fast, scsi1 to fast)") && why.contains("Move Storage"),
+        "{why}"
+    );
+    assert!(saved_plans(&p).is_empty(), "no terraform plan was made: {:?}", saved_plans(&p));
+    assert_module_unlifted(&p);
     assert_eq!(p.vm(&vm)["config"], before["config"], "the VM is untouched");
 }
 

@@ -258,7 +258,9 @@ pub fn apply_selection(
         }
         let mut value = Map::new();
         value.insert("allow".into(), to_script(&file.allow, "the plan's allow")?);
-        value.insert("planned".into(), to_script(&pv.changes, &format!("the plan of {}", pv.changes.name))?);
+        let planned = crate::caps::maintenance::rhai::planned_map(&pv.changes)
+            .map_err(|e| ProjectError::Environment(format!("the plan of {}: {e}", pv.changes.name)))?;
+        value.insert("planned".into(), planned.into());
         value.insert("reboot".into(), reboot.as_str().into());
         value.insert(
             "terraform_plan".into(),

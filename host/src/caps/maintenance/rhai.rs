@@ -128,7 +128,16 @@ fn script_diff(vm: &Map, live: &Map, allow: Map) -> Res<Map> {
     let allow: Allow = from_dynamic(&allow.into()).map_err(|e| fail("allow", &e))?;
     let live = Live { config, pending, running, digest };
     let changes = diff(&want, &live, &allow).map_err(|e| invalid(format!("maintenance::diff: {e}")))?;
-    to_map(&changes)
+    planned_map(&changes)
+}
+
+/// A VM's changes as scripts see them: every list present, `moves` too (the
+/// plan file leaves an empty `moves` out, for plans written before moves
+/// existed; a script reads `planned.moves` all the same).
+pub fn planned_map(changes: &VmChanges) -> Res<Map> {
+    let mut map = to_map(changes)?;
+    map.entry("moves".into()).or_insert_with(|| Dynamic::from_array(Array::new()));
+    Ok(map)
 }
 
 fn planned_of(planned: Map, function: &str) -> Res<VmChanges> {

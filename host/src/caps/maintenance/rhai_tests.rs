@@ -55,3 +55,29 @@ fn a_bad_live_value_is_thrown_as_kind_and_message_naming_the_vm() {
     let message = e["message"].to_string();
     assert!(message.contains("web-1") && message.contains("memory"), "{message}");
 }
+
+#[test]
+fn a_plan_without_moves_still_gives_scripts_an_empty_moves_list() {
+    // The plan file leaves an empty `moves` out; workflows read it anyway.
+    let script = format!(
+        "{VM}
+        let planned = maintenance::diff(vm, live, #{{}});
+        [planned.moves.len(), maintenance::progress(planned, config, ()).moves.len()]"
+    );
+    let out: rhai::Array = engine().eval(&script).expect("script");
+    assert_eq!(out.iter().map(|d| d.as_int().expect("int")).collect::<Vec<_>>(), [0, 0]);
+}
+
+#[test]
+fn with_disk_move_allowed_the_script_module_plans_the_move_and_its_progress() {
+    let script = format!(
+        "{VM}
+        vm.spec.disks[0].storage = \"fast\";
+        let planned = maintenance::diff(vm, live, #{{ disk_move: true }});
+        let p = maintenance::progress(planned, config, ());
+        [planned.moves[0].to, p.moves[0].disk]"
+    );
+    let out: rhai::Array = engine().eval(&script).expect("script");
+    assert_eq!(out[0].to_string(), "fast");
+    assert_eq!(out[1].to_string(), "scsi1");
+}

@@ -26,11 +26,24 @@ fn every_proxmox_wit_function_sends_requests_that_conform_to_the_pve_schema() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let rec = dir.path().join("recordings");
-    let (cluster, client) = super::held_tests::sim_with_client(&rt, |cfg| cfg.record_dir = Some(rec.clone()));
+    let (cluster, client) = super::held_tests::sim_with_client(&rt, |cfg| {
+        cfg.record_dir = Some(rec.clone());
+        // Two more images storages: `fast` granted, `slow` not (move-disk's target).
+        for id in ["fast", "slow"] {
+            cfg.storages.push(cradle_sim::StorageSpec {
+                id: id.into(),
+                kind: "lvmthin".into(),
+                content: "images,rootdir".into(),
+                path: None,
+                shared: false,
+                size_bytes: None,
+            });
+        }
+    });
     std::fs::write(cluster.node_path("pve1", &format!("/var/lib/vz/template/cache/{CT_TEMPLATE}")), b"tar")
         .expect("plant the container template");
     let grants: Grants = toml::from_str(
-        "[proxmox]\nnodes = [\"pve1\", \"pve2\"]\nvmids = \"100-999\"\nstorages = [\"local\", \"local-lvm\"]\n\
+        "[proxmox]\nnodes = [\"pve1\", \"pve2\"]\nvmids = \"100-999\"\nstorages = [\"local\", \"local-lvm\", \"fast\"]\n\
          templates = [\"debian-12-cloud\"]\ndestructive = true\n",
     )
     .expect("grants");
@@ -91,6 +104,16 @@ fn every_proxmox_wit_function_sends_requests_that_conform_to_the_pve_schema() {
     wait(&mut c, upid);
     let back = c.migrate("pve2".into(), 321, n(), false, true).expect("migrate back");
     c.wait_task("pve2".into(), back, 60_000).expect("wait-task on pve2");
+    // A move to an ungranted storage is denied before any request; to a
+    // granted one it is PVE's `qmmove` task.
+    let denied = c.move_disk(n(), 321, "scsi0".into(), "slow".into(), None).expect_err("slow is not granted");
+    assert!(
+        matches!(&denied, crate::contract::bindings::cradle::host::types::Error::Denied(m) if m.contains("slow")),
+        "{denied:?}"
+    );
+    let digest = c.get_config(n(), 321).expect("get-config").into_iter().find(|e| e.key == "digest").map(|e| e.value);
+    let upid = c.move_disk(n(), 321, "scsi0".into(), "fast".into(), digest).expect("move-disk");
+    wait(&mut c, upid);
     let upid = c.power(n(), 321, PowerAction::Start).expect("power start");
     wait(&mut c, upid);
     c.vm_status(n(), 321).expect("vm-status");
@@ -167,6 +190,7 @@ fn every_proxmox_wit_function_sends_requests_that_conform_to_the_pve_schema() {
         "PUT /nodes/{node}/qemu/{vmid}/config",
         "GET /nodes/{node}/qemu/{vmid}/pending",
         "PUT /nodes/{node}/qemu/{vmid}/resize",
+        "POST /nodes/{node}/qemu/{vmid}/move_disk",
         "POST /nodes/{node}/qemu/{vmid}/migrate",
         "GET /nodes/{node}/qemu/{vmid}/status/current",
         "POST /nodes/{node}/qemu/{vmid}/status/start",
