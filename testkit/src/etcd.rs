@@ -254,8 +254,23 @@ impl std::fmt::Debug for EtcdCluster {
 }
 
 impl EtcdCluster {
-    /// Start three members and wait until each answers healthy.
+    /// Start three members and wait until each answers healthy. Three tries,
+    /// as [`Etcd`]'s start: a peer or client port picked free can be taken by
+    /// another test before its member binds it, and that member exits.
     pub fn start() -> EtcdCluster {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match EtcdCluster::try_start() {
+                Ok(cluster) => return cluster,
+                Err(logs) => last = logs,
+            }
+        }
+        panic!("the etcd cluster did not become healthy (three tries); the last try's logs:\n{last}");
+    }
+
+    /// One try: the members' logs when a member exits or the cluster is not
+    /// healthy within 30 s.
+    fn try_start() -> Result<EtcdCluster, String> {
         let binary = etcd_binary();
         let dir = tempfile::Builder::new().prefix("cradle-etcd3-").tempdir().expect("tempdir");
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
@@ -283,19 +298,30 @@ impl EtcdCluster {
             members.push(Some(child));
             urls.push(url);
         }
-        let cluster = EtcdCluster { members, urls, dir };
+        let mut cluster = EtcdCluster { members, urls, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        for url in &cluster.urls {
-            while !healthy(url) {
-                assert!(
-                    Instant::now() < deadline,
-                    "the etcd cluster did not become healthy; logs in {:?}",
-                    cluster.dir.path()
-                );
-                std::thread::sleep(Duration::from_millis(100));
+        let all_healthy = |c: &EtcdCluster| c.urls.iter().all(|u| healthy(u));
+        while !all_healthy(&cluster) {
+            let exited = cluster.members.iter_mut().flatten().any(|m| matches!(m.try_wait(), Ok(Some(_))));
+            if exited || Instant::now() >= deadline {
+                let why = if exited { "a member exited" } else { "not healthy within 30 s" };
+                return Err(format!("{why}\n{}", cluster.logs()));
             }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        cluster
+        Ok(cluster)
+    }
+
+    /// The last lines of each member's log.
+    fn logs(&self) -> String {
+        (0..self.members.len())
+            .map(|i| {
+                let text = std::fs::read_to_string(self.dir.path().join(format!("m{i}.log"))).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                format!("== m{i}.log\n{}", lines[lines.len().saturating_sub(15)..].join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Kill member `i` (SIGKILL): with two of three gone, no quorum.
