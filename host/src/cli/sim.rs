@@ -314,7 +314,9 @@ fn storage_arg(arg: &str) -> Result<cradle_sim::StorageSpec, String> {
     let (id, rest) = arg.split_once('=').ok_or_else(|| format!("`{arg}`: {form}"))?;
     let (kind, content) = rest.split_once(':').ok_or_else(|| format!("`{arg}`: {form}"))?;
     if !crate::inventory::is_storage_id(id) {
-        return Err(format!("`{id}` is no Proxmox storage id (lowercase letters, digits, `-_.`, e.g. fast-lvm)"));
+        return Err(format!(
+            "`{id}` is no Proxmox storage id (a letter, then letters, digits or `-_.`, e.g. fast-lvm)"
+        ));
     }
     if kind != "dir" && kind != "lvmthin" {
         return Err(format!("`{kind}`: the simulator models storages of type dir or lvmthin"));
@@ -411,7 +413,7 @@ mod tests {
         for (arg, says) in [
             ("fast", "ID=TYPE:CONTENT"),
             ("fast=lvmthin", "ID=TYPE:CONTENT"),
-            ("Fast=lvmthin:images", "no Proxmox storage id"),
+            ("1fast=lvmthin:images", "no Proxmox storage id"),
             ("fast,x=lvmthin:images", "no Proxmox storage id"),
             ("fast=zfspool:images", "dir or lvmthin"),
             ("fast=lvmthin:images,", "comma-separated"),
