@@ -169,17 +169,13 @@ fn only_operated(planned: &VmChanges, key: &str) -> bool {
 /// drive is on its target storage has PVE's new volume ([`pve::moved`]).
 pub(super) fn expected(planned: &VmChanges, key: &str, expect: Option<&str>, live: Option<&str>) -> Option<String> {
     let (Some(expect), Some(live)) = (expect, live) else { return expect.map(String::from) };
-    match planned.moves.iter().find(|m| m.disk == key) {
-        Some(m) => {
-            let now = pve::Drive::parse(live);
-            if now.storage() == Some(m.to.as_str()) {
-                Some(pve::moved(expect, &now.volume))
-            } else {
-                Some(expect.to_string())
-            }
+    if let Some(m) = planned.moves.iter().find(|m| m.disk == key) {
+        let now = pve::Drive::parse(live);
+        if now.storage() == Some(m.to.as_str()) {
+            return Some(pve::moved(expect, &now.volume));
         }
-        None => Some(expect.to_string()),
     }
+    Some(expect.to_string())
 }
 
 /// `memory is 3072 (plan read 2048)`.

@@ -24,7 +24,7 @@ pub fn outstanding(
         let live = live_config.get(key).map(String::as_str);
         let expect = &super::progress::expected(planned, key, expect.as_deref(), live);
         if let Some(m) = planned.moves.iter().find(|m| &m.disk == key)
-            && live.map(pve::Drive::parse).and_then(|d| d.storage().map(String::from)).as_deref() != Some(m.to.as_str())
+            && live.map(pve::Drive::parse).as_ref().and_then(pve::Drive::storage) != Some(m.to.as_str())
         {
             out.push(format!("{key} is {}, the plan moves it to {}", live.unwrap_or("absent"), m.to));
             continue;
