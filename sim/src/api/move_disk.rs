@@ -114,15 +114,23 @@ fn check_enum(key: &str, value: &str, allowed: &[String]) -> Result<(), ApiError
     ))
 }
 
-/// The `pve-storage-id` format (pve-common src/PVE/JSONSchema.pm:292-305 `parse_id`).
+/// PVE's storage id rule, `^[a-z][a-z0-9\-\_\.]*[a-z0-9]$` any case (pve-common
+/// src/PVE/JSONSchema.pm:292-305 `parse_id`; pve-storage `parse_volume_id` the same).
+fn is_storage_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+}
+
+/// The `pve-storage-id` format of the `storage` parameter.
 fn check_storage_id(id: &str) -> Result<(), ApiError> {
     let bad = |why: &str| ApiError::param("storage", format!("invalid format - storage ID '{id}' {why}"));
     if id.chars().count() < 2 {
         return Err(bad("cannot be shorter than 2 characters"));
     }
-    let b = id.as_bytes();
-    let inner = b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c));
-    if !(b[0].is_ascii_alphabetic() && b[b.len() - 1].is_ascii_alphanumeric() && inner) {
+    if !is_storage_id(id) {
         return Err(bad("contains illegal characters"));
     }
     Ok(())
@@ -213,12 +221,7 @@ fn is_cdrom(value: &str, file: &str) -> bool {
 /// pve-storage 0c56bad src/PVE/Storage/Plugin.pm:420-428 (`parse_volume_id`).
 fn parse_volume_id(volid: &str) -> Option<(&str, &str)> {
     let (sid, name) = volid.split_once(':')?;
-    let b = sid.as_bytes();
-    let ok = b.len() >= 2
-        && b[0].is_ascii_alphabetic()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c));
-    (ok && !name.is_empty()).then_some((sid, name))
+    (is_storage_id(sid) && !name.is_empty()).then_some((sid, name))
 }
 
 /// A volume's format: its name's extension where it has one, else `raw` (the
